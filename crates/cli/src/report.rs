@@ -1,0 +1,237 @@
+//! The console report: the lines nanoBragg.c prints, with its number formats.
+
+use nanobragg_core::config::{Convention, CrystalShape, Pivot};
+use nanobragg_core::error::Warning;
+use nanobragg_core::geometry::Axes;
+use nanobragg_core::setup::Plan;
+use nanobragg_core::units::RTD;
+use nanobragg_io::cfmt::{f as cf, f_width, g};
+
+/// The C program's wording of a setup warning.
+pub fn warning_text(w: &Warning) -> String {
+    match w {
+        Warning::AutoOdetVector => "WARNING: auto-generating odet_vector".into(),
+        Warning::AttenuationDepth(mu) => format!("WARNING: setting detector attenuation depth to {} m", g(*mu)),
+        Warning::ClipSampleHigh(s, b) => format!("WARNING: clipping sample ({} m high) with beam ({} m)", g(*s), g(*b)),
+        Warning::ClipSampleWide(s, b) => format!("WARNING: clipping sample ({} m wide) with beam ({} m)", g(*s), g(*b)),
+        Warning::MosaicTenDomains => "WARNING: finite mosaicity with only one domain! upping to 10 mosaic domains".into(),
+        Warning::MosaicNoSpread => "WARNING: no mosaic spread specified.  setting mosaic_domains = 1".into(),
+        Warning::MosaicZeroSpread => "WARNING: zero mosaic spread specified.  setting mosaic_domains = 1".into(),
+        Warning::ImpossibleCellVolume(v) => format!("WARNING: impossible unit cell volume: {}", g(*v)),
+        Warning::ImpossibleReciprocalLengths(l) => {
+            format!("WARNING: impossible reciprocal cell lengths: {} {} {}", g(l[0]), g(l[1]), g(l[2]))
+        }
+        Warning::Undersampled(x, r, n) => format!(
+            "WARNING: maximum dimension of sample is {} A\n         but reciprocal pixel size is {} A\n         intensity may vary significantly across a pixel!\n         recommend -oversample {} to work around this",
+            g(*x),
+            g(*r),
+            n
+        ),
+    }
+}
+
+fn v3(v: [f64; 3]) -> String {
+    format!("{} {} {}", g(v[0]), g(v[1]), g(v[2]))
+}
+
+/// Geometry, cell and sampling lines printed before rendering.
+pub fn setup_lines(plan: &Plan, out: &mut Vec<String>) {
+    let d = &plan.detector;
+    out.push(format!("{} convention selected.", Axes::name(d.convention)));
+    out.push(match d.pivot {
+        Pivot::Sample => "pivoting detector around sample".into(),
+        Pivot::Beam => "pivoting detector around direct beam spot".into(),
+    });
+    out.push(format!("XDS incident beam: {}", v3(d.xds_incident)));
+    match plan.interpolation_auto {
+        Some(true) => out.push("auto-selected tricubic interpolation of structure factors".into()),
+        Some(false) => out.push("auto-selected no interpolation".into()),
+        None => {}
+    }
+    let c = &plan.cell;
+    if let Some(m) = c.random_misset_rad {
+        out.push(format!(
+            "random orientation misset angles: {} {} {} deg",
+            cf(m[0] * RTD, 6),
+            cf(m[1] * RTD, 6),
+            cf(m[2] * RTD, 6)
+        ));
+    }
+    let cl = c.cell;
+    out.push(format!(
+        "Unit Cell: {} {} {} {} {} {}",
+        g(cl[0]),
+        g(cl[1]),
+        g(cl[2]),
+        g(cl[3]),
+        g(cl[4]),
+        g(cl[5])
+    ));
+    let r = c.recip_cell;
+    out.push(format!(
+        "Recp Cell: {} {} {} {} {} {}",
+        g(r[0]),
+        g(r[1]),
+        g(r[2]),
+        g(r[3]),
+        g(r[4]),
+        g(r[5])
+    ));
+    out.push(format!("volume = {} A^3", g(c.volume_a3)));
+    let (a, b, cc) = (c.a_m.map(|x| x * 1e10), c.b_m.map(|x| x * 1e10), c.c_m.map(|x| x * 1e10));
+    out.push("real-space cell vectors (Angstrom):".into());
+    out.push(format!("     {:<10}  {:<10}  {:<10}", "a", "b", "c"));
+    for (i, axis) in ["X", "Y", "Z"].iter().enumerate() {
+        out.push(format!(
+            "{axis}: {} {} {}",
+            f_width(a[i], 11, 8),
+            f_width(b[i], 11, 8),
+            f_width(cc[i], 11, 8)
+        ));
+    }
+    out.push("reciprocal-space cell vectors (Angstrom^-1):".into());
+    out.push(format!("     {:<10}  {:<10}  {:<10}", "a_star", "b_star", "c_star"));
+    for (i, axis) in ["X", "Y", "Z"].iter().enumerate() {
+        out.push(format!(
+            "{axis}: {} {} {}",
+            f_width(c.a_star[i], 11, 8),
+            f_width(c.b_star[i], 11, 8),
+            f_width(c.c_star[i], 11, 8)
+        ));
+    }
+    let x = plan.xtal_size_m;
+    out.push(format!(
+        "crystal is {} x {} x {} microns",
+        g(x[0] * 1e6),
+        g(x[1] * 1e6),
+        g(x[2] * 1e6)
+    ));
+    if plan.oversample_auto {
+        out.push(format!("auto-selected {}-fold oversampling", plan.oversample));
+    }
+    for w in &plan.warnings {
+        if matches!(w, Warning::Undersampled(..)) {
+            out.push(warning_text(w));
+        }
+    }
+    out.push(format!("approximate MW = {}", g(plan.approx_mw)));
+}
+
+/// Sensor layers, phi steps, sources and domains.
+pub fn sampling_lines(plan: &Plan, out: &mut Vec<String>) {
+    let d = &plan.detector;
+    for t in 0..d.thicksteps {
+        out.push(format!("thick{t} = {} um", g(d.thickstep_m * t as f64 * 1e6)));
+    }
+    for p in 0..plan.phisteps {
+        let phi = plan.phi0_rad + plan.phistep_rad * p as f64;
+        out.push(format!("phi{p} = {}", g(phi * RTD)));
+    }
+    let s = &plan.sources;
+    for (h, v) in &s.div_points {
+        out.push(format!("divergence deviation: {} {}", g(*h), g(*v)));
+    }
+    for (i, l) in s.lambdas.iter().enumerate() {
+        out.push(format!("lambda{i} = {}", nanobragg_io::cfmt::g_prec(*l, 15)));
+    }
+    out.push(format!("  created a total of {} sources:", s.list.len()));
+    for src in &s.list {
+        out.push(format!("{}   {} {}", v3(src.position), g(src.weight), g(src.lambda_m)));
+    }
+    out.push(format!("  created a total of {} mosaic domains", plan.mosaic_domains()));
+}
+
+/// The summary block printed just before rendering.
+pub fn summary_lines(plan: &Plan, mask_name: Option<&str>, out: &mut Vec<String>) {
+    let d = &plan.detector;
+    let s = &plan.sources;
+    let hkls_line = format!("  {} initialized hkls (all others ={})", plan.hkls, g(plan.default_f));
+    out.push(hkls_line);
+    let shape = match plan.shape {
+        CrystalShape::Round => "ellipsoidal",
+        CrystalShape::Square => "parallelpiped",
+        CrystalShape::Gauss => "gaussian",
+        CrystalShape::Tophat => "tophat-spot",
+    };
+    let n = plan.n_cells;
+    out.push(format!("  {shape} xtal: {}x{}x{} cells", cf(n[0], 0), cf(n[1], 0), cf(n[2], 0)));
+    out.push(format!(
+        "  wave={} meters +/- {}% in {} steps",
+        g(plan.lambda0_m),
+        g(s.dispersion * 100.0),
+        s.dispsteps
+    ));
+    if plan.nopolar {
+        out.push("  polarization effect disabled".into());
+    } else {
+        out.push(format!("  Kahn polarization factor: {}", cf(plan.kahn_factor, 6)));
+    }
+    if d.curved {
+        out.push("  curved detector: all pixels same distance from origin".into());
+    }
+    if d.point_pixel {
+        out.push("  pixel obliquity effect disabled".into());
+    }
+    out.push(format!("  incident fluence: {} photons/m^2", g(plan.fluence)));
+    out.push(format!(
+        "  distance={} detsize={}x{}  pixel={} meters ({}x{} pixels)",
+        g(d.distance_m),
+        g(d.detsize_f_m),
+        g(d.detsize_s_m),
+        g(d.pixel_size_m),
+        d.fpixels,
+        d.spixels
+    ));
+    out.push(format!(
+        "  sensor is {} m thick in {} layers with mu= {}",
+        g(d.thick_m),
+        d.thicksteps,
+        g(d.mu_per_m)
+    ));
+    out.push(format!("  Xbeam={} Ybeam={}", g(d.xbeam_m), g(d.ybeam_m)));
+    out.push(format!("  Fbeam={} Sbeam={}", g(d.fbeam_m), g(d.sbeam_m)));
+    out.push(format!("  Xclose={} Yclose={}", g(d.xclose_m), g(d.yclose_m)));
+    out.push(format!("  Fclose={} Sclose={}", g(d.fclose_m), g(d.sclose_m)));
+    out.push(format!("  DIRECTION_OF_DETECTOR_X-AXIS= {}", v3(d.fdet)));
+    out.push(format!("  DIRECTION_OF_DETECTOR_Y-AXIS= {}", v3(d.sdet)));
+    out.push(format!("  DIRECTION_OF_DETECTOR_Z-AXIS= {}", v3(d.odet)));
+    out.push(format!("  INCIDENT_BEAM_DIRECTION= {}", v3(d.beam)));
+    out.push(format!("  spindle ROTATION_AXIS= {}", v3(d.spindle)));
+    out.push(format!(
+        "  POLARIZATION_PLANE_NORMAL= {}",
+        v3(nanobragg_core::vec3::cross(d.beam, d.polar))
+    ));
+    out.push(format!("  dials origin= {}", v3(d.dials_origin_mm)));
+    let roi = d.roi;
+    out.push(format!("  roi: {} < x < {} && {} < y < {}", roi[0], roi[1], roi[2], roi[3]));
+    out.push(format!("  hdivrange={} hdivstep={}  radians", g(s.hdivrange), g(s.hdivstep)));
+    out.push(format!("  vdivrange={} vdivstep={}  radians", g(s.vdivrange), g(s.vdivstep)));
+    out.push(format!("  {} divergence steps", s.divsteps));
+    out.push(format!("  {} sources", s.list.len()));
+    out.push(format!(
+        "  {} mosaic domains over mosaic spread of {} degrees",
+        plan.mosaic_domains(),
+        g(plan.mosaic_spread_rad * RTD)
+    ));
+    out.push(format!(
+        "  {} phi steps from {} to {} degrees",
+        plan.phisteps,
+        g(plan.phi0_rad * RTD),
+        g((plan.phi0_rad + plan.osc_rad) * RTD)
+    ));
+    let mut os = format!("  {}x{} pixel oversample steps", plan.oversample, plan.oversample);
+    if plan.oversample_thick {
+        os.push_str(" +thick");
+    }
+    if plan.oversample_polar {
+        os.push_str(" +polar");
+    }
+    if plan.oversample_omega {
+        os.push_str(" +omega");
+    }
+    out.push(os);
+    if let Some(m) = mask_name {
+        out.push(format!("  skipping zero-flagged pixels in {m}"));
+    }
+    let _ = Convention::Mosflm;
+}

@@ -1,0 +1,427 @@
+//! The resolved detector: pixel grid, orientation, origin and sensor layers.
+
+use crate::config::{Convention, DetectorConfig, Pivot};
+use crate::error::{Error, Result, Warning};
+use crate::geometry::convention::Axes;
+use crate::units::{deg_to_rad, mm_to_m};
+use crate::vec3::{cross, dot, rotate, rotate_axis, unitize};
+
+/// Detector geometry after conventions, pivots and rotations are applied (SI units).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detector {
+    /// Convention in force.
+    pub convention: Convention,
+    /// Pivot in force (after the convention forced one).
+    pub pivot: Pivot,
+    /// Pixels along the fast axis.
+    pub fpixels: usize,
+    /// Pixels along the slow axis.
+    pub spixels: usize,
+    /// Pixel edge (m).
+    pub pixel_size_m: f64,
+    /// Detector width along fast (m).
+    pub detsize_f_m: f64,
+    /// Detector height along slow (m).
+    pub detsize_s_m: f64,
+    /// Fast axis (unit) after rotations.
+    pub fdet: [f64; 3],
+    /// Slow axis (unit) after rotations.
+    pub sdet: [f64; 3],
+    /// Normal (unit) after rotations.
+    pub odet: [f64; 3],
+    /// Vector from the sample to the corner of the first pixel (m).
+    pub pix0: [f64; 3],
+    /// Beam direction (unit).
+    pub beam: [f64; 3],
+    /// Polarization E-vector (unit).
+    pub polar: [f64; 3],
+    /// beam × polar (unit): the "vertical" divergence axis.
+    pub vert: [f64; 3],
+    /// Spindle axis (unit).
+    pub spindle: [f64; 3],
+    /// Two-theta axis (as given; nanoBragg.c does not normalise it).
+    pub twotheta_axis: [f64; 3],
+    /// Sample-to-beam-spot distance along the beam (m).
+    pub distance_m: f64,
+    /// Sample-to-detector-plane distance (m).
+    pub close_distance_m: f64,
+    /// Beam centre written to the header (m), convention-specific meaning.
+    pub xbeam_m: f64,
+    /// Beam centre written to the header (m).
+    pub ybeam_m: f64,
+    /// Direct-beam spot along fast from the first pixel's corner (m).
+    pub fbeam_m: f64,
+    /// Direct-beam spot along slow (m).
+    pub sbeam_m: f64,
+    /// Closest point as given or defaulted (m).
+    pub xclose_m: f64,
+    /// Closest point as given or defaulted (m).
+    pub yclose_m: f64,
+    /// Closest point along fast after rotations (m).
+    pub fclose_m: f64,
+    /// Closest point along slow after rotations (m).
+    pub sclose_m: f64,
+    /// XDS ORGX (pixels).
+    pub orgx: f64,
+    /// XDS ORGY (pixels).
+    pub orgy: f64,
+    /// DIALS origin (mm).
+    pub dials_origin_mm: [f64; 3],
+    /// Beam direction in detector (f, s, o) coordinates, as XDS wants it.
+    pub xds_incident: [f64; 3],
+    /// Two-theta angle (rad).
+    pub twotheta_rad: f64,
+    /// `-curved_det`.
+    pub curved: bool,
+    /// `-point_pixel`.
+    pub point_pixel: bool,
+    /// Region of interest (inclusive pixel bounds): xmin, xmax, ymin, ymax.
+    pub roi: [i64; 4],
+    /// Total sensor thickness (m).
+    pub thick_m: f64,
+    /// Thickness of one sensor layer (m).
+    pub thickstep_m: f64,
+    /// Number of sensor layers.
+    pub thicksteps: usize,
+    /// Attenuation coefficient (1/m).
+    pub mu_per_m: f64,
+    /// Messages nanoBragg.c prints as warnings while resolving the detector.
+    pub warnings: Vec<Warning>,
+}
+
+fn nan_or(x: Option<f64>) -> f64 {
+    x.unwrap_or(f64::NAN)
+}
+
+impl Detector {
+    /// Resolve the detector the way nanoBragg.c does, in its order of steps.
+    pub fn resolve(cfg: &DetectorConfig) -> Result<Detector> {
+        let mut warnings = Vec::new();
+        let pixel_size = mm_to_m(cfg.pixel_mm);
+        if !(pixel_size > 0.0 && pixel_size.is_finite()) {
+            return Err(Error::Invalid {
+                what: "-pixel",
+                msg: format!("pixel size {} mm must be positive", cfg.pixel_mm),
+            });
+        }
+        if cfg.fpixels < 0 || cfg.spixels < 0 {
+            return Err(Error::Invalid {
+                what: "-detpixels",
+                msg: "pixel counts must be positive".into(),
+            });
+        }
+        let mut detsize_f = mm_to_m(cfg.detsize_f_mm);
+        let mut detsize_s = mm_to_m(cfg.detsize_s_mm);
+        if cfg.fpixels != 0 {
+            detsize_f = pixel_size * cfg.fpixels as f64;
+        }
+        if cfg.spixels != 0 {
+            detsize_s = pixel_size * cfg.spixels as f64;
+        }
+        let fp = (detsize_f / pixel_size - 0.5).ceil();
+        let sp = (detsize_s / pixel_size - 0.5).ceil();
+        if !(fp >= 1.0 && sp >= 1.0 && fp.is_finite() && sp.is_finite()) {
+            return Err(Error::Invalid {
+                what: "-detsize",
+                msg: format!("detector of {fp} x {sp} pixels has no pixels"),
+            });
+        }
+        if fp * sp > (i32::MAX as f64) {
+            return Err(Error::TooLarge {
+                what: format!("a {fp} x {sp} pixel detector"),
+                bytes: (fp * sp * 4.0) as u128,
+            });
+        }
+        let fpixels = fp as usize;
+        let spixels = sp as usize;
+
+        let mut xbeam = nan_or(cfg.xbeam_mm.map(mm_to_m));
+        let mut ybeam = nan_or(cfg.ybeam_mm.map(mm_to_m));
+        let mut xclose = nan_or(cfg.xclose_mm.map(mm_to_m));
+        let mut yclose = nan_or(cfg.yclose_mm.map(mm_to_m));
+        let mut fclose = f64::NAN;
+        let mut sclose = f64::NAN;
+        if let Some(orgx) = cfg.orgx_px {
+            fclose = (orgx - 0.5) * pixel_size;
+        }
+        if let Some(orgy) = cfg.orgy_px {
+            sclose = (orgy - 0.5) * pixel_size;
+        }
+        if fclose.is_nan() {
+            fclose = (detsize_f - 0.0 * pixel_size) / 2.0;
+        }
+        if sclose.is_nan() {
+            sclose = (detsize_s + 0.0 * pixel_size) / 2.0;
+        }
+        if xclose.is_nan() {
+            xclose = fclose;
+        }
+        if yclose.is_nan() {
+            yclose = sclose;
+        }
+        let mut fbeam;
+        let mut sbeam;
+
+        let mut roi = cfg.roi.unwrap_or([-1, -1, -1, -1]);
+        if roi[0] < 0 {
+            roi[0] = 0;
+        }
+        if roi[1] < 0 {
+            roi[1] = fpixels as i64;
+        }
+        if roi[2] < 0 {
+            roi[2] = 0;
+        }
+        if roi[3] < 0 {
+            roi[3] = spixels as i64;
+        }
+
+        let mut pivot = cfg.pivot;
+        let axes = Axes::of(cfg.convention).unwrap_or(Axes {
+            fdet: cfg.fdet,
+            sdet: cfg.sdet,
+            odet: cfg.odet,
+            beam: cfg.beam,
+            polar: cfg.polar,
+            spindle: cfg.spindle,
+            twotheta: cfg.twotheta_axis,
+        });
+        match cfg.convention {
+            Convention::Adxv => {
+                if xbeam.is_nan() {
+                    xbeam = (detsize_f + pixel_size) / 2.0;
+                }
+                if ybeam.is_nan() {
+                    ybeam = (detsize_s - pixel_size) / 2.0;
+                }
+                fbeam = xbeam;
+                sbeam = detsize_s - ybeam;
+                pivot = Pivot::Beam;
+            }
+            Convention::Mosflm | Convention::Denzo => {
+                if xbeam.is_nan() {
+                    xbeam = (detsize_s + pixel_size) / 2.0;
+                }
+                if ybeam.is_nan() {
+                    ybeam = (detsize_f + pixel_size) / 2.0;
+                }
+                let shift = if cfg.convention == Convention::Mosflm { 0.5 } else { 0.0 };
+                fbeam = ybeam + shift * pixel_size;
+                sbeam = xbeam + shift * pixel_size;
+                pivot = Pivot::Beam;
+            }
+            Convention::Xds | Convention::Dials => {
+                if xbeam.is_nan() {
+                    xbeam = xclose;
+                }
+                if ybeam.is_nan() {
+                    ybeam = yclose;
+                }
+                fbeam = xbeam;
+                sbeam = ybeam;
+                pivot = Pivot::Sample;
+            }
+            Convention::Custom => {
+                if xbeam.is_nan() {
+                    xbeam = xclose;
+                }
+                if ybeam.is_nan() {
+                    ybeam = yclose;
+                }
+                fbeam = xbeam;
+                sbeam = ybeam;
+                fclose = xbeam;
+                sclose = ybeam;
+            }
+        }
+
+        let (beam, _) = unitize(axes.beam);
+        let (mut fdet, _) = unitize(axes.fdet);
+        let (mut sdet, _) = unitize(axes.sdet);
+        let (mut odet, omag) = unitize(axes.odet);
+        if omag != 1.0 {
+            warnings.push(Warning::AutoOdetVector);
+            odet = unitize(cross(fdet, sdet)).0;
+        }
+        let (polar, _) = unitize(axes.polar);
+        let (spindle, _) = unitize(axes.spindle);
+        let (vert, _) = unitize(cross(beam, polar));
+        let twotheta_axis = axes.twotheta;
+        for (name, v) in [
+            ("-beam_vector", beam),
+            ("-fdet_vector", fdet),
+            ("-sdet_vector", sdet),
+            ("-spindle_axis", spindle),
+        ] {
+            if v == [0.0; 3] {
+                return Err(Error::Invalid { what: name, msg: "vector has zero length".into() });
+            }
+        }
+
+        // sensor layers
+        let mut thick = crate::units::um_to_m(cfg.thick_um);
+        let mut mu = match cfg.attenuation_um {
+            None => -1.0,
+            Some(None) => 0.0,
+            Some(Some(um)) => {
+                if um == 0.0 {
+                    0.0
+                } else {
+                    1.0 / (um * 1e-6)
+                }
+            }
+        };
+        let mut thickstep = -1.0f64;
+        let mut thicksteps = cfg.thicksteps;
+        if thicksteps <= 0 {
+            if thick < 0.0 {
+                if thickstep <= 0.0 {
+                    thicksteps = 1;
+                    thick = 0.0;
+                    thickstep = 0.0;
+                } else {
+                    thick = thickstep;
+                    thicksteps = 2;
+                }
+            } else if thickstep <= 0.0 {
+                thicksteps = 2;
+                thickstep = thick / thicksteps as f64;
+            } else {
+                thicksteps = (thick / thickstep).ceil() as i64;
+            }
+        } else if thick < 0.0 {
+            if thickstep <= 0.0 {
+                thick = 0.5e-6;
+                thickstep = thick / thicksteps as f64;
+            } else {
+                thick = thickstep;
+                thicksteps = 2;
+            }
+        } else if thickstep <= 0.0 {
+            if thicksteps <= 1 {
+                thicksteps = 2;
+            }
+            thickstep = thick / (thicksteps - 1) as f64;
+        }
+        if thick > 0.0 && mu < 0.0 {
+            mu = 1.0 / thick;
+            warnings.push(Warning::AttenuationDepth(mu));
+        }
+        if thick <= 0.0 || thickstep <= 0.0 || thicksteps <= 0 {
+            thicksteps = 1;
+            thick = 0.0;
+            thickstep = 0.0;
+        }
+
+        // rotations and pivot
+        let rotx = deg_to_rad(cfg.rotx_deg);
+        let roty = deg_to_rad(cfg.roty_deg);
+        let rotz = deg_to_rad(cfg.rotz_deg);
+        let twotheta = deg_to_rad(cfg.twotheta_deg);
+        let mut distance = mm_to_m(cfg.distance_mm);
+        let mut close_distance = nan_or(cfg.close_distance_mm.map(mm_to_m));
+        let mut ratio = dot(beam, rotate(odet, rotx, roty, rotz));
+        if ratio == 0.0 {
+            ratio = f64::MIN_POSITIVE;
+        }
+        if close_distance.is_nan() {
+            close_distance = (ratio * distance).abs();
+        }
+        distance = close_distance / ratio;
+
+        let mut pix0 = [0.0; 3];
+        if pivot == Pivot::Sample {
+            for i in 0..3 {
+                pix0[i] = -fclose * fdet[i] - sclose * sdet[i] + close_distance * odet[i];
+            }
+            pix0 = rotate(pix0, rotx, roty, rotz);
+            pix0 = rotate_axis(pix0, twotheta_axis, twotheta);
+        }
+        fdet = rotate_axis(rotate(fdet, rotx, roty, rotz), twotheta_axis, twotheta);
+        sdet = rotate_axis(rotate(sdet, rotx, roty, rotz), twotheta_axis, twotheta);
+        odet = rotate_axis(rotate(odet, rotx, roty, rotz), twotheta_axis, twotheta);
+        if pivot == Pivot::Beam {
+            for i in 0..3 {
+                pix0[i] = -fbeam * fdet[i] - sbeam * sdet[i] + distance * beam[i];
+            }
+        }
+        fclose = -dot(pix0, fdet);
+        sclose = -dot(pix0, sdet);
+        close_distance = dot(pix0, odet);
+        let mut nv = [0.0; 3];
+        for i in 0..3 {
+            nv[i] = close_distance / ratio * beam[i] - pix0[i];
+        }
+        fbeam = dot(fdet, nv);
+        sbeam = dot(sdet, nv);
+        distance = close_distance / ratio;
+        if !(distance.is_finite() && close_distance.is_finite()) {
+            return Err(Error::Invalid {
+                what: "-distance",
+                msg: "detector geometry gives a non-finite distance".into(),
+            });
+        }
+        let orgx = fclose / pixel_size + 0.5;
+        let orgy = sclose / pixel_size + 0.5;
+        let dials_origin_mm = [
+            1000.0 * dot(pix0, [0.0, 0.0, 1.0]),
+            1000.0 * dot(pix0, [0.0, 1.0, 0.0]),
+            1000.0 * dot(pix0, [-1.0, 0.0, 0.0]),
+        ];
+        let xds_incident = [dot(beam, fdet), dot(beam, sdet), dot(beam, odet)];
+
+        if let Some(mask) = &cfg.mask {
+            if mask.len() != fpixels * spixels {
+                return Err(Error::Invalid {
+                    what: "-mask",
+                    msg: format!(
+                        "mask has {} pixels but the detector has {fpixels} x {spixels}",
+                        mask.len()
+                    ),
+                });
+            }
+        }
+
+        Ok(Detector {
+            convention: cfg.convention,
+            pivot,
+            fpixels,
+            spixels,
+            pixel_size_m: pixel_size,
+            detsize_f_m: detsize_f,
+            detsize_s_m: detsize_s,
+            fdet,
+            sdet,
+            odet,
+            pix0,
+            beam,
+            polar,
+            vert,
+            spindle,
+            twotheta_axis,
+            distance_m: distance,
+            close_distance_m: close_distance,
+            xbeam_m: xbeam,
+            ybeam_m: ybeam,
+            fbeam_m: fbeam,
+            sbeam_m: sbeam,
+            xclose_m: xclose,
+            yclose_m: yclose,
+            fclose_m: fclose,
+            sclose_m: sclose,
+            orgx,
+            orgy,
+            dials_origin_mm,
+            xds_incident,
+            twotheta_rad: twotheta,
+            curved: cfg.curved,
+            point_pixel: cfg.point_pixel,
+            roi,
+            thick_m: thick,
+            thickstep_m: thickstep,
+            thicksteps: thicksteps as usize,
+            mu_per_m: mu,
+            warnings,
+        })
+    }
+}

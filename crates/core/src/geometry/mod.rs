@@ -1,0 +1,7 @@
+//! Detector and beam geometry: conventions, pivots, and the resolved detector.
+
+pub mod convention;
+pub mod detector;
+
+pub use convention::Axes;
+pub use detector::Detector;

@@ -1,0 +1,28 @@
+//! nanobragg-core: the physics of nanoBragg, resolved once into a plan and
+//! rendered by per-backend kernels.
+//!
+//! The flow is [`config::SimConfig`] (what the user gave) →
+//! [`setup::Plan`] (flat arrays in SI units, everything that does not depend on
+//! the pixel) → [`render`] (one kernel per backend writing an output slice).
+//! Nothing here prints; the CLI reports what [`setup::Plan`] records.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod crystal;
+pub mod error;
+pub mod geometry;
+pub mod noise;
+pub mod physics;
+pub mod real;
+pub mod render;
+pub mod rng;
+pub mod setup;
+pub mod sf;
+pub mod source;
+pub mod stats;
+pub mod units;
+pub mod vec3;
+
+pub use config::SimConfig;
+pub use error::Error;
+pub use real::Real;

@@ -1,0 +1,483 @@
+//! Configuration → resolved plan.
+//!
+//! [`Plan::new`] runs every step of nanoBragg.c's setup that does not depend on
+//! the pixel, once: detector basis and origin, sources, phi × mosaic rotated
+//! cell vectors, structure factor grid, scale factors. Kernels only read it.
+
+use crate::config::{CrystalShape, SfSource, SimConfig};
+use crate::crystal::cell::Cell;
+use crate::error::{Error, Result, Warning};
+use crate::geometry::Detector;
+use crate::rng::Ran1;
+use crate::sf::HklGrid;
+use crate::source::Sources;
+use crate::units::{AVOGADRO, RTD, R_E_SQR, WATER_F, WATER_MW};
+use crate::vec3::{rotate_axis, rotate_umat};
+
+/// How structure factors are looked up between grid points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interpolation {
+    /// Nearest grid point (or `default_F` outside the grid).
+    Nearest,
+    /// Tricubic interpolation, falling back to nearest-neighbour after the
+    /// first out-of-range point as nanoBragg.c does.
+    Tricubic,
+}
+
+/// Seeds for the random draws made during setup.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SetupSeeds {
+    /// Seed for `-misset random` as nanoBragg.c stores it (minus the flag value).
+    pub misset_idum: i64,
+}
+
+/// Everything the render kernels need, resolved once, in SI units.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Resolved detector.
+    pub detector: Detector,
+    /// Resolved sources.
+    pub sources: Sources,
+    /// Resolved cell (phi = 0, no mosaic).
+    pub cell: Cell,
+    /// Central wavelength (m).
+    pub lambda0_m: f64,
+    /// Fluence (photons/m²) after `-flux` conversion.
+    pub fluence: f64,
+    /// Flux (photons/s) made consistent with the fluence.
+    pub flux: f64,
+    /// Beam size (m).
+    pub beamsize_m: f64,
+    /// Exposure (s).
+    pub exposure_s: f64,
+    /// Unit cells along a, b, c.
+    pub n_cells: [f64; 3],
+    /// Crystal size along a, b, c (m).
+    pub xtal_size_m: [f64; 3],
+    /// Approximate molecular weight reported by nanoBragg.c.
+    pub approx_mw: f64,
+    /// Sub-pixels per pixel edge.
+    pub oversample: usize,
+    /// Recommended oversample for this crystal and detector.
+    pub recommended_oversample: i64,
+    /// Whether the oversample was chosen automatically.
+    pub oversample_auto: bool,
+    /// Recompute solid angle for each sub-pixel (and compound it, as C does).
+    pub oversample_omega: bool,
+    /// Recompute polarization for each sub-pixel (and compound it).
+    pub oversample_polar: bool,
+    /// Recompute absorption for each sub-pixel (and compound it).
+    pub oversample_thick: bool,
+    /// Phi start (rad).
+    pub phi0_rad: f64,
+    /// Phi step (rad).
+    pub phistep_rad: f64,
+    /// Oscillation range (rad).
+    pub osc_rad: f64,
+    /// Number of phi steps.
+    pub phisteps: usize,
+    /// Mosaic spread (rad).
+    pub mosaic_spread_rad: f64,
+    /// Mosaic domain rotations (row-major 3×3).
+    pub mosaic_umats: Vec<[f64; 9]>,
+    /// Real-space a, b, c (m) for each phi step × mosaic domain, phi outer:
+    /// nine values per entry.
+    pub cells_m: Vec<[f64; 9]>,
+    /// Lattice transform shape.
+    pub shape: CrystalShape,
+    /// `-fudge`.
+    pub fudge: f64,
+    /// Structure factor grid (empty when only `default_F` is used).
+    pub grid: Option<HklGrid>,
+    /// Number of structure factors initialised (`hkls` in nanoBragg.c).
+    pub hkls: usize,
+    /// `-default_F`.
+    pub default_f: f64,
+    /// Lookup mode.
+    pub interpolation: Interpolation,
+    /// Whether interpolation was chosen automatically (and which way).
+    pub interpolation_auto: Option<bool>,
+    /// Kahn factor.
+    pub kahn_factor: f64,
+    /// `-nopolar`.
+    pub nopolar: bool,
+    /// `-dmin` (m); 0 = off.
+    pub dmin_m: f64,
+    /// Water droplet size (m).
+    pub water_size_m: f64,
+    /// Photons per steradian from the water background, added to every pixel.
+    pub i_bg: f64,
+    /// Total samples per pixel: sources × mosaic × phi × oversample².
+    pub steps: usize,
+    /// Opt-in corrected physics.
+    pub corrected: bool,
+    /// Mask (non-zero = render), fast index fastest.
+    pub mask: Option<Vec<u16>>,
+    /// Warnings in the order nanoBragg.c prints them.
+    pub warnings: Vec<Warning>,
+}
+
+/// The phi sampling nanoBragg.c derives from `-phi`, `-osc`, `-phistep`, `-phisteps`.
+/// Returns (osc, phistep, phisteps), angles in radians.
+pub fn phi_steps(osc_in: f64, phistep_in: f64, phisteps_in: i64) -> (f64, f64, i64) {
+    let (mut osc, mut phistep, mut phisteps) = (osc_in, phistep_in, phisteps_in);
+    if phisteps < 0 {
+        if osc < 0.0 {
+            if phistep <= 0.0 {
+                phisteps = 1;
+                osc = 0.0;
+                phistep = 0.0;
+            } else {
+                osc = phistep;
+                phisteps = 2;
+            }
+        } else if phistep <= 0.0 {
+            phisteps = 2;
+            phistep = osc / 2.0;
+        } else {
+            phisteps = (osc / phistep).ceil() as i64;
+        }
+    } else {
+        if phisteps == 0 {
+            phisteps = 1;
+        }
+        if osc < 0.0 {
+            if phistep <= 0.0 {
+                osc = 1.0 / RTD;
+                phistep = osc / phisteps as f64;
+            } else {
+                osc = phistep;
+                phisteps = 2;
+            }
+        } else if phistep < 0.0 {
+            phistep = osc / phisteps as f64;
+        }
+    }
+    (osc, phistep, phisteps)
+}
+
+fn check_finite(what: &'static str, x: f64) -> Result<()> {
+    if x.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::Invalid { what, msg: format!("value {x} is not finite") })
+    }
+}
+
+impl Plan {
+    /// Resolve a configuration. `seeds` supplies the random state for
+    /// `-misset random`; mosaic domains use `cfg.crystal.mosaic_seed`.
+    pub fn new(cfg: &SimConfig, seeds: SetupSeeds) -> Result<Plan> {
+        let mut warnings = Vec::new();
+        let lambda0_m = cfg.beam.lambda_a / 1.0e10;
+        if !(lambda0_m > 0.0 && lambda0_m.is_finite()) {
+            return Err(Error::Invalid {
+                what: "-lambda",
+                msg: format!("wavelength {} Å must be positive", cfg.beam.lambda_a),
+            });
+        }
+        check_finite("-distance", cfg.detector.distance_mm)?;
+        if cfg.detector.distance_mm <= 0.0 && cfg.detector.close_distance_mm.is_none() {
+            return Err(Error::Invalid {
+                what: "-distance",
+                msg: "distance must be positive".into(),
+            });
+        }
+        for (what, n) in [("-Na", cfg.crystal.na), ("-Nb", cfg.crystal.nb), ("-Nc", cfg.crystal.nc)]
+        {
+            if !(n.is_finite() && n >= 0.0) {
+                return Err(Error::Invalid { what, msg: format!("{n} unit cells") });
+            }
+        }
+
+        // fill in blanks: sample clipped by beam, fluence from flux
+        let mut sample = [
+            cfg.crystal.size_mm[0] / 1000.0,
+            cfg.crystal.size_mm[1] / 1000.0,
+            cfg.crystal.size_mm[2] / 1000.0,
+        ];
+        let beamsize = cfg.beam.beamsize_mm / 1000.0;
+        let exposure = cfg.beam.exposure_s;
+        let mut fluence = cfg.beam.fluence;
+        let mut flux = cfg.beam.flux;
+        if flux != 0.0 && exposure > 0.0 && beamsize >= 0.0 {
+            fluence = flux * exposure / beamsize / beamsize;
+        }
+        if beamsize >= 0.0 {
+            if beamsize < sample[1] {
+                warnings.push(Warning::ClipSampleHigh(sample[1], beamsize));
+                sample[1] = beamsize;
+            }
+            if beamsize < sample[2] {
+                warnings.push(Warning::ClipSampleWide(sample[2], beamsize));
+                sample[2] = beamsize;
+            }
+        }
+        if exposure > 0.0 {
+            flux = fluence / exposure * beamsize * beamsize;
+        }
+
+        let detector = Detector::resolve(&cfg.detector)?;
+
+        // phi, mosaic
+        let (osc, phistep, phisteps) = phi_steps(
+            if cfg.crystal.osc_deg < 0.0 { -1.0 } else { cfg.crystal.osc_deg / RTD },
+            if cfg.crystal.phistep_deg < 0.0 { -1.0 } else { cfg.crystal.phistep_deg / RTD },
+            cfg.crystal.phisteps,
+        );
+        if phisteps <= 0 {
+            return Err(Error::Invalid { what: "-phisteps", msg: format!("{phisteps} phi steps") });
+        }
+        let phi0 = cfg.crystal.phi0_deg / RTD;
+        let mut mosaic_spread =
+            if cfg.crystal.mosaic_deg < 0.0 { -1.0 } else { cfg.crystal.mosaic_deg / RTD };
+        let mut mosaic_domains = cfg.crystal.mosaic_domains;
+        if mosaic_domains <= 0 {
+            if mosaic_spread < 0.0 {
+                mosaic_domains = 1;
+                mosaic_spread = 0.0;
+            } else if mosaic_spread == 0.0 {
+                mosaic_domains = 1;
+            } else {
+                warnings.push(Warning::MosaicTenDomains);
+                mosaic_domains = 10;
+            }
+        } else if mosaic_spread < 0.0 {
+            warnings.push(Warning::MosaicNoSpread);
+            mosaic_spread = 0.0;
+            mosaic_domains = 1;
+        } else if mosaic_spread == 0.0 {
+            warnings.push(Warning::MosaicZeroSpread);
+            mosaic_domains = 1;
+        }
+        detector.warnings.iter().for_each(|w| warnings.push(w.clone()));
+
+        // interpolation auto-selection uses the -N values, before crystal size is applied
+        let (interp_choice, interpolation_auto) = match cfg.sf.interpolate {
+            Some(b) => (b, None),
+            None => {
+                let b = cfg.crystal.na <= 2.0 || cfg.crystal.nb <= 2.0 || cfg.crystal.nc <= 2.0;
+                (b, Some(b))
+            }
+        };
+
+        // cell
+        let random_umat = if cfg.crystal.misset == crate::config::Misset::Random {
+            let mut rng = Ran1::new(seeds.misset_idum);
+            Some(crate::crystal::mosaic::mosaic_rotation_umat(90.0, &mut rng))
+        } else {
+            None
+        };
+        let cell = Cell::resolve(&cfg.crystal, lambda0_m, random_umat)?;
+        warnings.extend(cell.warnings.iter().cloned());
+        let a_len = crate::vec3::magnitude(cell.a_m);
+        let b_len = crate::vec3::magnitude(cell.b_m);
+        let c_len = crate::vec3::magnitude(cell.c_m);
+        let (mut na, mut nb, mut nc) = (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc);
+        if sample[0] > 0.0 {
+            na = (sample[0] / a_len).ceil();
+        }
+        if sample[1] > 0.0 {
+            nb = (sample[1] / b_len).ceil();
+        }
+        if sample[2] > 0.0 {
+            nc = (sample[2] / c_len).ceil();
+        }
+        if na <= 1.0 {
+            na = 1.0;
+        }
+        if nb <= 1.0 {
+            nb = 1.0;
+        }
+        if nc <= 1.0 {
+            nc = 1.0;
+        }
+        let xtal = [a_len * na, b_len * nb, c_len * nc];
+        let mut xtal_max = xtal[0];
+        if xtal_max < xtal[1] {
+            xtal_max = xtal[1];
+        }
+        if xtal_max < xtal[2] {
+            xtal_max = xtal[2];
+        }
+        let reciprocal_pixel = lambda0_m * detector.distance_m / detector.pixel_size_m;
+        let mut recommended = (3.0 * xtal_max / reciprocal_pixel).ceil() as i64;
+        if recommended <= 0 {
+            recommended = 1;
+        }
+        let mut oversample = cfg.sampling.oversample;
+        let oversample_auto = oversample <= 0;
+        if oversample <= 0 {
+            oversample = recommended;
+        }
+        if oversample < recommended {
+            warnings.push(Warning::Undersampled(
+                xtal_max * 1e10,
+                reciprocal_pixel * 1e10,
+                recommended,
+            ));
+        }
+        if oversample <= 0 {
+            oversample = 1;
+        }
+        if oversample > 10_000 {
+            return Err(Error::Invalid {
+                what: "-oversample",
+                msg: format!("{oversample} sub-pixels per edge is too many"),
+            });
+        }
+        let volume = xtal[0] * xtal[1] * xtal[2];
+        let approx_mw = volume * 1.2e6 * AVOGADRO / (na * nb * nc);
+
+        // structure factors
+        let (grid, hkls) = match &cfg.sf.source {
+            SfSource::None => (None, 0usize),
+            SfSource::Hkl(entries) => {
+                (Some(HklGrid::from_entries(entries, cfg.sf.default_f)?), entries.len())
+            }
+            SfSource::Dump(g) => {
+                let n =
+                    (g.h_range() as i64 * g.k_range() as i64 * g.l_range() as i64).max(0) as usize;
+                (Some(g.clone()), n)
+            }
+        };
+        if grid.is_none() && cfg.sf.default_f == 0.0 {
+            return Err(Error::Invalid {
+                what: "-hkl",
+                msg: "no structure factors: give -hkl FILE, an Fdump file, or -default_F".into(),
+            });
+        }
+        let interpolation = if interp_choice && hkls > 0 {
+            Interpolation::Tricubic
+        } else {
+            Interpolation::Nearest
+        };
+
+        // sources
+        let sources =
+            Sources::resolve(&cfg.beam, lambda0_m, detector.beam, detector.polar, detector.vert)?;
+
+        // mosaic domains
+        let mosaic_umats = {
+            let mut rng = Ran1::new(-cfg.crystal.mosaic_seed);
+            crate::crystal::mosaic::mosaic_umats(mosaic_spread, mosaic_domains as usize, &mut rng)
+        };
+
+        // rotated cells per phi step x mosaic domain
+        let mut cells_m = Vec::with_capacity(phisteps as usize * mosaic_umats.len());
+        for phi_tic in 0..phisteps {
+            let phi = phi0 + phistep * phi_tic as f64;
+            let (ap, bp, cp) = if phi != 0.0 {
+                (
+                    rotate_axis(cell.a_m, detector.spindle, phi),
+                    rotate_axis(cell.b_m, detector.spindle, phi),
+                    rotate_axis(cell.c_m, detector.spindle, phi),
+                )
+            } else {
+                (cell.a_m, cell.b_m, cell.c_m)
+            };
+            for u in &mosaic_umats {
+                let (a, b, c) = if mosaic_spread > 0.0 {
+                    (rotate_umat(ap, u), rotate_umat(bp, u), rotate_umat(cp, u))
+                } else {
+                    (ap, bp, cp)
+                };
+                cells_m.push([a[0], a[1], a[2], b[0], b[1], b[2], c[0], c[1], c[2]]);
+            }
+        }
+
+        let steps = sources.list.len()
+            * mosaic_umats.len()
+            * phisteps as usize
+            * (oversample * oversample) as usize;
+        let water_size_m = cfg.sampling.water_um / 1e6;
+        let i_bg = WATER_F
+            * WATER_F
+            * R_E_SQR
+            * fluence
+            * water_size_m
+            * water_size_m
+            * water_size_m
+            * 1e6
+            * AVOGADRO
+            / WATER_MW;
+
+        Ok(Plan {
+            detector,
+            sources,
+            cell,
+            lambda0_m,
+            fluence,
+            flux,
+            beamsize_m: beamsize,
+            exposure_s: exposure,
+            n_cells: [na, nb, nc],
+            xtal_size_m: xtal,
+            approx_mw,
+            oversample: oversample as usize,
+            recommended_oversample: recommended,
+            oversample_auto,
+            oversample_omega: cfg.sampling.oversample_omega,
+            oversample_polar: cfg.sampling.oversample_polar,
+            oversample_thick: cfg.sampling.oversample_thick,
+            phi0_rad: phi0,
+            phistep_rad: phistep,
+            osc_rad: osc,
+            phisteps: phisteps as usize,
+            mosaic_spread_rad: mosaic_spread,
+            mosaic_umats,
+            cells_m,
+            shape: cfg.crystal.shape,
+            fudge: cfg.crystal.fudge,
+            grid,
+            hkls,
+            default_f: cfg.sf.default_f,
+            interpolation,
+            interpolation_auto,
+            kahn_factor: cfg.beam.kahn_factor,
+            nopolar: cfg.beam.nopolar,
+            dmin_m: cfg.sampling.dmin_a * 1e-10,
+            water_size_m,
+            i_bg,
+            steps,
+            corrected: cfg.sampling.corrected,
+            mask: cfg.detector.mask.clone(),
+            warnings,
+        })
+    }
+
+    /// Number of mosaic domains.
+    pub fn mosaic_domains(&self) -> usize {
+        self.mosaic_umats.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phi_step_selection() {
+        let d = 1.0 / RTD;
+        // nothing: one step at phi0
+        assert_eq!(phi_steps(-1.0, -1.0, -1), (0.0, 0.0, 1));
+        // osc only: two steps half the range apart
+        let (o, s, n) = phi_steps(20.0 * d, -1.0, -1);
+        assert_eq!(n, 2);
+        assert!((s - 10.0 * d).abs() < 1e-15 && (o - 20.0 * d).abs() < 1e-15);
+        // osc and step: ceil(osc/step)
+        assert_eq!(phi_steps(30.0 * d, 7.5 * d, -1).2, 4);
+        // osc and steps: step = osc/steps
+        let (_, s, n) = phi_steps(20.0 * d, -1.0, 5);
+        assert_eq!(n, 5);
+        assert!((s - 4.0 * d).abs() < 1e-15);
+        // steps only: 1 degree range
+        let (o, _, n) = phi_steps(-1.0, -1.0, 4);
+        assert_eq!(n, 4);
+        assert!((o - d).abs() < 1e-15);
+        // zero steps is one step
+        assert_eq!(phi_steps(-1.0, -1.0, 0).2, 1);
+        // zero oscillation still gives two steps
+        assert_eq!(phi_steps(0.0, -1.0, -1).2, 2);
+    }
+}

@@ -1,0 +1,52 @@
+//! Structure factors: the hkl grid, its text and binary (Fdump) forms, and
+//! tricubic interpolation.
+
+pub mod fdump;
+pub mod hkl;
+pub mod interp;
+
+pub use hkl::{read_hkl, HklEntry};
+pub use interp::{polin2, polin3, polint};
+
+/// Dense grid of structure factors indexed by Miller indices, as nanoBragg.c
+/// allocates it: `(h_range+1) x (k_range+1) x (l_range+1)` values with l fastest,
+/// where `range = max - min + 1`; the extra last index on each axis is padding (0).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HklGrid {
+    /// Smallest h present.
+    pub h_min: i32,
+    /// Largest h present.
+    pub h_max: i32,
+    /// Smallest k present.
+    pub k_min: i32,
+    /// Largest k present.
+    pub k_max: i32,
+    /// Smallest l present.
+    pub l_min: i32,
+    /// Largest l present.
+    pub l_max: i32,
+    /// Values, l fastest then k then h, padded axes included.
+    pub data: Vec<f64>,
+}
+
+impl HklGrid {
+    /// `max - min + 1` along h.
+    pub fn h_range(&self) -> i32 {
+        self.h_max - self.h_min + 1
+    }
+    /// `max - min + 1` along k.
+    pub fn k_range(&self) -> i32 {
+        self.k_max - self.k_min + 1
+    }
+    /// `max - min + 1` along l.
+    pub fn l_range(&self) -> i32 {
+        self.l_max - self.l_min + 1
+    }
+    /// Value at grid offsets (already minus the minimum), padded axes included.
+    #[inline(always)]
+    pub fn at(&self, dh: i32, dk: i32, dl: i32) -> f64 {
+        let nk = (self.k_range() + 1) as usize;
+        let nl = (self.l_range() + 1) as usize;
+        self.data[(dh as usize * nk + dk as usize) * nl + dl as usize]
+    }
+}

@@ -1,0 +1,147 @@
+//! Three-vector helpers with the C program's exact operation order.
+//!
+//! nanoBragg.c keeps vectors as `double[4]` with the magnitude in element 0;
+//! here a vector is `[R; 3]` and magnitudes are returned instead.
+
+use crate::real::Real;
+
+/// A three-vector.
+pub type V3<R> = [R; 3];
+
+/// Dot product (`dot_product` in nanoBragg.c).
+#[inline(always)]
+pub fn dot<R: Real>(x: V3<R>, y: V3<R>) -> R {
+    x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
+}
+
+/// Cross product (`cross_product` in nanoBragg.c).
+#[inline(always)]
+pub fn cross<R: Real>(x: V3<R>, y: V3<R>) -> V3<R> {
+    [x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]]
+}
+
+/// Length (`magnitude` in nanoBragg.c).
+#[inline(always)]
+pub fn magnitude<R: Real>(v: V3<R>) -> R {
+    (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
+}
+
+/// Unit vector and the original length (`unitize` in nanoBragg.c); a zero
+/// vector stays zero.
+#[inline(always)]
+pub fn unitize<R: Real>(v: V3<R>) -> (V3<R>, R) {
+    let mag = magnitude(v);
+    if mag != R::zero() {
+        ([v[0] / mag, v[1] / mag, v[2] / mag], mag)
+    } else {
+        ([R::zero(); 3], mag)
+    }
+}
+
+/// Scale by a factor (`vector_scale` in nanoBragg.c).
+#[inline(always)]
+pub fn scale<R: Real>(v: V3<R>, s: R) -> V3<R> {
+    [s * v[0], s * v[1], s * v[2]]
+}
+
+/// Rescale to a given length (`vector_rescale` in nanoBragg.c); a zero
+/// vector is treated as having length 1.
+#[inline(always)]
+pub fn rescale<R: Real>(v: V3<R>, new_mag: R) -> V3<R> {
+    let mut old = magnitude(v);
+    if old <= R::zero() {
+        old = R::one();
+    }
+    [new_mag / old * v[0], new_mag / old * v[1], new_mag / old * v[2]]
+}
+
+/// Rotate about x, then y, then z (radians); zero angles are skipped exactly
+/// as in `rotate` of nanoBragg.c.
+#[inline]
+pub fn rotate<R: Real>(v: V3<R>, phix: R, phiy: R, phiz: R) -> V3<R> {
+    let [mut x, mut y, mut z] = v;
+    if phix != R::zero() {
+        let (s, c) = (phix.sin(), phix.cos());
+        let ny = y * c + z * (-s);
+        let nz = y * s + z * c;
+        y = ny;
+        z = nz;
+    }
+    if phiy != R::zero() {
+        let (s, c) = (phiy.sin(), phiy.cos());
+        let nx = x * c + y * R::zero() + z * s;
+        let nz = x * (-s) + y * R::zero() + z * c;
+        x = nx;
+        z = nz;
+    }
+    if phiz != R::zero() {
+        let (s, c) = (phiz.sin(), phiz.cos());
+        let nx = x * c + y * (-s);
+        let ny = x * s + y * c;
+        x = nx;
+        y = ny;
+    }
+    [x, y, z]
+}
+
+/// Rotate about a unit axis by `phi` radians (`rotate_axis` in nanoBragg.c).
+#[inline(always)]
+pub fn rotate_axis<R: Real>(v: V3<R>, axis: V3<R>, phi: R) -> V3<R> {
+    let sinphi = phi.sin();
+    let cosphi = phi.cos();
+    let d = (axis[0] * v[0] + axis[1] * v[1] + axis[2] * v[2]) * (R::one() - cosphi);
+    [
+        axis[0] * d + v[0] * cosphi + (-axis[2] * v[1] + axis[1] * v[2]) * sinphi,
+        axis[1] * d + v[1] * cosphi + (axis[2] * v[0] - axis[0] * v[2]) * sinphi,
+        axis[2] * d + v[2] * cosphi + (-axis[1] * v[0] + axis[0] * v[1]) * sinphi,
+    ]
+}
+
+/// Multiply by a row-major 3×3 matrix (`rotate_umat` in nanoBragg.c).
+#[inline(always)]
+pub fn rotate_umat<R: Real>(v: V3<R>, u: &[R; 9]) -> V3<R> {
+    [
+        u[0] * v[0] + u[1] * v[1] + u[2] * v[2],
+        u[3] * v[0] + u[4] * v[1] + u[5] * v[2],
+        u[6] * v[0] + u[7] * v[1] + u[8] * v[2],
+    ]
+}
+
+/// Convert a vector's components to another scalar type.
+#[inline(always)]
+pub fn lift<R: Real>(v: [f64; 3]) -> V3<R> {
+    [R::c(v[0]), R::c(v[1]), R::c(v[2])]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotate_axis_quarter_turn() {
+        let v = rotate_axis([1.0, 0.0, 0.0], [0.0, 0.0, 1.0], std::f64::consts::FRAC_PI_2);
+        assert!((v[0]).abs() < 1e-15 && (v[1] - 1.0).abs() < 1e-15 && v[2].abs() < 1e-15);
+    }
+
+    #[test]
+    fn rotate_xyz_matches_axis_rotations() {
+        let v = [0.3, -0.7, 0.2];
+        let (a, b, c) = (0.1, -0.4, 0.9);
+        let r = rotate(v, a, b, c);
+        let e = rotate_axis(
+            rotate_axis(rotate_axis(v, [1.0, 0.0, 0.0], a), [0.0, 1.0, 0.0], b),
+            [0.0, 0.0, 1.0],
+            c,
+        );
+        for i in 0..3 {
+            assert!((r[i] - e[i]).abs() < 1e-15);
+        }
+    }
+
+    #[test]
+    fn unitize_zero_stays_zero() {
+        let (u, m) = unitize([0.0f64; 3]);
+        assert_eq!(u, [0.0; 3]);
+        assert_eq!(m, 0.0);
+    }
+}

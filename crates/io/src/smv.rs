@@ -1,0 +1,499 @@
+//! SMV (ADSC) images: 16-bit pixels after an ASCII `KEY=value;` header.
+//!
+//! Writing reproduces the original program's header text byte for byte (every number
+//! through C `%g`), with one deliberate difference: when the text does not fit in 512
+//! bytes the original still claims `HEADER_BYTES=512` and starts the pixels right after
+//! the header text, producing a file no reader can decode. Here the header is then
+//! padded to the next multiple of 512 bytes and `HEADER_BYTES` says so.
+//!
+//! Reading follows the original program's lookup rules ([`header_value`]) but reports
+//! malformed files as errors instead of reading garbage.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::atomic::write_atomic;
+use crate::{cfmt, IoError};
+
+/// Smallest (and default) SMV header size in bytes.
+pub const SMV_BLOCK: usize = 512;
+
+/// The values written into an SMV header, in the units of the header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmvHeaderFields {
+    /// `SIZE1`: pixels along the fast axis.
+    pub fpixels: usize,
+    /// `SIZE2`: pixels along the slow axis.
+    pub spixels: usize,
+    /// `PIXEL_SIZE` in mm.
+    pub pixel_size_mm: f64,
+    /// `DISTANCE` in mm.
+    pub distance_mm: f64,
+    /// `WAVELENGTH` in Å.
+    pub wavelength_a: f64,
+    /// `BEAM_CENTER_X` in mm.
+    pub beam_center_x_mm: f64,
+    /// `BEAM_CENTER_Y` in mm.
+    pub beam_center_y_mm: f64,
+    /// `ADXV_CENTER_X` in mm.
+    pub adxv_center_x_mm: f64,
+    /// `ADXV_CENTER_Y` in mm.
+    pub adxv_center_y_mm: f64,
+    /// `MOSFLM_CENTER_X` in mm.
+    pub mosflm_center_x_mm: f64,
+    /// `MOSFLM_CENTER_Y` in mm.
+    pub mosflm_center_y_mm: f64,
+    /// `DENZO_X_BEAM` in mm.
+    pub denzo_x_beam_mm: f64,
+    /// `DENZO_Y_BEAM` in mm.
+    pub denzo_y_beam_mm: f64,
+    /// `DIALS_ORIGIN` (three components) in mm.
+    pub dials_origin_mm: [f64; 3],
+    /// `XDS_ORGX` in pixels.
+    pub xds_orgx: f64,
+    /// `XDS_ORGY` in pixels.
+    pub xds_orgy: f64,
+    /// `CLOSE_DISTANCE` in mm.
+    pub close_distance_mm: f64,
+    /// `PHI` in degrees.
+    pub phi_deg: f64,
+    /// `OSC_START` in degrees.
+    pub osc_start_deg: f64,
+    /// `OSC_RANGE` in degrees.
+    pub osc_range_deg: f64,
+    /// `TWOTHETA` in degrees.
+    pub twotheta_deg: f64,
+}
+
+/// The header text up to and including the closing `}\f`, claiming `header_bytes`.
+fn header_body(h: &SmvHeaderFields, header_bytes: usize) -> String {
+    let g = cfmt::g;
+    let mut s = String::with_capacity(SMV_BLOCK);
+    s.push_str(&format!(
+        "{{\nHEADER_BYTES={header_bytes};\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE=unsigned_short;\n"
+    ));
+    s.push_str(&format!(
+        "SIZE1={};\nSIZE2={};\nPIXEL_SIZE={};\nDISTANCE={};\n",
+        h.fpixels,
+        h.spixels,
+        g(h.pixel_size_mm),
+        g(h.distance_mm)
+    ));
+    s.push_str(&format!("WAVELENGTH={};\n", g(h.wavelength_a)));
+    s.push_str(&format!(
+        "BEAM_CENTER_X={};\nBEAM_CENTER_Y={};\n",
+        g(h.beam_center_x_mm),
+        g(h.beam_center_y_mm)
+    ));
+    s.push_str(&format!(
+        "ADXV_CENTER_X={};\nADXV_CENTER_Y={};\n",
+        g(h.adxv_center_x_mm),
+        g(h.adxv_center_y_mm)
+    ));
+    s.push_str(&format!(
+        "MOSFLM_CENTER_X={};\nMOSFLM_CENTER_Y={};\n",
+        g(h.mosflm_center_x_mm),
+        g(h.mosflm_center_y_mm)
+    ));
+    s.push_str(&format!(
+        "DENZO_X_BEAM={};\nDENZO_Y_BEAM={};\n",
+        g(h.denzo_x_beam_mm),
+        g(h.denzo_y_beam_mm)
+    ));
+    // no semicolon after DIALS_ORIGIN, as in the original
+    s.push_str(&format!(
+        "DIALS_ORIGIN={},{},{}\n",
+        g(h.dials_origin_mm[0]),
+        g(h.dials_origin_mm[1]),
+        g(h.dials_origin_mm[2])
+    ));
+    s.push_str(&format!("XDS_ORGX={};\nXDS_ORGY={};\n", g(h.xds_orgx), g(h.xds_orgy)));
+    s.push_str(&format!("CLOSE_DISTANCE={};\n", g(h.close_distance_mm)));
+    s.push_str(&format!(
+        "PHI={};\nOSC_START={};\nOSC_RANGE={};\n",
+        g(h.phi_deg),
+        g(h.osc_start_deg),
+        g(h.osc_range_deg)
+    ));
+    s.push_str(&format!("TWOTHETA={};\n", g(h.twotheta_deg)));
+    s.push_str("DETECTOR_SN=000;\nBEAMLINE=fake;\n}\u{c}");
+    s
+}
+
+/// The complete SMV header, padded with spaces to its `HEADER_BYTES` length.
+///
+/// When the text fits in 512 bytes this is byte-identical to the original program's
+/// header. Longer text is padded to the next multiple of 512 and `HEADER_BYTES` gives
+/// that size (the original would write `HEADER_BYTES=512` regardless).
+pub fn smv_header_text(fields: &SmvHeaderFields) -> String {
+    let mut header_bytes = SMV_BLOCK;
+    loop {
+        let mut text = header_body(fields, header_bytes);
+        let needed = text.len().div_ceil(SMV_BLOCK).max(1) * SMV_BLOCK;
+        if needed == header_bytes {
+            text.push_str(&" ".repeat(header_bytes - text.len()));
+            return text;
+        }
+        // the size only grows, and a longer number adds few bytes: this terminates
+        header_bytes = needed;
+    }
+}
+
+/// The bytes of a whole SMV file: [`smv_header_text`] then little-endian `u16` pixels.
+pub fn smv_bytes(fields: &SmvHeaderFields, pixels: &[u16]) -> Vec<u8> {
+    let header = smv_header_text(fields);
+    let mut out = Vec::with_capacity(header.len() + 2 * pixels.len());
+    out.extend_from_slice(header.as_bytes());
+    for p in pixels {
+        out.extend_from_slice(&p.to_le_bytes());
+    }
+    out
+}
+
+/// Writes an SMV image (atomically). `pixels.len()` must be `fpixels * spixels`.
+pub fn write_smv(path: &Path, fields: &SmvHeaderFields, pixels: &[u16]) -> Result<(), IoError> {
+    if Some(pixels.len()) != fields.fpixels.checked_mul(fields.spixels) {
+        return Err(IoError::InvalidInput {
+            path: path.to_path_buf(),
+            reason: format!(
+                "SMV image of {}x{} pixels given {} pixel values",
+                fields.fpixels,
+                fields.spixels,
+                pixels.len()
+            ),
+        });
+    }
+    let header = smv_header_text(fields);
+    write_atomic(path, |w| {
+        w.write_all(header.as_bytes())?;
+        for chunk in pixels.chunks(64 * 1024) {
+            let bytes: Vec<u8> = chunk.iter().flat_map(|p| p.to_le_bytes()).collect();
+            w.write_all(&bytes)?;
+        }
+        Ok(())
+    })
+}
+
+/// A decoded SMV image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmvImage {
+    /// The header text: the first `header_bytes` bytes of the file, cut at the first NUL
+    /// byte (invalid UTF-8 replaced).
+    pub header: String,
+    /// Header size from `HEADER_BYTES`: the pixel data start at this offset.
+    pub header_bytes: usize,
+    /// Pixels along the fast axis (`SIZE1`).
+    pub width: usize,
+    /// Pixels along the slow axis (`SIZE2`).
+    pub height: usize,
+    /// `width * height` pixels, fast index fastest, in native order.
+    pub data: Vec<u16>,
+}
+
+impl SmvImage {
+    /// The numeric value of `key` in the header with the original program's rules;
+    /// see [`header_value`].
+    pub fn value_of(&self, key: &str) -> Option<f64> {
+        header_value(&self.header, key)
+    }
+
+    /// Decodes an SMV file already in memory; `path` is only used in error messages.
+    ///
+    /// Like the original, the file must start with `{\nHEADER_BYT`, `HEADER_BYTES`
+    /// gives the header size (a fractional value is truncated) and `SIZE1`/`SIZE2` the
+    /// dimensions (if `SIZE1` is absent or 0, `DETECTOR_DIMENSIONS` gives both).
+    /// Unlike the original, a file shorter than 512 bytes, a missing, zero or
+    /// non-numeric `HEADER_BYTES` or one beyond the end of the file, non-positive
+    /// dimensions, and pixel data shorter than `width * height * 2` bytes are errors.
+    ///
+    /// Deliberate fix: when the last `BYTE_ORDER=` value is `big_endian` the pixels are
+    /// byte-swapped. The original program detects this but never swaps. Any other value
+    /// (or none) means little-endian. The pixels start exactly at `HEADER_BYTES` (the
+    /// original rounds an odd value down to even).
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<SmvImage, IoError> {
+        let len = bytes.len() as u64;
+        let bad = |reason: String| IoError::BadHeader { path: path.to_path_buf(), reason };
+        if bytes.len() < SMV_BLOCK {
+            return Err(IoError::TooShort {
+                path: path.to_path_buf(),
+                len,
+                min: SMV_BLOCK as u64,
+                what: "an SMV header",
+            });
+        }
+        if !bytes.starts_with(b"{\nHEADER_BYT") {
+            return Err(IoError::NotSmv { path: path.to_path_buf() });
+        }
+        let first_block = c_text(&bytes[..SMV_BLOCK]);
+        let hb = header_value(&first_block, "HEADER_BYTES")
+            .ok_or_else(|| bad("no HEADER_BYTES".to_string()))?;
+        let hb = hb.trunc();
+        if hb.is_nan() || hb < 1.0 {
+            return Err(bad(format!(
+                "HEADER_BYTES is {} (must be a positive number)",
+                cfmt::g(hb)
+            )));
+        }
+        if hb > len as f64 {
+            return Err(bad(format!(
+                "HEADER_BYTES={} is larger than the file ({len} bytes)",
+                cfmt::g(hb)
+            )));
+        }
+        let header_bytes = hb as usize;
+        let header = c_text(&bytes[..header_bytes]);
+
+        let size = |key: &str| header_value(&header, key).map(f64::trunc);
+        let (mut w, mut h) = (size("SIZE1"), size("SIZE2"));
+        if w.unwrap_or(0.0) == 0.0 {
+            if let Some(d) = size("DETECTOR_DIMENSIONS") {
+                w = Some(d);
+                h = Some(d);
+            }
+        }
+        let check_dim = |v: Option<f64>, key: &str| -> Result<usize, IoError> {
+            match v {
+                None => Err(bad(format!("no {key}"))),
+                Some(v) if v >= 1.0 && v <= u32::MAX as f64 => Ok(v as usize),
+                Some(v) => Err(bad(format!("{key}={} is not a positive image size", cfmt::g(v)))),
+            }
+        };
+        let width = check_dim(w, "SIZE1")?;
+        let height = check_dim(h, "SIZE2")?;
+
+        let pixel_bytes = (width as u64) * (height as u64) * 2;
+        let needed = header_bytes as u64 + pixel_bytes;
+        if needed > len {
+            return Err(IoError::Truncated {
+                path: path.to_path_buf(),
+                what: "the SMV pixel data",
+                expected: needed,
+                actual: len,
+            });
+        }
+        let big_endian =
+            last_after(&header, "BYTE_ORDER=").is_some_and(|rest| rest.starts_with("big_endian"));
+        let raw = &bytes[header_bytes..needed as usize];
+        let data = raw
+            .chunks_exact(2)
+            .map(|c| {
+                let pair = [c[0], c[1]];
+                if big_endian {
+                    u16::from_be_bytes(pair)
+                } else {
+                    u16::from_le_bytes(pair)
+                }
+            })
+            .collect();
+        Ok(SmvImage { header, header_bytes, width, height, data })
+    }
+}
+
+/// Reads an SMV image file; see [`SmvImage::parse`] for the rules and errors.
+pub fn read_smv(path: &Path) -> Result<SmvImage, IoError> {
+    let bytes = crate::read_all(path)?;
+    SmvImage::parse(&bytes, path)
+}
+
+/// Text of a C string held in `bytes`: up to the first NUL.
+fn c_text(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The text after the last occurrence of `key`, scanning left to right for
+/// non-overlapping matches as the original does; `None` if `key` does not occur.
+fn last_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    if key.is_empty() {
+        return None;
+    }
+    let mut found = None;
+    let mut start = 0;
+    while let Some(i) = text[start..].find(key) {
+        start += i + key.len();
+        found = Some(start);
+    }
+    found.map(|i| &text[i..])
+}
+
+/// Looks up a numeric header value with the original program's rules.
+///
+/// The key is searched as a plain substring, and the last occurrence wins: `DISTANCE`
+/// also matches inside `CLOSE_DISTANCE`, so it yields the close distance whenever that
+/// key comes later in the header (as in every header this program writes). The value is
+/// read with C `atof` semantics after the next `=` following the match, wherever that
+/// is; text that is not a number gives 0.0, and so does a match with no `=` after it.
+/// Returns `None` if the key does not occur at all (the original returns NaN).
+pub fn header_value(header: &str, key: &str) -> Option<f64> {
+    let rest = last_after(header, key)?;
+    Some(match rest.find('=') {
+        Some(i) => atof(&rest[i + 1..]),
+        None => 0.0,
+    })
+}
+
+/// C `atof`: leading white space, an optional sign, then a decimal number
+/// (`12`, `1.5`, `.5`, `3.`, with an optional exponent), a hexadecimal one (`0x1.8p3`),
+/// `inf`, `infinity` or `nan` (any case); anything after the number is ignored and no
+/// number at all gives 0.0.
+///
+/// Decimal numbers are correctly rounded, like glibc; hexadecimal ones with more than
+/// 13 significant digits may differ from glibc in the last bit.
+pub fn atof(s: &str) -> f64 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+        i += 1;
+    }
+    let mut neg = false;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        neg = b[i] == b'-';
+        i += 1;
+    }
+    let rest = &b[i..];
+    let starts_ci =
+        |word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
+    let magnitude = if starts_ci(b"inf") {
+        f64::INFINITY
+    } else if starts_ci(b"nan") {
+        f64::NAN
+    } else if starts_ci(b"0x") {
+        parse_hex(&rest[2..]).unwrap_or(0.0)
+    } else {
+        parse_decimal(rest)
+    };
+    if neg {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// The longest decimal number at the start of `b` (no sign), or 0.0.
+fn parse_decimal(b: &[u8]) -> f64 {
+    let digits = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let int_digits = digits(0);
+    let mut end = int_digits;
+    let mut frac_digits = 0;
+    if end < b.len() && b[end] == b'.' {
+        frac_digits = digits(end + 1);
+        end += 1 + frac_digits;
+    }
+    if int_digits + frac_digits == 0 {
+        return 0.0;
+    }
+    if end < b.len() && (b[end] == b'e' || b[end] == b'E') {
+        let mut j = end + 1;
+        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+            j += 1;
+        }
+        let exp_digits = digits(j);
+        if exp_digits > 0 {
+            end = j + exp_digits;
+        }
+    }
+    // the slice is ASCII digits, '.', 'e' and a sign: always valid UTF-8 and a valid
+    // Rust float literal (Rust accepts "1." and ".5")
+    std::str::from_utf8(&b[..end]).ok().and_then(|t| t.parse().ok()).unwrap_or(0.0)
+}
+
+/// A hexadecimal float after the `0x` prefix (no sign), or `None` without hex digits.
+fn parse_hex(b: &[u8]) -> Option<f64> {
+    let mut mant = 0.0f64;
+    let mut exp2: i64 = 0;
+    let mut any = false;
+    let mut i = 0;
+    let mut seen_point = false;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'.' && !seen_point {
+            seen_point = true;
+        } else if let Some(d) = (c as char).to_digit(16) {
+            any = true;
+            mant = mant * 16.0 + d as f64;
+            if seen_point {
+                exp2 -= 4;
+            }
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if !any {
+        return None;
+    }
+    if i < b.len() && (b[i] == b'p' || b[i] == b'P') {
+        let mut j = i + 1;
+        let mut neg = false;
+        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+            neg = b[j] == b'-';
+            j += 1;
+        }
+        let start = j;
+        let mut e: i64 = 0;
+        while j < b.len() && b[j].is_ascii_digit() {
+            e = (e * 10 + (b[j] - b'0') as i64).min(100_000);
+            j += 1;
+        }
+        if j > start {
+            exp2 += if neg { -e } else { e };
+        }
+    }
+    // scale in steps so that intermediate powers of two stay finite
+    let mut v = mant;
+    let mut e = exp2.clamp(-5000, 5000);
+    while e != 0 {
+        let step = e.clamp(-1000, 1000);
+        v *= 2f64.powi(step as i32);
+        e -= step;
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atof_like_c() {
+        assert_eq!(atof("  512;"), 512.0);
+        assert_eq!(atof("-6.5,6.5"), -6.5);
+        assert_eq!(atof("+.5x"), 0.5);
+        assert_eq!(atof("3.;"), 3.0);
+        assert_eq!(atof("1e3;"), 1000.0);
+        assert_eq!(atof("1e;"), 1.0);
+        assert_eq!(atof("1e+;"), 1.0);
+        assert_eq!(atof("2.5E-2"), 0.025);
+        assert_eq!(atof("abc"), 0.0);
+        assert_eq!(atof(""), 0.0);
+        assert_eq!(atof("-"), 0.0);
+        assert_eq!(atof("."), 0.0);
+        assert_eq!(atof("\t\n\u{b}\u{c}\r 7"), 7.0);
+        assert_eq!(atof("0x1.8p3"), 12.0);
+        assert_eq!(atof("0x10"), 16.0);
+        assert_eq!(atof("0xg"), 0.0);
+        assert_eq!(atof("-INF"), f64::NEG_INFINITY);
+        assert_eq!(atof("Infinity"), f64::INFINITY);
+        assert!(atof("nan").is_nan());
+        assert!(atof("-nan").is_sign_negative());
+        assert_eq!(atof("0.1000000000000000055511151231257827"), 0.1);
+        assert_eq!(atof("1e400"), f64::INFINITY);
+    }
+
+    #[test]
+    fn header_value_semantics() {
+        let h = "{\nDISTANCE=100;\nCLOSE_DISTANCE=98.5;\nPHI=1\nX=\nNOEQ";
+        assert_eq!(header_value(h, "DISTANCE"), Some(98.5));
+        assert_eq!(header_value(h, "\nDISTANCE"), Some(100.0));
+        assert_eq!(header_value(h, "PHI"), Some(1.0));
+        // the value after X= is the text "\nNOEQ": not a number
+        assert_eq!(header_value(h, "X"), Some(0.0));
+        assert_eq!(header_value(h, "NOEQ"), Some(0.0));
+        assert_eq!(header_value(h, "MISSING"), None);
+        assert_eq!(header_value(h, ""), None);
+        // the '=' may be far from the key
+        assert_eq!(header_value("KEY;\nOTHER=5;", "KEY"), Some(5.0));
+        // non-overlapping left-to-right matching: in "AAA=1", "AA" matches at 0 only
+        assert_eq!(header_value("AAA=1", "AA"), Some(1.0));
+    }
+}
