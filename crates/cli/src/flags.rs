@@ -387,18 +387,18 @@ pub static FLAGS: &[Flag] = &[
         "XDS-style slow-axis origin (point nearest the sample); selects the sample pivot",
         |inv, o| { inv.config.detector.orgy_px = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; }),
     Flag::word("-pivot", D, &["sample", "beam"],
-        "point the detector rotations keep fixed: the sample-nearest point or the direct-beam spot",
+        "what detector rotations keep fixed: the point nearest the sample or the direct-beam spot; only custom vectors honour it, the named conventions impose their own",
         |inv, o| inv.config.detector.pivot = if o.text(0) == "sample" { Pivot::Sample } else { Pivot::Beam })
-        .dflt("beam (sample for -xds, -dials)"),
-    Flag::switch("-mosflm", D, "MOSFLM beam-centre convention and axes (the default); selects the beam pivot",
+        .dflt("beam"),
+    Flag::switch("-mosflm", D, "MOSFLM beam-centre convention and axes (the default); pivots about the beam spot",
         |inv, _| convention(inv, Convention::Mosflm, Pivot::Beam)),
-    Flag::switch("-denzo", D, "DENZO convention: MOSFLM axes without the half-pixel shift; selects the beam pivot",
+    Flag::switch("-denzo", D, "DENZO convention: MOSFLM axes without the half-pixel shift; pivots about the beam spot",
         |inv, _| convention(inv, Convention::Denzo, Pivot::Beam)),
-    Flag::switch("-adxv", D, "ADXV convention: origin at the image corner, beam along +z; selects the beam pivot",
+    Flag::switch("-adxv", D, "ADXV convention: origin at the image corner, beam along +z; pivots about the beam spot",
         |inv, _| convention(inv, Convention::Adxv, Pivot::Beam)),
-    Flag::switch("-xds", D, "XDS convention: beam along +z, -ORGX/-ORGY origin; selects the sample pivot",
+    Flag::switch("-xds", D, "XDS convention: beam along +z, -ORGX/-ORGY origin; pivots about the sample",
         |inv, _| convention(inv, Convention::Xds, Pivot::Sample)),
-    Flag::switch("-dials", D, "DIALS convention: as XDS with spindle and polarization along y; selects the beam pivot",
+    Flag::switch("-dials", D, "DIALS convention: as XDS with spindle and polarization along y; pivots about the sample",
         |inv, _| convention(inv, Convention::Dials, Pivot::Beam)),
     Flag::vector("-fdet_vector", D, "direction of increasing fast-axis pixel index; selects the custom convention",
         |inv, o| { inv.config.detector.fdet = o.vec3(); inv.config.detector.convention = Convention::Custom; })
@@ -417,7 +417,7 @@ pub static FLAGS: &[Flag] = &[
         check: Check::Any,
         unit: "m",
         ..Flag::vector("-pix0_vector", D,
-            "position of the first pixel relative to the sample, in metres (recomputed from the pivot, as in nanoBragg); selects the custom convention",
+            "position of the first pixel relative to the sample (m); as in nanoBragg it is recomputed from the beam centre, so it only selects the custom convention",
             |inv, o| { inv.config.detector.pix0 = Some(o.vec3()); inv.config.detector.convention = Convention::Custom; })
     },
     Flag::vector("-twotheta_axis", D, "axis of the -twotheta swing; selects the custom convention",
@@ -443,7 +443,7 @@ pub static FLAGS: &[Flag] = &[
     Flag {
         arity: Arity::Exactly(1),
         kind: Kind::AbsDepth,
-        check: Check::Positive,
+        check: Check::NonNegative,
         unit: "µm",
         ..Flag::switch("-detector_abs", D,
             "sensor attenuation depth; 'inf' or 0 turns absorption off (and resets -detector_thick given before it)",
@@ -607,7 +607,7 @@ pub static FLAGS: &[Flag] = &[
     Flag::int("-mosaic_domains", X, Check::NonNegative, "number of randomly oriented mosaic domains",
         |inv, o| inv.config.crystal.mosaic_domains = o.int(0))
         .aka(&["-mosaic_dom"])
-        .dflt("1 (10 with -mosaic)"),
+        .dflt("1, or 10 with -mosaic"),
     Flag::int("-mosaic_seed", X, Check::Any, "random seed for the mosaic domains",
         |inv, o| inv.config.crystal.mosaic_seed = o.int(0))
         .dflt("12345678"),
@@ -621,7 +621,7 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.config.crystal.phistep_deg = o.num(0)),
     Flag::int("-phisteps", X, Check::NonNegative, "number of spindle rotation steps",
         |inv, o| inv.config.crystal.phisteps = o.int(0))
-        .dflt("1 (2 with -osc)"),
+        .dflt("1, or 2 with -osc"),
     Flag::vector("-spindle_axis", X, "right-handed spindle (phi) rotation axis; selects the custom convention",
         |inv, o| { inv.config.detector.spindle = o.vec3(); inv.config.detector.convention = Convention::Custom; })
         .dflt("0 0 1"),
@@ -721,7 +721,7 @@ pub static FLAGS: &[Flag] = &[
         arity: Arity::Exactly(2),
         kind: Kind::Int,
         values: "fast slow",
-        ..Flag::switch("-printout_pixel", O, "print the computation of this one pixel (implies -printout)",
+        ..Flag::switch("-printout_pixel", O, "print only this pixel, in detail (implies -printout)",
             |inv, o| { inv.printout_pixel = Some((o.int(0), o.int(1))); inv.printout = true; })
     },
     // -------------------------------------------------------------------- misc
@@ -741,7 +741,7 @@ pub static FLAGS: &[Flag] = &[
             "cuda" => Device::Cuda,
             _ => Device::Auto,
         })
-        .dflt("auto"),
+        .dflt("cpu"),
     Flag::switch("-h", M, "print this help and exit", |inv, _| inv.help = true)
         .aka(&["--help", "-help"]),
     Flag::word("-stol", M, &[], "amorphous-scattering file; read by nanoBragg.c but never used: ignored with a warning", ignored)

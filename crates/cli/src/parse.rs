@@ -178,12 +178,12 @@ pub enum Dtype {
 /// Where the render runs (`-device`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Device {
-    /// `cpu`: always on the CPU.
+    /// `cpu` (default): always on the CPU.
+    #[default]
     Cpu,
     /// `cuda`: on an NVIDIA GPU; an error if none can be used.
     Cuda,
-    /// `auto` (default): a GPU when one can be used, otherwise the CPU.
-    #[default]
+    /// `auto`: a GPU when one can be used, otherwise the CPU.
     Auto,
 }
 
@@ -241,7 +241,7 @@ impl Default for Invocation {
             progress: None,
             dtype: Dtype::Float64,
             threads: 0,
-            device: Device::Auto,
+            device: Device::Cpu,
             warnings: Vec::new(),
             help: false,
         }
@@ -687,7 +687,7 @@ mod tests {
         assert_eq!(inv.seed, None);
         assert_eq!(inv.progress, None);
         assert_eq!(inv.threads, 0);
-        assert_eq!(inv.device, Device::Auto);
+        assert_eq!(inv.device, Device::Cpu);
         assert_eq!(inv.dtype, Dtype::Float64);
         assert!(!inv.help);
     }
@@ -903,7 +903,7 @@ mod tests {
         assert_eq!(ok("-detector_thick 100 -detector_abs inf").config.detector.thick_um, 0.0);
         assert_eq!(ok("-detector_abs inf -detector_thick 100").config.detector.thick_um, 100.0);
         assert_eq!(ok("-detector_thick 100 -detector_abs 50").config.detector.thick_um, 100.0);
-        assert!(err("-detector_abs -3").contains("must be > 0"));
+        assert!(err("-detector_abs -3").contains("must be >= 0"));
         assert!(err("-detector_abs thick").contains("not a number"));
     }
 

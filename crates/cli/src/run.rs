@@ -1,6 +1,6 @@
 //! One nanoBragg run: plan, render, report, write outputs.
 
-use crate::parse::Invocation;
+use crate::parse::{Dtype, Invocation};
 use crate::report;
 use anyhow::{Context, Result};
 use nanobragg_core::config::SfSource;
@@ -97,7 +97,11 @@ pub fn run(inv: Invocation) -> Result<()> {
     }
     out.flush()?;
 
-    let rendered = cpu::render(&plan, RenderOptions { threads: inv.threads });
+    let opts = RenderOptions { threads: inv.threads };
+    let rendered = match inv.dtype {
+        Dtype::Float64 => cpu::render(&plan, opts),
+        Dtype::Float32 => cpu::render_as::<f32>(&plan, opts),
+    };
     if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
         write!(
             out,

@@ -6,9 +6,9 @@
 //! `common::runs`). Every test compares one kind of output over all cases that produce it,
 //! prints one line per case plus a summary, and fails listing every failing case.
 //!
-//! Run: `cargo test --workspace --release` (or `cargo test --release -p nanobragg-cli --test
-//! golden -- --include-ignored` for every kind). `GOLDEN_CASES=bench,tric` limits the cases;
-//! see `common/mod.rs` for the other knobs.
+//! Run: `cargo test --workspace --release`, or only this suite with
+//! `cargo test --release -p nanobragg-cli --test golden`. `GOLDEN_CASES=bench,tric` limits the
+//! cases; see `common/mod.rs` for the other knobs. The reports go to stderr (not captured).
 
 mod common;
 
@@ -450,7 +450,6 @@ fn check_int_pgm(case: &Case, run: &Run) -> Result<Outcome, String> {
 }
 
 #[test]
-#[ignore = "enable once the int/pgm writers match the C output"]
 fn int_pgm_parity() {
     check_kind(
         "int.img/image.pgm",
@@ -483,7 +482,6 @@ fn check_noise(case: &Case, run: &Run) -> Result<Outcome, String> {
 }
 
 #[test]
-#[ignore = "enable once the noise image matches the C output"]
 fn noise_parity() {
     check_kind("noise.img", |c| c.has_output("noise.img"), check_noise, |_| String::new());
 }
@@ -529,7 +527,6 @@ fn check_fdump(case: &Case, run: &Run) -> Result<Outcome, String> {
 }
 
 #[test]
-#[ignore = "enable once Fdump.bin is written byte-identically"]
 fn fdump_parity() {
     check_kind("Fdump.bin", |c| c.has_output("Fdump.bin"), check_fdump, |_| String::new());
 }
@@ -543,6 +540,17 @@ fn check_stdout(case: &Case, run: &Run) -> Result<Outcome, String> {
     let golden = case.golden_stdout()?;
     let theirs = stat_lines(&golden, seeded);
     let ours = stat_lines(&run.stdout, seeded);
+    // With the maximum reached by several pixels, the position printed by the C depends on the
+    // order its OpenMP threads reach them (shared max_I updated in the parallel pixel loop), so
+    // only the value is compared then.
+    let max_ties = if case.has_output("float.bin") {
+        let img = f32_image(&case.golden_file("float.bin")?);
+        let max = img.iter().fold(f32::MIN, |m, &v| m.max(v));
+        img.iter().filter(|&&v| v == max).count()
+    } else {
+        1
+    };
+    let value_only = |l: &str| l.split(" at ").next().unwrap_or(l).trim().to_string();
     let mut why = Vec::new();
     let mut text_same = 0;
     let mut matched = 0;
@@ -554,6 +562,11 @@ fn check_stdout(case: &Case, run: &Run) -> Result<Outcome, String> {
             continue;
         };
         used[i] = true;
+        let (ol, cl) = if *kind == "max_I" && max_ties > 1 {
+            (&value_only(ol), &value_only(cl))
+        } else {
+            (ol, cl)
+        };
         let (rel, abs) = if *kind == "noise photons" { (1e-3, 2.0) } else { (1e-4, 1e-12) };
         if ol == cl {
             text_same += 1;
@@ -573,14 +586,21 @@ fn check_stdout(case: &Case, run: &Run) -> Result<Outcome, String> {
         pass: why.is_empty(),
         identical: why.is_empty() && text_same == theirs.len(),
         badness: why.len() as f64,
-        line: format!("{matched}/{} stats lines match ({text_same} text-identical)", theirs.len()),
+        line: format!(
+            "{matched}/{} stats lines match ({text_same} text-identical){}",
+            theirs.len(),
+            if max_ties > 1 {
+                format!("; max_I position not compared (max at {max_ties} pixels)")
+            } else {
+                String::new()
+            }
+        ),
         why,
         float: None,
     })
 }
 
 #[test]
-#[ignore = "enable once the console statistics match the C output"]
 fn stdout_stats_parity() {
     check_kind("stdout stats", |_| true, check_stdout, |_| String::new());
 }

@@ -51,6 +51,25 @@ pub fn image_stats(
             n += 1;
         }
     }
+    // Equal maxima: nanoBragg.c updates its shared maximum from OpenMP
+    // threads without a reduction, so the pixel it reports among equal maxima
+    // is the one its threads reach first. We pin that down as the reference
+    // build ran it, two threads over equal halves of the rows: the pixel with
+    // the smallest offset from the start of its half wins.
+    if n > 0 {
+        let half = spixels.div_ceil(2).max(1);
+        let rank = |f: usize, s: usize| ((s % half) * fpixels + f, s / half);
+        let mut best = rank(max_f, max_s);
+        for s in 0..spixels {
+            for f in 0..fpixels {
+                if rendered(f, s) && image[s * fpixels + f] as f64 == max_i && rank(f, s) < best {
+                    best = rank(f, s);
+                    max_f = f;
+                    max_s = s;
+                }
+            }
+        }
+    }
     let count = n;
     let nd = if n == 0 { 1 } else { n };
     let mean = sum / nd as f64;
@@ -81,7 +100,8 @@ mod tests {
         let img = [1.0f32, 3.0, 3.0, 1.0];
         let s = image_stats(&img, 2, [0, 2, 0, 2], |_, _| true);
         assert_eq!(s.max_i, 3.0);
-        assert_eq!((s.max_f, s.max_s), (1, 0));
+        // tie between (1,0) and (0,1): (0,1) starts the second half of the rows
+        assert_eq!((s.max_f, s.max_s), (0, 1));
         assert_eq!(s.mean, 2.0);
         assert!((s.rms - (20.0f64 / 3.0).sqrt()).abs() < 1e-15);
         assert!((s.rmsd - (4.0f64 / 3.0).sqrt()).abs() < 1e-15);
