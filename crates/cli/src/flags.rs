@@ -354,18 +354,22 @@ pub static FLAGS: &[Flag] = &[
         .dflt("from -detsize"),
     Flag::int("-detpixels_f", D, Check::Positive, "detector size in pixels along the fast axis",
         |inv, o| inv.config.detector.fpixels = o.int(0))
-        .aka(&["-detpixels_x"]),
+        .aka(&["-detpixels_x"])
+        .dflt("from -detsize_f"),
     Flag::int("-detpixels_s", D, Check::Positive, "detector size in pixels along the slow axis",
         |inv, o| inv.config.detector.spixels = o.int(0))
-        .aka(&["-detpixels_y"]),
+        .aka(&["-detpixels_y"])
+        .dflt("from -detsize_s"),
     Flag::num("-detsize", D, "mm", Check::Positive,
         "detector size along both axes (ignored along an axis whose pixel count is given)",
         |inv, o| { inv.config.detector.detsize_f_mm = o.num(0); inv.config.detector.detsize_s_mm = o.num(0); })
         .dflt("102.4"),
     Flag::num("-detsize_f", D, "mm", Check::Positive, "detector size along the fast axis",
-        |inv, o| inv.config.detector.detsize_f_mm = o.num(0)),
+        |inv, o| inv.config.detector.detsize_f_mm = o.num(0))
+        .dflt("102.4"),
     Flag::num("-detsize_s", D, "mm", Check::Positive, "detector size along the slow axis",
-        |inv, o| inv.config.detector.detsize_s_mm = o.num(0)),
+        |inv, o| inv.config.detector.detsize_s_mm = o.num(0))
+        .dflt("102.4"),
     Flag::num("-Xbeam", D, "mm", Check::Any,
         "direct-beam spot position along the image fast axis; selects the beam pivot",
         |inv, o| { inv.config.detector.xbeam_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Beam; })
@@ -376,16 +380,20 @@ pub static FLAGS: &[Flag] = &[
         .dflt("detector centre"),
     Flag::num("-Xclose", D, "mm", Check::Any,
         "fast-axis position of the point nearest the sample; selects the sample pivot",
-        |inv, o| { inv.config.detector.xclose_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; }),
+        |inv, o| { inv.config.detector.xclose_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
+        .dflt("from the beam centre"),
     Flag::num("-Yclose", D, "mm", Check::Any,
         "slow-axis position of the point nearest the sample; selects the sample pivot",
-        |inv, o| { inv.config.detector.yclose_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; }),
+        |inv, o| { inv.config.detector.yclose_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
+        .dflt("from the beam centre"),
     Flag::num("-ORGX", D, "pixels", Check::Any,
         "XDS-style fast-axis origin (point nearest the sample); selects the sample pivot",
-        |inv, o| { inv.config.detector.orgx_px = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; }),
+        |inv, o| { inv.config.detector.orgx_px = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
+        .dflt("from the beam centre"),
     Flag::num("-ORGY", D, "pixels", Check::Any,
         "XDS-style slow-axis origin (point nearest the sample); selects the sample pivot",
-        |inv, o| { inv.config.detector.orgy_px = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; }),
+        |inv, o| { inv.config.detector.orgy_px = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
+        .dflt("from the beam centre"),
     Flag::word("-pivot", D, &["sample", "beam"],
         "what detector rotations keep fixed: the point nearest the sample or the direct-beam spot; only custom vectors honour it, the named conventions impose their own",
         |inv, o| inv.config.detector.pivot = if o.text(0) == "sample" { Pivot::Sample } else { Pivot::Beam })
@@ -416,6 +424,7 @@ pub static FLAGS: &[Flag] = &[
     Flag {
         check: Check::Any,
         unit: "m",
+        default: "from the beam centre",
         ..Flag::vector("-pix0_vector", D,
             "position of the first pixel relative to the sample (m); as in nanoBragg it is recomputed from the beam centre, so it only selects the custom convention",
             |inv, o| { inv.config.detector.pix0 = Some(o.vec3()); inv.config.detector.convention = Convention::Custom; })
@@ -477,7 +486,8 @@ pub static FLAGS: &[Flag] = &[
         .aka(&["-wave", "-wavelength"])
         .dflt("1"),
     Flag::num("-energy", B, "eV", Check::Positive, "X-ray photon energy: sets the wavelength to 12398.42/energy Å",
-        |inv, o| inv.config.beam.lambda_a = 12398.42 / o.num(0)),
+        |inv, o| inv.config.beam.lambda_a = 12398.42 / o.num(0))
+        .dflt("12398.42, from -lambda"),
     Flag::num("-fluence", B, "photons/m²", Check::NonNegative, "incident photons per unit area",
         |inv, o| inv.config.beam.fluence = o.num(0))
         .dflt("1.25932e+29"),
@@ -508,19 +518,26 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| { inv.config.beam.hdivrange_mrad = o.num(0); inv.config.beam.vdivrange_mrad = o.num(0); })
         .dflt("0"),
     Flag::num("-hdivrange", B, "mrad", Check::NonNegative, "horizontal divergence range",
-        |inv, o| inv.config.beam.hdivrange_mrad = o.num(0)),
+        |inv, o| inv.config.beam.hdivrange_mrad = o.num(0))
+        .dflt("from -divergence"),
     Flag::num("-vdivrange", B, "mrad", Check::NonNegative, "vertical divergence range",
-        |inv, o| inv.config.beam.vdivrange_mrad = o.num(0)),
+        |inv, o| inv.config.beam.vdivrange_mrad = o.num(0))
+        .dflt("from -divergence"),
     Flag::num("-hdivstep", B, "mrad", Check::NonNegative, "horizontal divergence step",
-        |inv, o| inv.config.beam.hdivstep_mrad = o.num(0)),
+        |inv, o| inv.config.beam.hdivstep_mrad = o.num(0))
+        .dflt("from the range and step count"),
     Flag::num("-vdivstep", B, "mrad", Check::NonNegative, "vertical divergence step",
-        |inv, o| inv.config.beam.vdivstep_mrad = o.num(0)),
+        |inv, o| inv.config.beam.vdivstep_mrad = o.num(0))
+        .dflt("from the range and step count"),
     Flag::int("-divsteps", B, Check::NonNegative, "number of divergence steps, horizontal and vertical",
-        |inv, o| { inv.config.beam.hdivsteps = o.int(0); inv.config.beam.vdivsteps = o.int(0); }),
+        |inv, o| { inv.config.beam.hdivsteps = o.int(0); inv.config.beam.vdivsteps = o.int(0); })
+        .dflt("1, or 2 with a divergence range"),
     Flag::int("-hdivsteps", B, Check::NonNegative, "number of horizontal divergence steps",
-        |inv, o| inv.config.beam.hdivsteps = o.int(0)),
+        |inv, o| inv.config.beam.hdivsteps = o.int(0))
+        .dflt("from -divsteps"),
     Flag::int("-vdivsteps", B, Check::NonNegative, "number of vertical divergence steps",
-        |inv, o| inv.config.beam.vdivsteps = o.int(0)),
+        |inv, o| inv.config.beam.vdivsteps = o.int(0))
+        .dflt("from -divsteps"),
     Flag::switch("-round_div", B, "keep only divergence points inside the ellipse of the ranges (the default)",
         |inv, _| inv.config.beam.round_div = true),
     Flag::switch("-square_div", B, "keep the full rectangular grid of divergence points",
@@ -529,7 +546,8 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.config.beam.dispersion_pct = o.num(0))
         .dflt("0"),
     Flag::int("-dispsteps", B, Check::NonNegative, "number of wavelengths across the spectral width",
-        |inv, o| inv.config.beam.dispsteps = o.int(0)),
+        |inv, o| inv.config.beam.dispsteps = o.int(0))
+        .dflt("1, or 2 with -dispersion"),
     Flag::file("-sourcefile", B, Kind::InFile,
         "text file of sources, one per line: X Y Z (m) weight wavelength (m); missing columns take the defaults",
         |inv, o| inv.source_path = Some(o.path(0))),
@@ -547,6 +565,7 @@ pub static FLAGS: &[Flag] = &[
         kind: Kind::Num,
         check: Check::Cell,
         values: "a b c alpha beta gamma",
+        default: "none: give -cell or -mat",
         ..Flag::switch("-cell", X,
             "unit cell instead of -mat; values left out keep earlier ones (b, c = a and angles = 90 when 0 or never given)",
             |inv, o| {
@@ -583,23 +602,30 @@ pub static FLAGS: &[Flag] = &[
         })
         .dflt("1"),
     Flag::int("-Na", X, Check::NonNegative, "number of unit cells along a",
-        |inv, o| inv.config.crystal.na = o.int(0) as f64),
+        |inv, o| inv.config.crystal.na = o.int(0) as f64)
+        .dflt("from -N"),
     Flag::int("-Nb", X, Check::NonNegative, "number of unit cells along b",
-        |inv, o| inv.config.crystal.nb = o.int(0) as f64),
+        |inv, o| inv.config.crystal.nb = o.int(0) as f64)
+        .dflt("from -N"),
     Flag::int("-Nc", X, Check::NonNegative, "number of unit cells along c",
-        |inv, o| inv.config.crystal.nc = o.int(0) as f64),
+        |inv, o| inv.config.crystal.nc = o.int(0) as f64)
+        .dflt("from -N"),
     Flag::num("-xtalsize", X, "mm", Check::NonNegative, "crystal size along a, b and c, instead of -N",
         |inv, o| inv.config.crystal.size_mm = [o.num(0); 3])
-        .aka(&["-xtal_size", "-samplesize", "-sample_size"]),
+        .aka(&["-xtal_size", "-samplesize", "-sample_size"])
+        .dflt("0: use -N"),
     Flag::num("-xtal_thick", X, "mm", Check::NonNegative, "crystal size along a, instead of -Na",
         |inv, o| inv.config.crystal.size_mm[0] = o.num(0))
-        .aka(&["-xtal_x", "-sample_thick", "-sample_x"]),
+        .aka(&["-xtal_x", "-sample_thick", "-sample_x"])
+        .dflt("0: use -Na"),
     Flag::num("-xtal_width", X, "mm", Check::NonNegative, "crystal size along b, instead of -Nb",
         |inv, o| inv.config.crystal.size_mm[1] = o.num(0))
-        .aka(&["-xtal_y", "-sample_width", "-sample_y", "-width"]),
+        .aka(&["-xtal_y", "-sample_width", "-sample_y", "-width"])
+        .dflt("0: use -Nb"),
     Flag::num("-xtal_height", X, "mm", Check::NonNegative, "crystal size along c, instead of -Nc",
         |inv, o| inv.config.crystal.size_mm[2] = o.num(0))
-        .aka(&["-xtal_heigh", "-xtal_z", "-sample_height", "-sample_heigh", "-sample_z", "-height", "-heigh"]),
+        .aka(&["-xtal_heigh", "-xtal_z", "-sample_height", "-sample_heigh", "-sample_z", "-height", "-heigh"])
+        .dflt("0: use -Nc"),
     Flag::num("-mosaic", X, "deg", Check::NonNegative, "isotropic mosaic spread (90 for a powder)",
         |inv, o| inv.config.crystal.mosaic_deg = o.num(0))
         .aka(&["-mosaicity", "-mosaic_spread"])
@@ -618,7 +644,8 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.config.crystal.osc_deg = o.num(0))
         .dflt("0"),
     Flag::num("-phistep", X, "deg", Check::NonNegative, "spindle rotation step",
-        |inv, o| inv.config.crystal.phistep_deg = o.num(0)),
+        |inv, o| inv.config.crystal.phistep_deg = o.num(0))
+        .dflt("from -osc and -phisteps"),
     Flag::int("-phisteps", X, Check::NonNegative, "number of spindle rotation steps",
         |inv, o| inv.config.crystal.phisteps = o.int(0))
         .dflt("1, or 2 with -osc"),
@@ -715,19 +742,20 @@ pub static FLAGS: &[Flag] = &[
     Flag::int("-seed", O, Check::Any, "random seed for the noise image",
         |inv, o| inv.seed = Some(o.int(0)))
         .dflt("clock"),
-    Flag::switch("-printout", O, "print pixel values to the console",
+    Flag::switch("-printout", O, "print every rendered pixel's intermediate values (position, hkl, F_cell, F_latt, polarization, solid angle, cell vectors) to stdout",
         |inv, _| inv.printout = true),
     Flag {
         arity: Arity::Exactly(2),
         kind: Kind::Int,
         values: "fast slow",
-        ..Flag::switch("-printout_pixel", O, "print only this pixel, in detail (implies -printout)",
+        default: "every pixel",
+        ..Flag::switch("-printout_pixel", O, "print those values for this pixel only (implies -printout); a negative fast index means every pixel",
             |inv, o| { inv.printout_pixel = Some((o.int(0), o.int(1))); inv.printout = true; })
     },
     // -------------------------------------------------------------------- misc
-    Flag::switch("-progress", M, "show the progress meter",
+    Flag::switch("-progress", M, "show a progress spinner on stderr when the render takes more than a second (default when stderr is a terminal; nanoBragg printed percentages to stdout)",
         |inv, _| inv.progress = Some(true)),
-    Flag::switch("-noprogress", M, "hide the progress meter",
+    Flag::switch("-noprogress", M, "never show the progress spinner",
         |inv, _| inv.progress = Some(false)),
     Flag::int("-threads", M, Check::NonNegative, "worker threads (0: all cores)",
         |inv, o| inv.threads = o.int(0) as usize)
@@ -961,6 +989,26 @@ mod help_tests {
         assert!(h.contains("  -distance <mm>"));
         assert!(h.contains("(default: 100)"));
         assert!(h.contains("must be > 0"));
+    }
+
+    #[test]
+    fn value_flags_show_unit_and_default() {
+        let h = help_text();
+        let mut missing = Vec::new();
+        for f in FLAGS {
+            if matches!(f.kind, Kind::Num | Kind::Int | Kind::AbsDepth) {
+                // numbers show their unit (or value names) in the placeholder
+                let ph = f.placeholder();
+                assert!(h.contains(&format!("  {} {ph}", f.name)), "{}: no placeholder", f.name);
+                if f.kind == Kind::Num && f.unit.is_empty() && f.values.is_empty() {
+                    missing.push(format!("{}: no unit", f.name));
+                }
+                if f.default.is_empty() && !f.help.contains("ignored with a warning") {
+                    missing.push(format!("{}: no default", f.name));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "{missing:#?}");
     }
 
     #[test]

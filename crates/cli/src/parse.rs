@@ -202,6 +202,11 @@ pub struct Invocation {
     pub source_path: Option<PathBuf>,
     /// `-img` file whose header was applied (the last `-img` given).
     pub img_path: Option<PathBuf>,
+    /// Width and height of the `-img` image (its pixels are not used).
+    pub img_size: Option<(usize, usize)>,
+    /// Values taken from `-mask`/`-img` headers that a flag could also set, for
+    /// error messages: (that flag, `-img FILE header KEY=VALUE`, value).
+    pub header_values: Vec<(&'static str, String, f64)>,
     /// `-mask` file whose header and pixels were applied (the last `-mask` given).
     pub mask_path: Option<PathBuf>,
     /// `-seed` as typed (nanoBragg.c negates it internally); `None` = from the clock.
@@ -234,6 +239,8 @@ impl Default for Invocation {
             mat_path: None,
             source_path: None,
             img_path: None,
+            img_size: None,
+            header_values: Vec::new(),
             mask_path: None,
             seed: None,
             printout: false,
@@ -336,13 +343,16 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
     if let Some(path) = last_path("-mask") {
         let img = read_image("-mask", &path)?;
         apply_smv_header(&mut inv.config, &img, true);
+        record_header_values(&mut inv, "-mask", &path, &img);
         inv.config.detector.mask = Some(img.data);
         inv.mask_path = Some(path);
     }
     if let Some(path) = last_path("-img") {
         let img = read_image("-img", &path)?;
         apply_smv_header(&mut inv.config, &img, false);
+        record_header_values(&mut inv, "-img", &path, &img);
         inv.img_path = Some(path);
+        inv.img_size = Some((img.width, img.height));
     }
 
     // Pass 3: every flag in order.
@@ -358,6 +368,24 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
 fn read_image(flag: &str, path: &Path) -> Result<nanobragg_io::smv::SmvImage, CliError> {
     nanobragg_io::smv::read_smv(path)
         .map_err(|error| CliError::Image { flag: flag.to_string(), error })
+}
+
+/// Notes the header values that, when invalid, a later error should trace
+/// back to the image file rather than to the flag.
+fn record_header_values(
+    inv: &mut Invocation,
+    flag: &str,
+    path: &Path,
+    img: &nanobragg_io::smv::SmvImage,
+) {
+    for (key, target) in
+        [("PIXEL_SIZE", "-pixel"), ("DISTANCE", "-distance"), ("WAVELENGTH", "-lambda")]
+    {
+        if let Some(v) = img.value_of(key).filter(|v| !v.is_nan()) {
+            let from = format!("{flag} {} header {key}={v}", path.display());
+            inv.header_values.push((target, from, v));
+        }
+    }
 }
 
 /// Applies the detector and beam values found in an SMV header, as nanoBragg.c

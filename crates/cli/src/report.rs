@@ -3,6 +3,7 @@
 use nanobragg_core::config::{Convention, CrystalShape, Pivot};
 use nanobragg_core::error::Warning;
 use nanobragg_core::geometry::Axes;
+use nanobragg_core::render::trace::PixelTrace;
 use nanobragg_core::setup::Plan;
 use nanobragg_core::units::RTD;
 use nanobragg_io::cfmt::{f as cf, f_width, g};
@@ -234,4 +235,74 @@ pub fn summary_lines(plan: &Plan, mask_name: Option<&str>, out: &mut Vec<String>
         out.push(format!("  skipping zero-flagged pixels in {m}"));
     }
     let _ = Convention::Mosflm;
+}
+
+/// The warning nanoBragg.c prints (once) when tricubic interpolation leaves the
+/// structure factor grid; like the C program it ends without a newline.
+pub fn interpolation_warning(hkl: [f64; 3], hkl0: [i64; 3]) -> String {
+    format!(
+        "WARNING: out of range for three point interpolation: h,k,l,h0,k0,l0: {},{},{},{},{},{} \nWARNING: further warnings will not be printed! ",
+        g(hkl[0]),
+        g(hkl[1]),
+        g(hkl[2]),
+        hkl0[0],
+        hkl0[1],
+        hkl0[2]
+    )
+}
+
+/// The lines `-printout` prints for one pixel, in the C program's formats;
+/// `pixel` is the value stored in the float image.
+pub fn trace_text(t: &PixelTrace, pixel: f32) -> String {
+    use nanobragg_io::cfmt::{g_width, pad_right};
+    let g15 = |x: f64| g_width(x, 15, 10);
+    let row = |i: usize| {
+        let [a, b, c] = t.cell_m;
+        format!(
+            "{} {} {}",
+            f_width(a[i] * 1e10, 11, 8),
+            f_width(b[i] * 1e10, 11, 8),
+            f_width(c[i] * 1e10, 11, 8)
+        )
+    };
+    let [h, k, l] = t.hkl;
+    let [h0, k0, l0] = t.hkl0;
+    let p = t.position;
+    format!(
+        "{:>4} {:>4} : stol = {} or {}\n\
+         at {} {} {}\n\
+         hkl= {} {} {}  hkl0= {h0} {k0} {l0}\n \
+         F_cell={}  F_latt={}   I = {}\n\
+         I/steps {}\n\
+         polar   {}\n\
+         omega   {}\n\
+         capfrac {}\n\
+         pixel   {}\n\
+         real-space cell vectors (Angstrom):\n     {}  {}  {}\n\
+         X: {}\nY: {}\nZ: {}\n",
+        t.fpixel,
+        t.spixel,
+        g(t.stol),
+        g(t.stol_geometric),
+        g(p[0]),
+        g(p[1]),
+        g(p[2]),
+        cf(h, 6),
+        cf(k, 6),
+        cf(l, 6),
+        g(t.f_cell),
+        g(t.f_latt),
+        g(t.i),
+        g15(t.i / t.steps),
+        g15(t.polar),
+        g15(t.omega),
+        g15(t.capture_fraction),
+        g15(pixel as f64),
+        pad_right("a", 10),
+        pad_right("b", 10),
+        pad_right("c", 10),
+        row(0),
+        row(1),
+        row(2)
+    )
 }

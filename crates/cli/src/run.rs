@@ -1,17 +1,29 @@
-//! One nanoBragg run: plan, render, report, write outputs.
+//! One nanoBragg run: plan, check the outputs, render, report, write outputs.
+//!
+//! Everything that can be refused is refused before anything is written: the
+//! plan (inputs, values, memory) is resolved and every output path is checked
+//! first. The images are then written under temporary names beside their
+//! targets and renamed into place together at the end, so a run that fails
+//! leaves none of its outputs behind (the Fdump file, a cache of the structure
+//! factors that nanoBragg.c writes before rendering, is the one exception).
 
-use crate::parse::{Dtype, Invocation};
+use crate::parse::{Dtype, Invocation, Outputs};
 use crate::report;
-use anyhow::{Context, Result};
+use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
-use nanobragg_core::render::{cpu, RenderOptions};
+use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
+use nanobragg_core::render::{cpu, RenderOptions, RenderOutput};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
 use nanobragg_core::stats::image_stats;
 use nanobragg_io::cfmt::g;
 use nanobragg_io::smv::SmvHeaderFields;
-use std::io::Write;
+use nanobragg_io::IoError;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 fn clock_seed() -> i64 {
     std::time::SystemTime::now()
@@ -20,14 +32,319 @@ fn clock_seed() -> i64 {
         .unwrap_or(0)
 }
 
+/// Adds the flag and file a setup error comes from, where the library's
+/// message does not say.
+fn explain(e: nanobragg_core::Error, inv: &Invocation) -> anyhow::Error {
+    use nanobragg_core::Error as E;
+    let sf_file = || match (&inv.config.sf.source, &inv.hkl_path) {
+        (SfSource::Hkl(_), Some(p)) => Some(format!("-hkl {}", p.display())),
+        (SfSource::Dump(_), _) => Some(format!("-dump {}", inv.outputs.dumpfile.display())),
+        _ => None,
+    };
+    // a value an -img/-mask header set and no flag overrode
+    let from_header = |flag: &str, value: f64| {
+        inv.header_values
+            .iter()
+            .rev()
+            .find(|(f, _, v)| *f == flag && *v == value)
+            .map(|h| h.1.clone())
+    };
+    let c = &inv.config;
+    let context = match &e {
+        E::Invalid { what: "-lambda", .. } => from_header("-lambda", c.beam.lambda_a),
+        E::Invalid { what: "-pixel", .. } => from_header("-pixel", c.detector.pixel_mm),
+        E::Invalid { what: "-distance", .. } => from_header("-distance", c.detector.distance_mm),
+        E::TooLarge { what, .. } if what.contains("structure factor") => sf_file(),
+        E::Invalid { what: "hkl", .. } => sf_file(),
+        E::Invalid { what: "-mask", .. } => {
+            inv.mask_path.as_ref().map(|p| format!("-mask {}", p.display()))
+        }
+        E::Invalid { what: "-sourcefile", .. } => {
+            inv.source_path.as_ref().map(|p| format!("-sourcefile {}", p.display()))
+        }
+        E::Invalid { what: "-mat", .. } => {
+            inv.mat_path.as_ref().map(|p| format!("-mat {}", p.display()))
+        }
+        _ => None,
+    };
+    match (context, &e) {
+        // the context names the flag already
+        (Some(c), E::Invalid { msg, .. }) => anyhow!("{c}: {msg}"),
+        (Some(c), _) => anyhow!("{c}: {e}"),
+        (None, _) => anyhow!("{e}"),
+    }
+}
+
+/// A path that exists and is neither a regular file nor a directory (a device
+/// such as /dev/null, or a pipe): written in place, never replaced.
+fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// Where a file is really written: the file a symbolic link points to (as
+/// the C program, which opens the path, would write there), else the path.
+fn resolve(path: &Path) -> PathBuf {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        if let Ok(real) = std::fs::canonicalize(path) {
+            return real;
+        }
+    }
+    path.to_path_buf()
+}
+
+/// The directory a file would be created in.
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+static PROBE: AtomicU64 = AtomicU64::new(0);
+
+/// Checks that `path` can be written, creating and removing a scratch file
+/// in its directory; the error names the flag and the file.
+fn check_writable(flag: &str, path: &Path) -> Result<()> {
+    let shown = path.display();
+    if path.as_os_str().is_empty() {
+        bail!("{flag}: the file name is empty");
+    }
+    let real = resolve(path);
+    let path = real.as_path();
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.is_dir() {
+            bail!("{flag}: cannot write '{shown}': it is a directory");
+        }
+        if !m.is_file() {
+            // a device or pipe: opening a pipe to test it would block or
+            // signal its reader, so it is only checked when written
+            return Ok(());
+        }
+    }
+    let dir = parent_dir(path);
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{flag}: cannot write '{shown}': directory '{}' does not exist", dir.display())
+        }
+        Err(e) => bail!("{flag}: cannot write '{shown}': {}: {e}", dir.display()),
+        Ok(m) if !m.is_dir() => {
+            bail!("{flag}: cannot write '{shown}': '{}' is not a directory", dir.display())
+        }
+        Ok(_) => {}
+    }
+    let n = PROBE.fetch_add(1, Ordering::Relaxed);
+    let probe = dir.join(format!(".nanobragg-probe.{}.{n}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(f) => {
+            drop(f);
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => bail!("{flag}: cannot write '{shown}': {e}"),
+    }
+}
+
+/// The output files this run will write, with the flag naming each.
+fn output_files(o: &Outputs) -> Vec<(&'static str, &Path)> {
+    let mut files = vec![("-floatfile", o.floatfile.as_path()), ("-intfile", o.intfile.as_path())];
+    if o.write_pgm {
+        files.push(("-pgmfile", o.pgmfile.as_path()));
+    }
+    if o.calculate_noise {
+        files.push(("-noisefile", o.noisefile.as_path()));
+    }
+    files
+}
+
+/// Output files written under temporary names and renamed into place together
+/// by [`Staging::commit`]; dropping it uncommitted removes the temporaries.
+#[derive(Default)]
+struct Staging {
+    /// (temporary, target) pairs not yet renamed.
+    pending: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Staging {
+    /// The path to write `target`'s content to now.
+    fn stage(&mut self, target: &Path) -> PathBuf {
+        let target = &resolve(target);
+        if is_special(target) {
+            return target.to_path_buf();
+        }
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let n = PROBE.fetch_add(1, Ordering::Relaxed);
+        let tmp = parent_dir(target).join(format!(".{name}.partial.{}.{n}", std::process::id()));
+        self.pending.push((tmp.clone(), target.to_path_buf()));
+        tmp
+    }
+
+    /// Renames every staged file onto its target (on failure, the ones not
+    /// yet renamed are removed when `self` drops).
+    fn commit(mut self) -> Result<()> {
+        while !self.pending.is_empty() {
+            let (tmp, target) = self.pending.remove(0);
+            if let Err(e) = std::fs::rename(&tmp, &target) {
+                let _ = std::fs::remove_file(&tmp);
+                bail!("cannot write '{}': {e}", target.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        for (tmp, _) in &self.pending {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// A writer's error, naming the flag and the file the user gave (not the
+/// temporary actually written).
+fn write_error(flag: &str, target: &Path, e: IoError) -> anyhow::Error {
+    match e {
+        IoError::Write { source, .. } => {
+            anyhow!("{flag}: cannot write '{}': {source}", target.display())
+        }
+        other => anyhow!("{flag}: {other}"),
+    }
+}
+
+/// How long a render runs before the progress spinner appears.
+const PROGRESS_DELAY: Duration = Duration::from_secs(1);
+
+/// Runs `work` on a worker thread. When `show` and it takes longer than
+/// `delay`, shows `what` with a spinner and the elapsed time on stderr until
+/// it ends (when stderr is not a terminal: a line before and one after).
+fn with_progress<T: Send>(
+    show: bool,
+    delay: Duration,
+    what: &str,
+    work: impl FnOnce() -> T + Send,
+) -> T {
+    if !show {
+        return work();
+    }
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = scope.spawn(move || {
+            let out = work();
+            let _ = tx.send(());
+            out
+        });
+        let start = Instant::now();
+        if rx.recv_timeout(delay).is_err() {
+            if std::io::stderr().is_terminal() {
+                let bar = indicatif::ProgressBar::new_spinner().with_elapsed(start.elapsed());
+                if let Ok(style) =
+                    indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed_precise}]")
+                {
+                    bar.set_style(style);
+                }
+                bar.set_message(what.to_string());
+                bar.enable_steady_tick(Duration::from_millis(120));
+                let _ = rx.recv();
+                bar.finish_and_clear();
+            } else {
+                eprintln!("{what}");
+                let _ = rx.recv();
+                eprintln!("done in {:.1} s", start.elapsed().as_secs_f64());
+            }
+        }
+        match worker.join() {
+            Ok(out) => out,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Renders the float image, with a progress spinner when `show` (see [`with_progress`]).
+fn render_with_progress(plan: &Plan, inv: &Invocation, show: bool) -> RenderOutput {
+    let opts = RenderOptions { threads: inv.threads };
+    let d = &plan.detector;
+    let what =
+        format!("rendering {} x {} pixels, {} samples each", d.fpixels, d.spixels, plan.steps);
+    with_progress(show, PROGRESS_DELAY, &what, || match inv.dtype {
+        Dtype::Float64 => cpu::render(plan, opts),
+        Dtype::Float32 => cpu::render_as::<f32>(plan, opts),
+    })
+}
+
+/// Prints the `-printout` trace of the requested pixels (every rendered pixel
+/// when no `-printout_pixel` or a negative fast index is given), and the
+/// interpolation warning where nanoBragg.c prints it among them.
+fn print_traces(
+    out: &mut impl Write,
+    plan: &Plan,
+    inv: &Invocation,
+    rendered: &RenderOutput,
+) -> Result<()> {
+    let d = &plan.detector;
+    let (fp, sp) = (d.fpixels, d.spixels);
+    // the first pixel whose evaluation left the grid: pixels after it start
+    // without interpolation, and the warning is printed during it
+    let cutoff = rendered.interpolation_fallback.and_then(|_| interpolation_cutoff(plan));
+    let warning =
+        rendered.interpolation_fallback.map(|(h, h0)| report::interpolation_warning(h, h0));
+    let mut warned = warning.is_none();
+    let mut warn_before = |out: &mut dyn Write, idx: usize| -> std::io::Result<()> {
+        if !warned && cutoff.is_some_and(|c| c <= idx) {
+            warned = true;
+            write!(out, "{}", warning.as_deref().unwrap_or_default())?;
+        }
+        Ok(())
+    };
+    match inv.printout_pixel {
+        Some((f, s)) if f >= 0 => {
+            let in_detector = s >= 0 && (f as usize) < fp && (s as usize) < sp;
+            let idx = if in_detector { s as usize * fp + f as usize } else { usize::MAX };
+            let start_on = plan.interpolation == nanobragg_core::setup::Interpolation::Tricubic;
+            let mut interp = start_on && cutoff.is_none_or(|c| idx <= c);
+            let trace = if in_detector {
+                trace_pixel(plan, f as usize, s as usize, &mut interp)
+            } else {
+                None
+            };
+            match trace {
+                Some(t) => {
+                    warn_before(out, idx)?;
+                    write!(out, "{}", report::trace_text(&t, rendered.image[idx]))?;
+                }
+                None if in_detector => eprintln!(
+                    "warning: -printout_pixel {f} {s}: that pixel is not rendered (outside -roi or masked)"
+                ),
+                None => eprintln!(
+                    "warning: -printout_pixel {f} {s}: that pixel is outside the {fp} x {sp} pixel detector"
+                ),
+            }
+        }
+        Some(_) | None => {
+            // every pixel, a few rows at a time
+            let rows = (65536 / fp.max(1)).max(1);
+            for first in (0..sp).step_by(rows) {
+                let range = first * fp..((first + rows).min(sp)) * fp;
+                for t in trace_range(plan, range, cutoff) {
+                    let idx = t.spixel * fp + t.fpixel;
+                    warn_before(out, idx)?;
+                    write!(out, "{}", report::trace_text(&t, rendered.image[idx]))?;
+                }
+            }
+        }
+    }
+    // after the traced pixel(s), or wherever the render (in f32, say) left the grid
+    if !warned {
+        write!(out, "{}", warning.as_deref().unwrap_or_default())?;
+    }
+    Ok(())
+}
+
 /// Execute a parsed command line.
 pub fn run(inv: Invocation) -> Result<()> {
     if inv.help {
         print!("{}", crate::flags::help_text());
         return Ok(());
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
     for w in &inv.warnings {
         eprintln!("warning: {w}");
     }
@@ -38,8 +355,23 @@ pub fn run(inv: Invocation) -> Result<()> {
         Some(s) => -s,
         None => -clock,
     };
-    let plan = Plan::new(&inv.config, SetupSeeds { misset_idum })?;
+    let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
+    if let (Some(path), Some((w, h))) = (&inv.img_path, inv.img_size) {
+        let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+        if (w, h) != (fp, sp) {
+            eprintln!(
+                "warning: -img {}: the image is {w} x {h} pixels but the detector is {fp} x {sp}; only its header values are used",
+                path.display()
+            );
+        }
+    }
+    // refuse unwritable outputs before writing anything, the Fdump file included
+    for (flag, path) in output_files(&inv.outputs) {
+        check_writable(flag, path)?;
+    }
 
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
     let mut lines = Vec::new();
     for w in &plan.warnings {
         if !matches!(w, nanobragg_core::error::Warning::Undersampled(..)) {
@@ -97,22 +429,12 @@ pub fn run(inv: Invocation) -> Result<()> {
     }
     out.flush()?;
 
-    let opts = RenderOptions { threads: inv.threads };
-    let rendered = match inv.dtype {
-        Dtype::Float64 => cpu::render(&plan, opts),
-        Dtype::Float32 => cpu::render_as::<f32>(&plan, opts),
-    };
-    if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
-        write!(
-            out,
-            "WARNING: out of range for three point interpolation: h,k,l,h0,k0,l0: {},{},{},{},{},{} \nWARNING: further warnings will not be printed! ",
-            g(hkl[0]),
-            g(hkl[1]),
-            g(hkl[2]),
-            hkl0[0],
-            hkl0[1],
-            hkl0[2]
-        )?;
+    let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
+    let rendered = render_with_progress(&plan, &inv, show_progress);
+    if inv.printout {
+        print_traces(&mut out, &plan, &inv, &rendered)?;
+    } else if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
+        write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
     }
     writeln!(out)?;
     let steps = plan.steps as f64;
@@ -135,10 +457,12 @@ pub fn run(inv: Invocation) -> Result<()> {
         in_roi(f, s) && mask.is_none_or(|m| m[s * fp + f] != 0)
     });
     let image = &rendered.image;
+    let mut staging = Staging::default();
+    let o = &inv.outputs;
 
-    writeln!(out, "writing {} as {} 4-byte floats", inv.outputs.floatfile.display(), fp * sp)?;
-    nanobragg_io::float::write_float_image(&inv.outputs.floatfile, image)
-        .with_context(|| format!("writing -floatfile {}", inv.outputs.floatfile.display()))?;
+    writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
+    nanobragg_io::float::write_float_image(&staging.stage(&o.floatfile), image)
+        .map_err(|e| write_error("-floatfile", &o.floatfile, e))?;
 
     let subpixel = d.pixel_size_m / plan.oversample as f64;
     let last = (plan.oversample - 1) as f64;
@@ -148,7 +472,7 @@ pub fn run(inv: Invocation) -> Result<()> {
         if stats.count == 0 || stats.max_i <= 0.0 { (0.0, 0.0) } else { (max_x, max_y) };
     writeln!(out, "max_I = {}  at {} {}", g(stats.max_i), g(max_x), g(max_y))?;
     writeln!(out, "mean= {} rms= {} rmsd= {}", g(stats.mean), g(stats.rms), g(stats.rmsd))?;
-    let mut int_scale = inv.outputs.int_scale;
+    let mut int_scale = o.int_scale;
     if int_scale <= 0.0 {
         int_scale = 1.0;
         if stats.max_i > 0.0 {
@@ -179,13 +503,14 @@ pub fn run(inv: Invocation) -> Result<()> {
         osc_range_deg: plan.osc_rad * nanobragg_core::units::RTD,
         twotheta_deg: d.twotheta_rad * nanobragg_core::units::RTD,
     };
-    let ints = nanobragg_io::pgm::int_image(image, fp, sp, roi, int_scale, inv.outputs.adc_offset);
-    writeln!(out, "writing {} as 2-byte integers", inv.outputs.intfile.display())?;
-    nanobragg_io::smv::write_smv(&inv.outputs.intfile, &header, &ints)
-        .with_context(|| format!("writing -intfile {}", inv.outputs.intfile.display()))?;
+    let ints = nanobragg_io::pgm::int_image(image, fp, sp, roi, int_scale, o.adc_offset);
+    writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
+    nanobragg_io::smv::write_smv(&staging.stage(&o.intfile), &header, &ints)
+        .map_err(|e| write_error("-intfile", &o.intfile, e))?;
+    drop(ints);
 
-    if inv.outputs.write_pgm {
-        let mut pgm_scale = inv.outputs.pgm_scale;
+    if o.write_pgm {
+        let mut pgm_scale = o.pgm_scale;
         if pgm_scale <= 0.0 {
             pgm_scale = int_scale;
             if stats.rmsd > 0.0 {
@@ -194,31 +519,102 @@ pub fn run(inv: Invocation) -> Result<()> {
         }
         writeln!(out, "pgm_scale = {}", g(pgm_scale))?;
         let bytes = nanobragg_io::pgm::pgm_bytes(image, fp, sp, roi, pgm_scale);
-        writeln!(out, "writing {} as 1-byte integers", inv.outputs.pgmfile.display())?;
-        nanobragg_io::pgm::write_pgm(&inv.outputs.pgmfile, fp, sp, pgm_scale, &bytes)
-            .with_context(|| format!("writing -pgmfile {}", inv.outputs.pgmfile.display()))?;
+        writeln!(out, "writing {} as 1-byte integers", o.pgmfile.display())?;
+        nanobragg_io::pgm::write_pgm(&staging.stage(&o.pgmfile), fp, sp, pgm_scale, &bytes)
+            .map_err(|e| write_error("-pgmfile", &o.pgmfile, e))?;
     }
 
-    if inv.outputs.calculate_noise {
+    if o.calculate_noise {
         let mut rng = NoiseRng::new(noise_idum);
-        let noise = nanobragg_core::noise::noise_image(
-            image,
-            fp,
-            sp,
-            roi,
-            inv.outputs.adc_offset,
-            &mut rng,
-        );
+        let noise = nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
         writeln!(
             out,
             "{} photons on noise image ({} overloads)",
             nanobragg_io::cfmt::f(noise.photons, 0),
             noise.overloads
         )?;
-        writeln!(out, "writing {} as 2-byte integers", inv.outputs.noisefile.display())?;
-        nanobragg_io::smv::write_smv(&inv.outputs.noisefile, &header, &noise.pixels)
-            .with_context(|| format!("writing -noisefile {}", inv.outputs.noisefile.display()))?;
+        writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
+        nanobragg_io::smv::write_smv(&staging.stage(&o.noisefile), &header, &noise.pixels)
+            .map_err(|e| write_error("-noisefile", &o.noisefile, e))?;
     }
+    staging.commit()?;
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_wraps_the_work() {
+        let slow = || {
+            std::thread::sleep(Duration::from_millis(60));
+            42
+        };
+        assert_eq!(with_progress(true, Duration::from_millis(5), "slow work", slow), 42);
+        assert_eq!(with_progress(true, Duration::from_secs(5), "quick work", || 7), 7);
+        assert_eq!(with_progress(false, Duration::ZERO, "hidden", || "x"), "x");
+    }
+
+    #[test]
+    #[should_panic(expected = "worker failed")]
+    fn progress_passes_on_a_panic() {
+        with_progress(true, Duration::from_millis(1), "failing work", || -> u8 {
+            panic!("worker failed")
+        });
+    }
+
+    #[test]
+    fn staging_commits_or_cleans_up() {
+        let dir = std::env::temp_dir().join(format!("nanobragg-staging-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.bin"), dir.join("b.bin"));
+        std::fs::write(&b, b"old").unwrap();
+        {
+            let mut st = Staging::default();
+            std::fs::write(st.stage(&a), b"new a").unwrap();
+            std::fs::write(st.stage(&b), b"new b").unwrap();
+            // dropped without commit: nothing changes, no temporaries left
+        }
+        assert!(!a.exists());
+        assert_eq!(std::fs::read(&b).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        let mut st = Staging::default();
+        std::fs::write(st.stage(&a), b"new a").unwrap();
+        std::fs::write(st.stage(&b), b"new b").unwrap();
+        st.commit().unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), b"new a");
+        assert_eq!(std::fs::read(&b).unwrap(), b"new b");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        // a symbolic link is written through, not replaced
+        #[cfg(unix)]
+        {
+            let link = dir.join("link.bin");
+            std::os::unix::fs::symlink(&a, &link).unwrap();
+            let mut st = Staging::default();
+            std::fs::write(st.stage(&link), b"via link").unwrap();
+            st.commit().unwrap();
+            assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+            assert_eq!(std::fs::read(&a).unwrap(), b"via link");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn writable_checks() {
+        let dir = std::env::temp_dir().join(format!("nanobragg-writable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(check_writable("-floatfile", &dir.join("x.bin")).is_ok());
+        let e = check_writable("-intfile", &dir.join("no/x.img")).unwrap_err().to_string();
+        assert!(e.starts_with("-intfile: cannot write") && e.contains("does not exist"), "{e}");
+        let e = check_writable("-pgmfile", &dir).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        assert!(check_writable("-noisefile", Path::new("")).is_err());
+        // the probe leaves nothing behind
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

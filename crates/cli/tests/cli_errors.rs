@@ -174,3 +174,40 @@ fn help_lists_flags() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn ignored_flags_warn_on_stderr_in_one_line() {
+    let dir = scratch("ignored");
+    let base = ["-default_F", "1", "-cell", "50", "-detpixels", "4", "-nopgm", "-nonoise"];
+    for extra in [
+        &["-stol", "x.stol"][..],
+        &["-4stol", "x"],
+        &["-Q", "x"],
+        &["-stolout", "x"],
+        &["-coherent"],
+        &["-density", "1.2"],
+        &["-sample_density", "1.2"],
+        &["-molecules", "3"],
+        &["-MW", "18"],
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let out = run_in(&dir, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!("warning: flag {} has no effect in nanoBragg; ignored\n", extra[0]),
+            "{args:?}"
+        );
+        assert!(!stdout.contains("ignored"), "{args:?}: {stdout}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn unknown_flags_name_the_closest_new_flag() {
+    fails("unknown-new1", &["-printout_pixle", "1", "2"], &["did you mean -printout_pixel?"]);
+    fails("unknown-new2", &["-noprogres"], &["did you mean -noprogress?"]);
+    fails("unknown-new3", &["-dtyp", "float32"], &["did you mean -dtype?"]);
+}

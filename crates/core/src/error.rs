@@ -38,13 +38,31 @@ pub enum Error {
         msg: String,
     },
     /// An array would not fit in memory.
-    #[error("{what} needs {bytes} bytes, more than this machine can allocate")]
+    #[error("{what} needs {}, more memory than this machine has", human_bytes(*bytes))]
     TooLarge {
         /// What was being allocated.
         what: String,
         /// How many bytes it needs.
         bytes: u128,
     },
+}
+
+/// A byte count for messages: `512 bytes`, `3.2 GiB`, `1.0e3 TiB`.
+fn human_bytes(bytes: u128) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut x = bytes as f64;
+    let mut unit = "bytes";
+    for u in UNITS {
+        if x < 1024.0 {
+            break;
+        }
+        x /= 1024.0;
+        unit = u;
+    }
+    format!("{x:.1} {unit}")
 }
 
 /// Result with the library error.

@@ -156,6 +156,80 @@ pub fn phi_steps(osc_in: f64, phistep_in: f64, phisteps_in: i64) -> (f64, f64, i
     (osc, phistep, phisteps)
 }
 
+/// Bytes each detector pixel needs at a run's peak: the f32 float image, the
+/// u16 integer image, the u8 PGM image, the u16 noise image, and the 2-byte
+/// encoded pixels of the SMV file being written.
+pub const BYTES_PER_PIXEL: u128 = 4 + 2 + 1 + 2 + 2;
+
+/// The sizes that decide how much memory a run needs (see [`MemoryNeeds::bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryNeeds {
+    /// Pixels along the fast axis.
+    pub fpixels: u128,
+    /// Pixels along the slow axis.
+    pub spixels: u128,
+    /// Source points (divergence × dispersion, or source file rows).
+    pub sources: u128,
+    /// Mosaic domains.
+    pub mosaic_domains: u128,
+    /// Phi steps.
+    pub phisteps: u128,
+}
+
+impl MemoryNeeds {
+    /// Bytes for the images ([`BYTES_PER_PIXEL`] each, plus a per-row solid
+    /// angle sum).
+    pub fn image_bytes(&self) -> u128 {
+        let pixels = self.fpixels.saturating_mul(self.spixels);
+        pixels.saturating_mul(BYTES_PER_PIXEL).saturating_add(self.spixels.saturating_mul(8))
+    }
+
+    /// Bytes for the source list: the plan's entries, the divergence and
+    /// wavelength tables it is built from, and the kernel's copy.
+    pub fn source_bytes(&self) -> u128 {
+        let per = std::mem::size_of::<crate::source::Source>() as u128 + 16 + 8 + 32;
+        self.sources.saturating_mul(per)
+    }
+
+    /// Bytes for the rotated unit cells (one per phi step × mosaic domain, in the
+    /// plan and in the kernel) and the mosaic rotations.
+    pub fn cell_bytes(&self) -> u128 {
+        let cells = self.phisteps.saturating_mul(self.mosaic_domains);
+        cells.saturating_mul(2 * 72).saturating_add(self.mosaic_domains.saturating_mul(72))
+    }
+
+    /// Total bytes a run needs at its peak, structure factors aside (their grid
+    /// is checked when it is built).
+    pub fn bytes(&self) -> u128 {
+        self.image_bytes().saturating_add(self.source_bytes()).saturating_add(self.cell_bytes())
+    }
+}
+
+/// Fails with [`Error::TooLarge`], naming the flags behind the largest array,
+/// when `needs` is more than `memory` bytes (the machine's physical memory).
+pub fn check_memory(needs: &MemoryNeeds, memory: u128) -> Result<()> {
+    let bytes = needs.bytes();
+    if bytes <= memory {
+        return Ok(());
+    }
+    let parts = [needs.image_bytes(), needs.source_bytes(), needs.cell_bytes()];
+    let largest = (0..3).max_by_key(|&i| parts[i]).unwrap_or(0);
+    let what = match largest {
+        0 => {
+            format!("a {} x {} pixel detector (-detpixels/-detsize)", needs.fpixels, needs.spixels)
+        }
+        1 => format!(
+            "{} source points (-divsteps/-hdivsteps/-vdivsteps x -dispsteps)",
+            needs.sources
+        ),
+        _ => format!(
+            "{} phi steps x {} mosaic domains (-phisteps x -mosaic_domains)",
+            needs.phisteps, needs.mosaic_domains
+        ),
+    };
+    Err(Error::TooLarge { what, bytes })
+}
+
 fn check_finite(what: &'static str, x: f64) -> Result<()> {
     if x.is_finite() {
         Ok(())
@@ -251,6 +325,30 @@ impl Plan {
             mosaic_domains = 1;
         }
         detector.warnings.iter().for_each(|w| warnings.push(w.clone()));
+
+        // refuse runs whose arrays cannot fit before allocating any of them
+        let source_count = match &cfg.beam.sources {
+            Some(rows) if !rows.is_empty() => rows.len() as u128,
+            _ => {
+                let count = |range: f64, step: f64, steps: i64| {
+                    crate::source::auto_steps(range, step, steps).2.max(1) as u128
+                };
+                let b = &cfg.beam;
+                count(b.hdivrange_mrad / 1000.0, b.hdivstep_mrad / 1000.0, b.hdivsteps)
+                    * count(b.vdivrange_mrad / 1000.0, b.vdivstep_mrad / 1000.0, b.vdivsteps)
+                    * count(b.dispersion_pct / 100.0, -1.0, b.dispsteps)
+            }
+        };
+        check_memory(
+            &MemoryNeeds {
+                fpixels: detector.fpixels as u128,
+                spixels: detector.spixels as u128,
+                sources: source_count,
+                mosaic_domains: mosaic_domains.max(1) as u128,
+                phisteps: phisteps as u128,
+            },
+            crate::sf::hkl::physical_memory_bytes(),
+        )?;
 
         // interpolation auto-selection uses the -N values, before crystal size is applied
         let (interp_choice, interpolation_auto) = match cfg.sf.interpolate {
@@ -355,7 +453,17 @@ impl Plan {
 
         // sources
         let sources =
-            Sources::resolve(&cfg.beam, lambda0_m, detector.beam, detector.polar, detector.vert)?;
+            Sources::resolve(&cfg.beam, lambda0_m, detector.beam, detector.polar, detector.vert)
+                .map_err(|e| match e {
+                    // a bad wavelength here comes from the source file's fifth column
+                    Error::Invalid { what: "-lambda", msg } if cfg.beam.sources.is_some() => {
+                        Error::Invalid {
+                            what: "-sourcefile",
+                            msg: format!("{msg} (a source's wavelength column)"),
+                        }
+                    }
+                    e => e,
+                })?;
 
         // mosaic domains
         let mosaic_umats = {
@@ -455,6 +563,45 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_check() {
+        let needs = MemoryNeeds {
+            fpixels: 1000,
+            spixels: 2000,
+            sources: 1,
+            mosaic_domains: 1,
+            phisteps: 1,
+        };
+        assert_eq!(needs.image_bytes(), 2_000_000 * BYTES_PER_PIXEL + 2000 * 8);
+        assert!(check_memory(&needs, 1 << 30).is_ok());
+        match check_memory(&needs, 1 << 20) {
+            Err(Error::TooLarge { what, bytes }) => {
+                assert!(what.contains("1000 x 2000") && what.contains("-detpixels"), "{what}");
+                assert_eq!(bytes, needs.bytes());
+            }
+            other => panic!("{other:?}"),
+        }
+        let cells = MemoryNeeds { phisteps: 1 << 40, ..needs };
+        match check_memory(&cells, 1 << 30) {
+            Err(Error::TooLarge { what, .. }) => assert!(what.contains("-phisteps"), "{what}"),
+            other => panic!("{other:?}"),
+        }
+        let sources = MemoryNeeds { sources: 1 << 40, ..needs };
+        match check_memory(&sources, 1 << 30) {
+            Err(Error::TooLarge { what, .. }) => assert!(what.contains("-divsteps"), "{what}"),
+            other => panic!("{other:?}"),
+        }
+        // nothing overflows
+        let huge = MemoryNeeds {
+            fpixels: u128::MAX,
+            spixels: u128::MAX,
+            sources: u128::MAX,
+            mosaic_domains: u128::MAX,
+            phisteps: u128::MAX,
+        };
+        assert!(check_memory(&huge, u128::MAX - 1).is_err());
+    }
 
     #[test]
     fn phi_step_selection() {

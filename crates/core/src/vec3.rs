@@ -1,57 +1,53 @@
 //! Three-vector helpers with the C program's exact operation order.
 //!
 //! nanoBragg.c keeps vectors as `double[4]` with the magnitude in element 0;
-//! here a vector is `[R; 3]` and magnitudes are returned instead.
+//! here a vector is `[R; 3]` and magnitudes are returned instead. Most
+//! helpers are generic over [`Num`], so they also serve SIMD lanes.
 
-use crate::real::Real;
+use crate::real::{Num, Real};
 
 /// A three-vector.
 pub type V3<R> = [R; 3];
 
 /// Dot product (`dot_product` in nanoBragg.c).
 #[inline(always)]
-pub fn dot<R: Real>(x: V3<R>, y: V3<R>) -> R {
+pub fn dot<R: Num>(x: V3<R>, y: V3<R>) -> R {
     x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
 }
 
 /// Cross product (`cross_product` in nanoBragg.c).
 #[inline(always)]
-pub fn cross<R: Real>(x: V3<R>, y: V3<R>) -> V3<R> {
+pub fn cross<R: Num>(x: V3<R>, y: V3<R>) -> V3<R> {
     [x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]]
 }
 
 /// Length (`magnitude` in nanoBragg.c).
 #[inline(always)]
-pub fn magnitude<R: Real>(v: V3<R>) -> R {
+pub fn magnitude<R: Num>(v: V3<R>) -> R {
     (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
 }
 
 /// Unit vector and the original length (`unitize` in nanoBragg.c); a zero
 /// vector stays zero.
 #[inline(always)]
-pub fn unitize<R: Real>(v: V3<R>) -> (V3<R>, R) {
+pub fn unitize<R: Num>(v: V3<R>) -> (V3<R>, R) {
     let mag = magnitude(v);
-    if mag != R::zero() {
-        ([v[0] / mag, v[1] / mag, v[2] / mag], mag)
-    } else {
-        ([R::zero(); 3], mag)
-    }
+    let nonzero = mag.cmp_ne(R::zero());
+    (v.map(|x| R::select(nonzero, x / mag, R::zero())), mag)
 }
 
 /// Scale by a factor (`vector_scale` in nanoBragg.c).
 #[inline(always)]
-pub fn scale<R: Real>(v: V3<R>, s: R) -> V3<R> {
+pub fn scale<R: Num>(v: V3<R>, s: R) -> V3<R> {
     [s * v[0], s * v[1], s * v[2]]
 }
 
 /// Rescale to a given length (`vector_rescale` in nanoBragg.c); a zero
 /// vector is treated as having length 1.
 #[inline(always)]
-pub fn rescale<R: Real>(v: V3<R>, new_mag: R) -> V3<R> {
-    let mut old = magnitude(v);
-    if old <= R::zero() {
-        old = R::one();
-    }
+pub fn rescale<R: Num>(v: V3<R>, new_mag: R) -> V3<R> {
+    let old = magnitude(v);
+    let old = R::select(old.cmp_le(R::zero()), R::one(), old);
     [new_mag / old * v[0], new_mag / old * v[1], new_mag / old * v[2]]
 }
 
@@ -86,9 +82,13 @@ pub fn rotate<R: Real>(v: V3<R>, phix: R, phiy: R, phiz: R) -> V3<R> {
 
 /// Rotate about a unit axis by `phi` radians (`rotate_axis` in nanoBragg.c).
 #[inline(always)]
-pub fn rotate_axis<R: Real>(v: V3<R>, axis: V3<R>, phi: R) -> V3<R> {
-    let sinphi = phi.sin();
-    let cosphi = phi.cos();
+pub fn rotate_axis<R: Num>(v: V3<R>, axis: V3<R>, phi: R) -> V3<R> {
+    rotate_axis_sc(v, axis, phi.sin(), phi.cos())
+}
+
+/// [`rotate_axis`] given the sine and cosine of the angle.
+#[inline(always)]
+pub fn rotate_axis_sc<R: Num>(v: V3<R>, axis: V3<R>, sinphi: R, cosphi: R) -> V3<R> {
     let d = (axis[0] * v[0] + axis[1] * v[1] + axis[2] * v[2]) * (R::one() - cosphi);
     [
         axis[0] * d + v[0] * cosphi + (-axis[2] * v[1] + axis[1] * v[2]) * sinphi,
@@ -99,7 +99,7 @@ pub fn rotate_axis<R: Real>(v: V3<R>, axis: V3<R>, phi: R) -> V3<R> {
 
 /// Multiply by a row-major 3×3 matrix (`rotate_umat` in nanoBragg.c).
 #[inline(always)]
-pub fn rotate_umat<R: Real>(v: V3<R>, u: &[R; 9]) -> V3<R> {
+pub fn rotate_umat<R: Num>(v: V3<R>, u: &[R; 9]) -> V3<R> {
     [
         u[0] * v[0] + u[1] * v[1] + u[2] * v[2],
         u[3] * v[0] + u[4] * v[1] + u[5] * v[2],
@@ -109,7 +109,7 @@ pub fn rotate_umat<R: Real>(v: V3<R>, u: &[R; 9]) -> V3<R> {
 
 /// Convert a vector's components to another scalar type.
 #[inline(always)]
-pub fn lift<R: Real>(v: [f64; 3]) -> V3<R> {
+pub fn lift<R: Num>(v: [f64; 3]) -> V3<R> {
     [R::c(v[0]), R::c(v[1]), R::c(v[2])]
 }
 

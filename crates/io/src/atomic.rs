@@ -39,6 +39,13 @@ where
     F: FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
 {
     let wrap = |source| IoError::Write { path: path.to_path_buf(), source };
+    // a device or pipe (such as /dev/null) is written in place: a rename would
+    // replace it with a regular file
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let file = std::fs::OpenOptions::new().write(true).open(path).map_err(wrap)?;
+        let mut writer = BufWriter::with_capacity(1 << 20, file);
+        return fill(&mut writer).and_then(|()| writer.flush()).map_err(wrap);
+    }
     let tmp = temp_path(path);
     let file = File::create(&tmp).map_err(wrap)?;
     let result = (|| {
@@ -107,6 +114,27 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
         assert!(leftovers(&dir).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn special_files_are_written_in_place() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = scratch("fifo");
+        let fifo = dir.join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return; // no mkfifo here
+        }
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_bytes_atomic(&fifo, b"through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        assert!(leftovers(&dir).is_empty());
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Comparisons with the reference C program's outputs in the golden data set.
 //!
-//! The data set is looked up in `$NANOBRAGG_GOLDEN` (default `/work/shared/golden`);
-//! when it is absent these tests print a note and pass without checking anything.
+//! The data set is the repository's vendored `tests/golden` (or `$NANOBRAGG_GOLDEN`);
+//! it must be present.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -12,13 +12,9 @@ use nanobragg_io::smv::{read_smv, smv_header_text, SmvHeaderFields, SmvImage};
 fn golden_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("NANOBRAGG_GOLDEN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/golden"));
-    if dir.join("cases.toml").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("golden data not found at {}: skipping", dir.display());
-        None
-    }
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden"));
+    assert!(dir.join("cases.toml").is_file(), "golden data not found at {}", dir.display());
+    Some(dir)
 }
 
 /// Decompresses `out/<case>/<name>.zst`, at most `limit` bytes.

@@ -66,6 +66,30 @@ impl Case {
         self.args.split_whitespace().collect()
     }
 
+    /// Rough relative run time, to start the slow cases first: pixels times the loop counts
+    /// named on the command line.
+    pub fn cost_estimate(&self) -> f64 {
+        let argv = self.argv();
+        let value = |flag: &str| -> f64 {
+            argv.iter()
+                .position(|a| *a == flag)
+                .and_then(|i| argv.get(i + 1))
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| *v >= 1.0)
+                .unwrap_or(1.0)
+        };
+        let os = value("-oversample");
+        self.npix() as f64
+            * os
+            * os
+            * value("-phisteps")
+            * value("-mosaic_dom")
+            * value("-thicksteps")
+            * value("-dispsteps")
+            * value("-hdivsteps")
+            * value("-vdivsteps")
+    }
+
     /// Whether `flag` appears as a whole argument.
     pub fn has_arg(&self, flag: &str) -> bool {
         self.argv().contains(&flag)
@@ -268,13 +292,13 @@ pub fn report(text: &str) {
 }
 
 /// Runs of all selected cases, keyed by id. The first caller runs them (cases in parallel,
-/// largest images first); later and concurrent callers share the result, so every test kind
+/// the expensive ones first); later and concurrent callers share the result, so every test kind
 /// compares against the same single run of each case.
 pub fn runs() -> &'static HashMap<String, Run> {
     static RUNS: OnceLock<HashMap<String, Run>> = OnceLock::new();
     RUNS.get_or_init(|| {
         let mut order: Vec<&Case> = cases().iter().collect();
-        order.sort_by_key(|c| std::cmp::Reverse(c.npix()));
+        order.sort_by(|a, b| b.cost_estimate().total_cmp(&a.cost_estimate()));
         let jobs = env_usize("GOLDEN_JOBS")
             .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
             .unwrap_or(2)

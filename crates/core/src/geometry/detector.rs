@@ -128,8 +128,8 @@ impl Detector {
         }
         if fp * sp > (i32::MAX as f64) {
             return Err(Error::TooLarge {
-                what: format!("a {fp} x {sp} pixel detector"),
-                bytes: (fp * sp * 4.0) as u128,
+                what: format!("a {fp} x {sp} pixel detector (-detpixels/-detsize)"),
+                bytes: (fp * sp) as u128 * crate::setup::BYTES_PER_PIXEL,
             });
         }
         let fpixels = fp as usize;
@@ -375,7 +375,8 @@ impl Detector {
                 return Err(Error::Invalid {
                     what: "-mask",
                     msg: format!(
-                        "mask has {} pixels but the detector has {fpixels} x {spixels}",
+                        "the mask has {} pixels but the detector has {fpixels} x {spixels} \
+                         (-mask sets the detector size; a later -detpixels, -detsize or -pixel changed it)",
                         mask.len()
                     ),
                 });

@@ -3,5 +3,5 @@
 pub mod lattice;
 pub mod polarization;
 
-pub use lattice::{sinc3, sincg};
-pub use polarization::polarization_factor;
+pub use lattice::{sinc3, sinc3_fast, sincg, Grating, GratingForm};
+pub use polarization::{polarization_factor, Polarization};

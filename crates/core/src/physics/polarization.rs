@@ -1,7 +1,7 @@
 //! Polarization of scattered X-rays.
 
-use crate::real::Real;
-use crate::vec3::{cross, dot, unitize, V3};
+use crate::real::{Mask, Num, Real};
+use crate::vec3::{cross, dot, lift, unitize, V3};
 
 /// Kahn polarization factor (`polarization_factor` in nanoBragg.c).
 ///
@@ -10,7 +10,7 @@ use crate::vec3::{cross, dot, unitize, V3};
 /// Returns `0.5 (1 + cos²2θ − k cos 2ψ sin²2θ)` where ψ is the azimuth of the
 /// diffracted ray about the incident beam measured from the E-vector.
 #[inline(always)]
-pub fn polarization_factor<R: Real>(
+pub fn polarization_factor<R: Num>(
     kahn_factor: R,
     incident: V3<R>,
     diffracted: V3<R>,
@@ -23,14 +23,68 @@ pub fn polarization_factor<R: Real>(
     let cos2theta_sqr = cos2theta * cos2theta;
     let sin2theta_sqr = R::one() - cos2theta_sqr;
     let mut psi = R::zero();
-    if kahn_factor != R::zero() {
+    let polarized = kahn_factor.cmp_ne(R::zero());
+    if polarized.any() {
         let b_in = unitize(cross(axis, incident)).0;
         let e_in = unitize(cross(incident, b_in)).0;
         let e_out = dot(diffracted, e_in);
         let b_out = dot(diffracted, b_in);
-        psi = -b_out.atan2(e_out);
+        psi = R::select(polarized, -b_out.atan2(e_out), psi);
     }
     R::c(0.5) * (R::one() + cos2theta_sqr - kahn_factor * (R::c(2.0) * psi).cos() * sin2theta_sqr)
+}
+
+/// The Kahn factor for one source, prepared for the fast render path.
+///
+/// The E and B directions about the incident beam depend only on the source,
+/// so they are formed once. With `E`, `B` and `c` the projections of the unit
+/// diffracted direction on them and on the incident beam, `E² + B² = 1 − c² =
+/// sin²2θ` and `cos 2ψ = (E² − B²)/(E² + B²)`, so the factor is
+/// `0.5 (1 + c² − k (E² − B²))`: no arctangent, no cosine, no division, and no
+/// special case when the diffracted ray is along the beam.
+#[derive(Debug, Clone, Copy)]
+pub struct Polarization<S> {
+    incident: V3<S>,
+    e_in: V3<S>,
+    b_in: V3<S>,
+    kahn: S,
+    /// Polarization axis along the beam: C's ψ is 0 then (atan2(0, 0)).
+    degenerate: bool,
+}
+
+impl<S: Real> Polarization<S> {
+    /// Prepare for one incident direction (need not be unit) and E-vector axis.
+    pub fn new(kahn_factor: f64, incident: [f64; 3], axis: [f64; 3]) -> Self {
+        let incident = unitize(incident).0;
+        let axis = unitize(axis).0;
+        let b_in = unitize(cross(axis, incident)).0;
+        let e_in = unitize(cross(incident, b_in)).0;
+        Polarization {
+            incident: lift(incident),
+            e_in: lift(e_in),
+            b_in: lift(b_in),
+            kahn: S::c(kahn_factor),
+            degenerate: b_in == [0.0; 3],
+        }
+    }
+
+    /// The factor for a unit diffracted direction.
+    #[inline(always)]
+    pub fn factor<V: Num<Scalar = S>>(&self, diffracted: V3<V>) -> V {
+        let l = |v: V3<S>| v.map(V::splat);
+        let c = dot(l(self.incident), diffracted);
+        let c2 = c * c;
+        let kahn = V::splat(self.kahn);
+        let one = V::one();
+        let e2_minus_b2 = if self.degenerate {
+            one - c2
+        } else {
+            let e = dot(l(self.e_in), diffracted);
+            let b = dot(l(self.b_in), diffracted);
+            e * e - b * b
+        };
+        V::c(0.5) * (one + c2 - kahn * e2_minus_b2)
+    }
 }
 
 #[cfg(test)]
@@ -61,5 +115,30 @@ mod tests {
         // forward scattering is never attenuated
         let p = polarization_factor(0.95, inc, inc, [0.0, 0.0, 1.0]);
         assert!((p - 1.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn algebraic_form_matches() {
+        let axis = [0.1, 0.2, 1.0];
+        for &k in &[0.0, 0.5, 0.95, 1.0] {
+            for &inc in &[[1.0, 0.0, 0.0], [0.9, 0.1, -0.2]] {
+                let pol = Polarization::<f64>::new(k, inc, axis);
+                for i in 0..200 {
+                    let t = i as f64 * 0.031;
+                    let d = unitize([t.cos(), t.sin() * 0.6, t.sin() * 0.8 - 0.1]).0;
+                    let want = polarization_factor(k, inc, d, axis);
+                    let got = pol.factor(d);
+                    assert!((got - want).abs() < 1e-14, "{k} {t}: {got} vs {want}");
+                }
+                // along the beam
+                let u = unitize(inc).0;
+                assert!((pol.factor(u) - 1.0).abs() < 1e-15);
+            }
+        }
+        // axis along the beam: psi = 0 in C
+        let pol = Polarization::<f64>::new(0.7, [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]);
+        let d = [0.6, 0.8, 0.0];
+        let want = polarization_factor(0.7, [1.0, 0.0, 0.0], d, [1.0, 0.0, 0.0]);
+        assert!((pol.factor(d) - want).abs() < 1e-15);
     }
 }

@@ -1,11 +1,34 @@
-//! The CPU backend: rows in parallel with rayon, pixels with the generic kernel.
+//! The CPU backend: rows in parallel with rayon, adjacent pixels of a row in
+//! the lanes of a SIMD vector.
+//!
+//! The instruction set is chosen at run time ([`simd_level`]): AVX-512F,
+//! AVX2 + FMA, or portable scalar code. Every level runs the one generic
+//! kernel ([`Kernel::lanes`]); a row is rendered inside a function compiled
+//! for the chosen level, so the kernel and its number type inline there.
+//! Each row is computed by one thread in a fixed order, so the image does not
+//! depend on the number of threads.
 
-use super::kernel::{Kernel, PixelResult};
-use crate::real::Real;
+use super::kernel::{Exact, Fallback, Fast, Kernel, MathMode};
+use crate::real::{Mask, Num, Real};
 use crate::setup::Plan;
 use rayon::prelude::*;
+use std::any::TypeId;
 
-/// Options that do not change the image.
+/// How the float image is computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// f64, fast math (default): the C program's image to about 1e-15
+    /// relative (see docs/performance.md).
+    #[default]
+    Fast64,
+    /// f64 with the C program's formulas and libm: bit-identical to
+    /// nanoBragg.c (the golden-parity reference; about the C program's speed).
+    Exact64,
+    /// f32 lanes, fast math: twice the lanes, about 1e-6 relative.
+    Fast32,
+}
+
+/// Options that do not change the image (beyond the choice of precision).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RenderOptions {
     /// Threads to use (0 = rayon's default, all cores).
@@ -24,94 +47,334 @@ pub struct RenderOutput {
     pub interpolation_fallback: Option<([f64; 3], [i64; 3])>,
 }
 
-fn rendered(plan: &Plan, f: usize, s: usize) -> bool {
-    let roi = plan.detector.roi;
-    let (fi, si) = (f as i64, s as i64);
-    if fi < roi[0] || fi > roi[1] || si < roi[2] || si > roi[3] {
-        return false;
-    }
-    match &plan.mask {
-        Some(m) => m[s * plan.detector.fpixels + f] != 0,
-        None => true,
+/// The SIMD instruction sets the CPU backend can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SimdLevel {
+    /// Portable scalar code.
+    Scalar,
+    /// AVX2 with FMA: 4 f64 / 8 f32 lanes.
+    Avx2,
+    /// AVX-512F: 8 f64 / 16 f32 lanes.
+    Avx512,
+}
+
+/// The best instruction set of this CPU, or the one named by the
+/// environment variable `NANOBRAGG_SIMD` (`scalar`, `avx2`, `avx512`) when
+/// the CPU has it.
+pub fn simd_level() -> SimdLevel {
+    let best = detect();
+    match std::env::var("NANOBRAGG_SIMD").ok().as_deref().map(str::trim) {
+        Some("scalar") => SimdLevel::Scalar,
+        Some("avx2") => best.min(SimdLevel::Avx2),
+        _ => best,
     }
 }
 
-fn render_rows<R: Real>(
+fn detect() -> SimdLevel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return SimdLevel::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return SimdLevel::Avx2;
+        }
+    }
+    SimdLevel::Scalar
+}
+
+/// What rendering one row gives: its solid-angle sum and the first
+/// interpolation fallback (image index, point).
+type RowOut = (f64, Option<(usize, Fallback)>);
+
+/// A kernel that renders whole rows (implemented once per instruction set).
+trait Rows: Sync {
+    fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut;
+    fn interpolates(&self) -> bool;
+}
+
+/// Render row `s` into `row` (`fpixels` values) with any number type.
+#[inline(always)]
+fn row_lanes<V: Num, M: MathMode>(
     plan: &Plan,
-    kernel: &Kernel<R>,
+    kernel: &Kernel<V, M>,
+    s: usize,
+    row: &mut [f32],
+    limit: Option<usize>,
+) -> RowOut {
+    let fp = plan.detector.fpixels;
+    let roi = plan.detector.roi;
+    let mut omega = 0.0f64;
+    let mut first = None;
+    let si = s as i64;
+    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
+        return (0.0, None);
+    }
+    let lo = roi[0].max(0) as usize;
+    let hi = (roi[1] as usize).min(fp - 1);
+    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
+    let start_on = kernel.interpolates();
+    let full = if V::LANES >= 32 { u32::MAX } else { (1u32 << V::LANES) - 1 };
+    let mut omega_lanes = V::zero();
+    let mut f0 = lo;
+    while f0 <= hi {
+        let n = V::LANES.min(hi + 1 - f0);
+        let mut live = if n == V::LANES { full } else { (1u32 << n) - 1 };
+        if let Some(m) = mask {
+            for (i, &v) in m[f0..f0 + n].iter().enumerate() {
+                if v == 0 {
+                    live &= !(1 << i);
+                }
+            }
+        }
+        if live != 0 {
+            let mut interp = 0u32;
+            if start_on {
+                interp = match limit {
+                    None => live,
+                    // lanes at or before image index p
+                    Some(p) if p >= s * fp + f0 + n - 1 => live,
+                    Some(p) if p < s * fp + f0 => 0,
+                    Some(p) => live & ((1u32 << (p + 1 - s * fp - f0)) - 1),
+                };
+            }
+            let r = kernel.lanes(f0, s, &mut interp);
+            if live == full {
+                r.value.write_f32(&mut row[f0..f0 + V::LANES]);
+                omega_lanes += r.omega_sum;
+            } else {
+                for i in (0..n).filter(|i| live >> i & 1 != 0) {
+                    row[f0 + i] = r.value.lane(i).val() as f32;
+                }
+                let m = V::Mask::from_bits(live);
+                omega_lanes += V::select(m, r.omega_sum, V::zero());
+            }
+            if first.is_none() {
+                if let Some((i, p)) = r.out_of_range {
+                    first = Some((s * fp + f0 + i, p));
+                }
+            }
+        }
+        f0 += V::LANES;
+    }
+    for i in 0..V::LANES {
+        omega += omega_lanes.lane(i).val();
+    }
+    (omega, first)
+}
+
+/// Portable: the kernel on scalars (or whatever `V` is) without target features.
+struct Portable<'p, V: Num, M: MathMode>(Kernel<'p, V, M>, &'p Plan);
+
+impl<V: Num, M: MathMode> Rows for Portable<'_, V, M> {
+    fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
+        row_lanes(self.1, &self.0, s, row, limit)
+    }
+    fn interpolates(&self) -> bool {
+        self.0.interpolates()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::*;
+    use crate::real::X2;
+    use crate::render::simd::{avx2, avx512};
+
+    /// AVX2 + FMA. Only constructed after the CPU was checked.
+    pub(super) struct Avx2Rows<'p, V: Num, M: MathMode>(pub Kernel<'p, V, M>, pub &'p Plan);
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn row_avx2<V: Num, M: MathMode>(
+        plan: &Plan,
+        kernel: &Kernel<V, M>,
+        s: usize,
+        row: &mut [f32],
+        limit: Option<usize>,
+    ) -> RowOut {
+        row_lanes(plan, kernel, s, row, limit)
+    }
+
+    impl<V: Num, M: MathMode> Rows for Avx2Rows<'_, V, M> {
+        fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
+            // SAFETY: built only when the CPU has AVX2 and FMA (`detect`).
+            unsafe { row_avx2(self.1, &self.0, s, row, limit) }
+        }
+        fn interpolates(&self) -> bool {
+            self.0.interpolates()
+        }
+    }
+
+    /// AVX-512F. Only constructed after the CPU was checked.
+    pub(super) struct Avx512Rows<'p, V: Num, M: MathMode>(pub Kernel<'p, V, M>, pub &'p Plan);
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn row_avx512<V: Num, M: MathMode>(
+        plan: &Plan,
+        kernel: &Kernel<V, M>,
+        s: usize,
+        row: &mut [f32],
+        limit: Option<usize>,
+    ) -> RowOut {
+        row_lanes(plan, kernel, s, row, limit)
+    }
+
+    impl<V: Num, M: MathMode> Rows for Avx512Rows<'_, V, M> {
+        fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
+            // SAFETY: built only when the CPU has AVX-512F (`detect`).
+            unsafe { row_avx512(self.1, &self.0, s, row, limit) }
+        }
+        fn interpolates(&self) -> bool {
+            self.0.interpolates()
+        }
+    }
+
+    /// Render with the best kernel for `level`, or `None` for scalar code.
+    pub(super) fn render(plan: &Plan, precision: Precision, level: SimdLevel) -> Option<RenderOutput> {
+        let out = match (level, precision) {
+            (SimdLevel::Scalar, _) => return None,
+            (SimdLevel::Avx2, Precision::Fast64) if std::env::var_os("X4").is_some() => {
+                render_with(plan, &Avx2Rows(Kernel::<X2<X2<avx2::F64x4>>, Fast>::new(plan), plan))
+            }
+            (SimdLevel::Avx2, Precision::Fast32) if std::env::var_os("X4").is_some() => {
+                render_with(plan, &Avx2Rows(Kernel::<X2<X2<avx2::F32x8>>, Fast>::new(plan), plan))
+            }
+            (SimdLevel::Avx2, Precision::Fast64) if std::env::var_os("X2").is_some() => {
+                render_with(plan, &Avx2Rows(Kernel::<X2<avx2::F64x4>, Fast>::new(plan), plan))
+            }
+            (SimdLevel::Avx2, Precision::Fast32) if std::env::var_os("X2").is_some() => {
+                render_with(plan, &Avx2Rows(Kernel::<X2<avx2::F32x8>, Fast>::new(plan), plan))
+            }
+            (SimdLevel::Avx2, Precision::Fast64) => {
+                render_with(plan, &Avx2Rows(Kernel::<avx2::F64x4, Fast>::new(plan), plan))
+            }
+            (SimdLevel::Avx2, Precision::Exact64) => {
+                render_with(plan, &Avx2Rows(Kernel::<avx2::F64x4, Exact>::new(plan), plan))
+            }
+            (SimdLevel::Avx2, Precision::Fast32) => {
+                render_with(plan, &Avx2Rows(Kernel::<avx2::F32x8, Fast>::new(plan), plan))
+            }
+            (SimdLevel::Avx512, Precision::Fast64) => {
+                render_with(plan, &Avx512Rows(Kernel::<avx512::F64x8, Fast>::new(plan), plan))
+            }
+            (SimdLevel::Avx512, Precision::Exact64) => {
+                render_with(plan, &Avx512Rows(Kernel::<avx512::F64x8, Exact>::new(plan), plan))
+            }
+            (SimdLevel::Avx512, Precision::Fast32) => {
+                render_with(plan, &Avx512Rows(Kernel::<avx512::F32x16, Fast>::new(plan), plan))
+            }
+        };
+        Some(out)
+    }
+}
+
+fn render_rows<K: Rows>(
+    kernel: &K,
+    fp: usize,
     image: &mut [f32],
     omega_rows: &mut [f64],
     first_row: usize,
-    interpolate_from: Option<usize>,
-) -> Vec<Option<(usize, PixelResult<R>)>> {
-    let fpixels = plan.detector.fpixels;
-    let start_on = kernel.interpolates();
+    limit: Option<usize>,
+) -> Vec<Option<(usize, Fallback)>> {
     image
-        .par_chunks_mut(fpixels)
+        .par_chunks_mut(fp)
         .zip(omega_rows.par_iter_mut())
         .enumerate()
         .map(|(r, (row, omega))| {
-            let s = first_row + r;
-            let mut first_fallback = None;
-            *omega = 0.0;
-            for (f, out) in row.iter_mut().enumerate() {
-                if !rendered(plan, f, s) {
-                    continue;
-                }
-                let idx = s * fpixels + f;
-                let mut interp = match interpolate_from {
-                    Some(limit) => start_on && idx <= limit,
-                    None => start_on,
-                };
-                let px = kernel.pixel(f, s, &mut interp);
-                *out = px.value.val() as f32;
-                *omega += px.omega_sum;
-                if first_fallback.is_none() && px.out_of_range.is_some() {
-                    first_fallback = Some((idx, px));
-                }
-            }
-            first_fallback
+            let (o, first) = kernel.row(first_row + r, row, limit);
+            *omega = o;
+            first
         })
         .collect()
 }
 
-fn render_generic<R: Real>(plan: &Plan) -> RenderOutput {
-    let kernel = Kernel::<R>::new(plan);
+fn render_with<K: Rows>(plan: &Plan, kernel: &K) -> RenderOutput {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
     let mut image = vec![0.0f32; fp * sp];
     let mut omega_rows = vec![0.0f64; sp];
-    let fallbacks = render_rows(plan, &kernel, &mut image, &mut omega_rows, 0, None);
+    if fp == 0 || sp == 0 {
+        return RenderOutput { image, omega_sum: 0.0, interpolation_fallback: None };
+    }
+    let fallbacks = render_rows(kernel, fp, &mut image, &mut omega_rows, 0, None);
     let first = fallbacks.into_iter().flatten().min_by_key(|(i, _)| *i);
     let mut interpolation_fallback = None;
-    if let Some((p, px)) = first {
+    if let Some((p, point)) = first {
         // nanoBragg.c clears its shared interpolation flag at the first
         // out-of-range point: every later pixel (raster order) is nearest-neighbour.
-        interpolation_fallback = px.out_of_range;
-        // Re-render from that row on: pixels up to p start interpolating (and
-        // give the same values as before), later ones start in nearest mode.
-        let row = p / fp;
-        render_rows(plan, &kernel, &mut image[row * fp..], &mut omega_rows[row..], row, Some(p));
+        interpolation_fallback = Some(point);
+        if kernel.interpolates() {
+            // Re-render from that row on: pixels up to p start interpolating (and
+            // give the same values as before), later ones start in nearest mode.
+            let row = p / fp;
+            let (img, om) = (&mut image[row * fp..], &mut omega_rows[row..]);
+            render_rows(kernel, fp, img, om, row, Some(p));
+        }
     }
     let omega_sum = omega_rows.iter().sum();
     RenderOutput { image, omega_sum, interpolation_fallback }
 }
 
-/// Render the float image of a plan in f64 (the C program's precision).
-pub fn render(plan: &Plan, opts: RenderOptions) -> RenderOutput {
-    if opts.threads > 0 {
-        if let Ok(pool) = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build() {
-            return pool.install(|| render_generic::<f64>(plan));
+fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    if threads > 0 {
+        if let Ok(pool) = rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+            return pool.install(f);
         }
     }
-    render_generic::<f64>(plan)
+    f()
 }
 
-/// Render in a chosen scalar type (f64 or f32).
-pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
-    if opts.threads > 0 {
-        if let Ok(pool) = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build() {
-            return pool.install(|| render_generic::<R>(plan));
+/// Render the float image of a plan with a chosen precision, on the best
+/// SIMD level of this CPU.
+pub fn render_precision(plan: &Plan, opts: RenderOptions, precision: Precision) -> RenderOutput {
+    render_on(plan, opts, precision, simd_level())
+}
+
+/// [`render_precision`] on a given SIMD level (levels this CPU lacks fall
+/// back to the best one it has).
+pub fn render_on(
+    plan: &Plan,
+    opts: RenderOptions,
+    precision: Precision,
+    level: SimdLevel,
+) -> RenderOutput {
+    let level = level.min(detect());
+    in_pool(opts.threads, || {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(out) = x86::render(plan, precision, level) {
+            return out;
         }
+        let _ = level;
+        match precision {
+            Precision::Fast64 => render_with(plan, &Portable(Kernel::<f64, Fast>::new(plan), plan)),
+            Precision::Exact64 => {
+                render_with(plan, &Portable(Kernel::<f64, Exact>::new(plan), plan))
+            }
+            Precision::Fast32 => render_with(plan, &Portable(Kernel::<f32, Fast>::new(plan), plan)),
+        }
+    })
+}
+
+/// Render the float image of a plan in f64 (the default precision,
+/// [`Precision::Fast64`]).
+pub fn render(plan: &Plan, opts: RenderOptions) -> RenderOutput {
+    render_precision(plan, opts, Precision::default())
+}
+
+/// Render the float image bit-identical to nanoBragg.c ([`Precision::Exact64`]).
+pub fn render_exact(plan: &Plan, opts: RenderOptions) -> RenderOutput {
+    render_precision(plan, opts, Precision::Exact64)
+}
+
+/// Render in a chosen scalar type: f64 and f32 take the SIMD kernels
+/// ([`Precision::Fast64`], [`Precision::Fast32`]); any other [`Real`] (dual
+/// numbers) runs the scalar kernel in fast mode.
+pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
+    if TypeId::of::<R>() == TypeId::of::<f32>() {
+        return render_precision(plan, opts, Precision::Fast32);
     }
-    render_generic::<R>(plan)
+    if TypeId::of::<R>() == TypeId::of::<f64>() {
+        return render_precision(plan, opts, Precision::Fast64);
+    }
+    in_pool(opts.threads, || render_with(plan, &Portable(Kernel::<R, Fast>::new(plan), plan)))
 }

@@ -2,5 +2,11 @@
 
 pub mod cpu;
 pub mod kernel;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod simd;
+pub mod trace;
 
-pub use cpu::{render, RenderOptions, RenderOutput};
+pub use cpu::{
+    render, render_as, render_exact, render_on, render_precision, simd_level, Precision,
+    RenderOptions, RenderOutput, SimdLevel,
+};

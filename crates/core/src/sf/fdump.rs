@@ -47,6 +47,15 @@ pub fn write_fdump(path: &Path, grid: &HklGrid) -> Result<()> {
         let p = p.to_path_buf();
         move |source| Error::Write { path: p, source }
     };
+    // a device or pipe (such as /dev/null) is written in place: a rename would
+    // replace it with a regular file
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(&bytes))
+            .map_err(write_err(path));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

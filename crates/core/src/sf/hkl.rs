@@ -107,7 +107,7 @@ pub fn non_integer_warnings(entries: &[HklEntry]) -> Vec<NonIntegerIndex> {
 }
 
 /// Total physical memory from `/proc/meminfo`, or 16 GiB if unknown.
-fn physical_memory_bytes() -> u128 {
+pub(crate) fn physical_memory_bytes() -> u128 {
     const FALLBACK: u128 = 16 << 30;
     let Ok(text) = std::fs::read_to_string("/proc/meminfo") else { return FALLBACK };
     text.lines()

@@ -1,0 +1,778 @@
+//! SIMD number types for the CPU kernel (x86-64): one pixel per lane.
+//!
+//! Written with `std::arch` intrinsics. Every method is `#[inline(always)]`
+//! and carries no target feature itself: it is meant to be inlined into a
+//! function compiled with `#[target_feature(enable = ...)]` (the row
+//! functions of `render::cpu`), which is only called after the CPU was
+//! checked. The types are private to the crate for that reason: creating one
+//! on a CPU without the instruction set would fault.
+//!
+//! Arithmetic, square root, comparisons and rounding are IEEE and lane-wise,
+//! so a lane computes exactly what scalar code computes; the reference
+//! transcendental functions (`sin`, `exp`, `atan2`, ...) call libm per lane
+//! (used only by the exact mode); the fast mode uses [`crate::real::fast`].
+
+macro_rules! lanewise_libm {
+    ($s:ty) => {
+        #[inline(always)]
+        fn sin(self) -> Self {
+            self.map(<$s>::sin)
+        }
+        #[inline(always)]
+        fn cos(self) -> Self {
+            self.map(<$s>::cos)
+        }
+        #[inline(always)]
+        fn tan(self) -> Self {
+            self.map(<$s>::tan)
+        }
+        #[inline(always)]
+        fn exp(self) -> Self {
+            self.map(<$s>::exp)
+        }
+        #[inline(always)]
+        fn ln(self) -> Self {
+            self.map(<$s>::ln)
+        }
+        #[inline(always)]
+        fn atan2(self, x: Self) -> Self {
+            let (a, b) = (self.to_array(), x.to_array());
+            Self::from_fn(|i| a[i].atan2(b[i]))
+        }
+    };
+}
+
+macro_rules! ops {
+    ($t:ident, $add:ident, $sub:ident, $mul:ident, $div:ident) => {
+        impl std::ops::Add for $t {
+            type Output = Self;
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                unsafe { $t($add(self.0, o.0)) }
+            }
+        }
+        impl std::ops::Sub for $t {
+            type Output = Self;
+            #[inline(always)]
+            fn sub(self, o: Self) -> Self {
+                unsafe { $t($sub(self.0, o.0)) }
+            }
+        }
+        impl std::ops::Mul for $t {
+            type Output = Self;
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self {
+                unsafe { $t($mul(self.0, o.0)) }
+            }
+        }
+        impl std::ops::Div for $t {
+            type Output = Self;
+            #[inline(always)]
+            fn div(self, o: Self) -> Self {
+                unsafe { $t($div(self.0, o.0)) }
+            }
+        }
+        impl std::ops::AddAssign for $t {
+            #[inline(always)]
+            fn add_assign(&mut self, o: Self) {
+                *self = *self + o;
+            }
+        }
+        impl std::ops::SubAssign for $t {
+            #[inline(always)]
+            fn sub_assign(&mut self, o: Self) {
+                *self = *self - o;
+            }
+        }
+        impl std::ops::MulAssign for $t {
+            #[inline(always)]
+            fn mul_assign(&mut self, o: Self) {
+                *self = *self * o;
+            }
+        }
+        impl std::ops::DivAssign for $t {
+            #[inline(always)]
+            fn div_assign(&mut self, o: Self) {
+                *self = *self / o;
+            }
+        }
+    };
+}
+
+macro_rules! mask_ops {
+    ($m:ident, $and:expr, $or:expr, $not:expr) => {
+        impl std::ops::BitAnd for $m {
+            type Output = Self;
+            #[inline(always)]
+            fn bitand(self, o: Self) -> Self {
+                #[allow(unused_unsafe)]
+                unsafe {
+                    $m($and(self.0, o.0))
+                }
+            }
+        }
+        impl std::ops::BitOr for $m {
+            type Output = Self;
+            #[inline(always)]
+            fn bitor(self, o: Self) -> Self {
+                #[allow(unused_unsafe)]
+                unsafe {
+                    $m($or(self.0, o.0))
+                }
+            }
+        }
+        impl std::ops::Not for $m {
+            type Output = Self;
+            #[inline(always)]
+            fn not(self) -> Self {
+                #[allow(unused_unsafe)]
+                unsafe {
+                    $m($not(self.0))
+                }
+            }
+        }
+    };
+}
+
+/// AVX2 + FMA vectors: [`avx2::F64x4`] and [`avx2::F32x8`].
+pub(crate) mod avx2 {
+    use crate::real::{Mask, Num};
+    use std::arch::x86_64::*;
+
+    /// Four f64 lanes.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct F64x4(__m256d);
+    /// Eight f32 lanes.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct F32x8(__m256);
+    /// Mask of [`F64x4`] (all-ones or all-zeros lanes).
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct M64x4(__m256d);
+    /// Mask of [`F32x8`].
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct M32x8(__m256);
+
+    ops!(F64x4, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_div_pd);
+    ops!(F32x8, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_div_ps);
+    mask_ops!(M64x4, _mm256_and_pd, _mm256_or_pd, |a| _mm256_xor_pd(
+        a,
+        _mm256_castsi256_pd(_mm256_set1_epi64x(-1))
+    ));
+    mask_ops!(M32x8, _mm256_and_ps, _mm256_or_ps, |a| _mm256_xor_ps(
+        a,
+        _mm256_castsi256_ps(_mm256_set1_epi32(-1))
+    ));
+
+    impl Mask for M64x4 {
+        const LANES: usize = 4;
+        #[inline(always)]
+        fn splat(b: bool) -> Self {
+            unsafe { M64x4(_mm256_castsi256_pd(_mm256_set1_epi64x(-(b as i64)))) }
+        }
+        #[inline(always)]
+        fn any(self) -> bool {
+            unsafe { _mm256_movemask_pd(self.0) != 0 }
+        }
+        #[inline(always)]
+        fn all(self) -> bool {
+            unsafe { _mm256_movemask_pd(self.0) == 0xf }
+        }
+        #[inline(always)]
+        fn bits(self) -> u32 {
+            unsafe { _mm256_movemask_pd(self.0) as u32 }
+        }
+        #[inline(always)]
+        fn from_bits(bits: u32) -> Self {
+            unsafe {
+                let sel = _mm256_setr_epi64x(1, 2, 4, 8);
+                let b = _mm256_and_si256(_mm256_set1_epi64x(bits as i64), sel);
+                M64x4(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, sel)))
+            }
+        }
+    }
+
+    impl Mask for M32x8 {
+        const LANES: usize = 8;
+        #[inline(always)]
+        fn splat(b: bool) -> Self {
+            unsafe { M32x8(_mm256_castsi256_ps(_mm256_set1_epi32(-(b as i32)))) }
+        }
+        #[inline(always)]
+        fn any(self) -> bool {
+            unsafe { _mm256_movemask_ps(self.0) != 0 }
+        }
+        #[inline(always)]
+        fn all(self) -> bool {
+            unsafe { _mm256_movemask_ps(self.0) == 0xff }
+        }
+        #[inline(always)]
+        fn bits(self) -> u32 {
+            unsafe { _mm256_movemask_ps(self.0) as u32 }
+        }
+        #[inline(always)]
+        fn from_bits(bits: u32) -> Self {
+            unsafe {
+                let sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+                let b = _mm256_and_si256(_mm256_set1_epi32(bits as i32), sel);
+                M32x8(_mm256_castsi256_ps(_mm256_cmpeq_epi32(b, sel)))
+            }
+        }
+    }
+
+    impl F64x4 {
+        #[inline(always)]
+        fn to_array(self) -> [f64; 4] {
+            unsafe { std::mem::transmute::<__m256d, [f64; 4]>(self.0) }
+        }
+        #[inline(always)]
+        fn map(self, f: impl Fn(f64) -> f64) -> Self {
+            let a = self.to_array();
+            Self::from_fn(|i| f(a[i]))
+        }
+    }
+
+    impl F32x8 {
+        #[inline(always)]
+        fn to_array(self) -> [f32; 8] {
+            unsafe { std::mem::transmute::<__m256, [f32; 8]>(self.0) }
+        }
+        #[inline(always)]
+        fn map(self, f: impl Fn(f32) -> f32) -> Self {
+            let a = self.to_array();
+            Self::from_fn(|i| f(a[i]))
+        }
+    }
+
+    impl std::ops::Neg for F64x4 {
+        type Output = Self;
+        #[inline(always)]
+        fn neg(self) -> Self {
+            unsafe { F64x4(_mm256_xor_pd(self.0, _mm256_set1_pd(-0.0))) }
+        }
+    }
+
+    impl std::ops::Neg for F32x8 {
+        type Output = Self;
+        #[inline(always)]
+        fn neg(self) -> Self {
+            unsafe { F32x8(_mm256_xor_ps(self.0, _mm256_set1_ps(-0.0))) }
+        }
+    }
+
+    impl Num for F64x4 {
+        type Scalar = f64;
+        type Mask = M64x4;
+        const LANES: usize = 4;
+
+        #[inline(always)]
+        fn splat(x: f64) -> Self {
+            unsafe { F64x4(_mm256_set1_pd(x)) }
+        }
+        #[inline(always)]
+        fn from_fn(mut f: impl FnMut(usize) -> f64) -> Self {
+            let a = [f(0), f(1), f(2), f(3)];
+            unsafe { F64x4(_mm256_loadu_pd(a.as_ptr())) }
+        }
+        #[inline(always)]
+        fn lane(self, i: usize) -> f64 {
+            self.to_array()[i]
+        }
+        #[inline(always)]
+        fn c(x: f64) -> Self {
+            Self::splat(x)
+        }
+        lanewise_libm!(f64);
+        #[inline(always)]
+        fn sqrt(self) -> Self {
+            unsafe { F64x4(_mm256_sqrt_pd(self.0)) }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            unsafe { F64x4(_mm256_andnot_pd(_mm256_set1_pd(-0.0), self.0)) }
+        }
+        #[inline(always)]
+        fn floor(self) -> Self {
+            unsafe { F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+        }
+        #[inline(always)]
+        fn ceil(self) -> Self {
+            unsafe { F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+        }
+        #[inline(always)]
+        fn round(self) -> Self {
+            unsafe {
+                F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0))
+            }
+        }
+        #[inline(always)]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            unsafe { F64x4(_mm256_fmadd_pd(self.0, a.0, b.0)) }
+        }
+        #[inline(always)]
+        fn cmp_eq(self, o: Self) -> M64x4 {
+            unsafe { M64x4(_mm256_cmp_pd::<_CMP_EQ_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ne(self, o: Self) -> M64x4 {
+            unsafe { M64x4(_mm256_cmp_pd::<_CMP_NEQ_UQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_lt(self, o: Self) -> M64x4 {
+            unsafe { M64x4(_mm256_cmp_pd::<_CMP_LT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_le(self, o: Self) -> M64x4 {
+            unsafe { M64x4(_mm256_cmp_pd::<_CMP_LE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_gt(self, o: Self) -> M64x4 {
+            unsafe { M64x4(_mm256_cmp_pd::<_CMP_GT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ge(self, o: Self) -> M64x4 {
+            unsafe { M64x4(_mm256_cmp_pd::<_CMP_GE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn select(m: M64x4, t: Self, f: Self) -> Self {
+            unsafe { F64x4(_mm256_blendv_pd(f.0, t.0, m.0)) }
+        }
+        #[inline(always)]
+        fn negate_if_odd(self, k: Self) -> Self {
+            // k + 1.5 * 2^52 holds k in its low mantissa bits: bit 0 is the parity
+            unsafe {
+                let bits = _mm256_castpd_si256(_mm256_add_pd(k.0, _mm256_set1_pd(6755399441055744.0)));
+                let sign = _mm256_slli_epi64::<63>(bits);
+                F64x4(_mm256_xor_pd(self.0, _mm256_castsi256_pd(sign)))
+            }
+        }
+        #[inline(always)]
+        fn mul_pow2(self, n: Self) -> Self {
+            unsafe {
+                let bits = _mm256_castpd_si256(_mm256_add_pd(n.0, _mm256_set1_pd(6755399441055744.0)));
+                // bits = 0x4338000000000000 + n
+                let e = _mm256_add_epi64(bits, _mm256_set1_epi64x(1023 - 0x4338000000000000));
+                F64x4(_mm256_mul_pd(self.0, _mm256_castsi256_pd(_mm256_slli_epi64::<52>(e))))
+            }
+        }
+        #[inline(always)]
+        fn write_f32(self, out: &mut [f32]) {
+            assert!(out.len() >= 4);
+            unsafe { _mm_storeu_ps(out.as_mut_ptr(), _mm256_cvtpd_ps(self.0)) }
+        }
+    }
+
+    impl Num for F32x8 {
+        type Scalar = f32;
+        type Mask = M32x8;
+        const LANES: usize = 8;
+
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            unsafe { F32x8(_mm256_set1_ps(x)) }
+        }
+        #[inline(always)]
+        fn from_fn(mut f: impl FnMut(usize) -> f32) -> Self {
+            let a = [f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)];
+            unsafe { F32x8(_mm256_loadu_ps(a.as_ptr())) }
+        }
+        #[inline(always)]
+        fn lane(self, i: usize) -> f32 {
+            self.to_array()[i]
+        }
+        #[inline(always)]
+        fn c(x: f64) -> Self {
+            Self::splat(x as f32)
+        }
+        lanewise_libm!(f32);
+        #[inline(always)]
+        fn sqrt(self) -> Self {
+            unsafe { F32x8(_mm256_sqrt_ps(self.0)) }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            unsafe { F32x8(_mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0)) }
+        }
+        #[inline(always)]
+        fn floor(self) -> Self {
+            unsafe { F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+        }
+        #[inline(always)]
+        fn ceil(self) -> Self {
+            unsafe { F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+        }
+        #[inline(always)]
+        fn round(self) -> Self {
+            unsafe {
+                F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0))
+            }
+        }
+        #[inline(always)]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            unsafe { F32x8(_mm256_fmadd_ps(self.0, a.0, b.0)) }
+        }
+        #[inline(always)]
+        fn cmp_eq(self, o: Self) -> M32x8 {
+            unsafe { M32x8(_mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ne(self, o: Self) -> M32x8 {
+            unsafe { M32x8(_mm256_cmp_ps::<_CMP_NEQ_UQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_lt(self, o: Self) -> M32x8 {
+            unsafe { M32x8(_mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_le(self, o: Self) -> M32x8 {
+            unsafe { M32x8(_mm256_cmp_ps::<_CMP_LE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_gt(self, o: Self) -> M32x8 {
+            unsafe { M32x8(_mm256_cmp_ps::<_CMP_GT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ge(self, o: Self) -> M32x8 {
+            unsafe { M32x8(_mm256_cmp_ps::<_CMP_GE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn select(m: M32x8, t: Self, f: Self) -> Self {
+            unsafe { F32x8(_mm256_blendv_ps(f.0, t.0, m.0)) }
+        }
+        #[inline(always)]
+        fn negate_if_odd(self, k: Self) -> Self {
+            // k + 1.5 * 2^23 holds k in its low mantissa bits: bit 0 is the parity
+            unsafe {
+                let bits = _mm256_castps_si256(_mm256_add_ps(k.0, _mm256_set1_ps(12582912.0)));
+                let sign = _mm256_slli_epi32::<31>(bits);
+                F32x8(_mm256_xor_ps(self.0, _mm256_castsi256_ps(sign)))
+            }
+        }
+        #[inline(always)]
+        fn mul_pow2(self, n: Self) -> Self {
+            unsafe {
+                let bits = _mm256_castps_si256(_mm256_add_ps(n.0, _mm256_set1_ps(12582912.0)));
+                // bits = 0x4B400000 + n
+                let e = _mm256_add_epi32(bits, _mm256_set1_epi32(127 - 0x4B40_0000));
+                F32x8(_mm256_mul_ps(self.0, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(e))))
+            }
+        }
+        #[inline(always)]
+        fn write_f32(self, out: &mut [f32]) {
+            assert!(out.len() >= 8);
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), self.0) }
+        }
+    }
+}
+
+/// AVX-512F vectors: [`avx512::F64x8`] and [`avx512::F32x16`].
+pub(crate) mod avx512 {
+    use crate::real::{Mask, Num};
+    use std::arch::x86_64::*;
+
+    /// Eight f64 lanes.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct F64x8(__m512d);
+    /// Sixteen f32 lanes.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct F32x16(__m512);
+    /// Mask of [`F64x8`] (one bit per lane).
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct M8(u8);
+    /// Mask of [`F32x16`] (one bit per lane).
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct M16(u16);
+
+    ops!(F64x8, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd, _mm512_div_pd);
+    ops!(F32x16, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_div_ps);
+    mask_ops!(M8, |a: u8, b: u8| a & b, |a: u8, b: u8| a | b, |a: u8| !a);
+    mask_ops!(M16, |a: u16, b: u16| a & b, |a: u16, b: u16| a | b, |a: u16| !a);
+
+    impl Mask for M8 {
+        const LANES: usize = 8;
+        #[inline(always)]
+        fn splat(b: bool) -> Self {
+            M8(if b { 0xff } else { 0 })
+        }
+        #[inline(always)]
+        fn any(self) -> bool {
+            self.0 != 0
+        }
+        #[inline(always)]
+        fn all(self) -> bool {
+            self.0 == 0xff
+        }
+        #[inline(always)]
+        fn bits(self) -> u32 {
+            self.0 as u32
+        }
+        #[inline(always)]
+        fn from_bits(bits: u32) -> Self {
+            M8(bits as u8)
+        }
+    }
+
+    impl Mask for M16 {
+        const LANES: usize = 16;
+        #[inline(always)]
+        fn splat(b: bool) -> Self {
+            M16(if b { 0xffff } else { 0 })
+        }
+        #[inline(always)]
+        fn any(self) -> bool {
+            self.0 != 0
+        }
+        #[inline(always)]
+        fn all(self) -> bool {
+            self.0 == 0xffff
+        }
+        #[inline(always)]
+        fn bits(self) -> u32 {
+            self.0 as u32
+        }
+        #[inline(always)]
+        fn from_bits(bits: u32) -> Self {
+            M16(bits as u16)
+        }
+    }
+
+    impl F64x8 {
+        #[inline(always)]
+        fn to_array(self) -> [f64; 8] {
+            unsafe { std::mem::transmute::<__m512d, [f64; 8]>(self.0) }
+        }
+        #[inline(always)]
+        fn map(self, f: impl Fn(f64) -> f64) -> Self {
+            let a = self.to_array();
+            Self::from_fn(|i| f(a[i]))
+        }
+        #[inline(always)]
+        fn xor_bits(self, bits: __m512i) -> Self {
+            unsafe { F64x8(_mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(self.0), bits))) }
+        }
+    }
+
+    impl F32x16 {
+        #[inline(always)]
+        fn to_array(self) -> [f32; 16] {
+            unsafe { std::mem::transmute::<__m512, [f32; 16]>(self.0) }
+        }
+        #[inline(always)]
+        fn map(self, f: impl Fn(f32) -> f32) -> Self {
+            let a = self.to_array();
+            Self::from_fn(|i| f(a[i]))
+        }
+        #[inline(always)]
+        fn xor_bits(self, bits: __m512i) -> Self {
+            unsafe { F32x16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(self.0), bits))) }
+        }
+    }
+
+    impl std::ops::Neg for F64x8 {
+        type Output = Self;
+        #[inline(always)]
+        fn neg(self) -> Self {
+            unsafe { self.xor_bits(_mm512_set1_epi64(i64::MIN)) }
+        }
+    }
+
+    impl std::ops::Neg for F32x16 {
+        type Output = Self;
+        #[inline(always)]
+        fn neg(self) -> Self {
+            unsafe { self.xor_bits(_mm512_set1_epi32(i32::MIN)) }
+        }
+    }
+
+    const FLOOR: i32 = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
+    const CEIL: i32 = _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC;
+    const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+    impl Num for F64x8 {
+        type Scalar = f64;
+        type Mask = M8;
+        const LANES: usize = 8;
+
+        #[inline(always)]
+        fn splat(x: f64) -> Self {
+            unsafe { F64x8(_mm512_set1_pd(x)) }
+        }
+        #[inline(always)]
+        fn from_fn(mut f: impl FnMut(usize) -> f64) -> Self {
+            let a = [f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)];
+            unsafe { F64x8(_mm512_loadu_pd(a.as_ptr())) }
+        }
+        #[inline(always)]
+        fn lane(self, i: usize) -> f64 {
+            self.to_array()[i]
+        }
+        #[inline(always)]
+        fn c(x: f64) -> Self {
+            Self::splat(x)
+        }
+        lanewise_libm!(f64);
+        #[inline(always)]
+        fn sqrt(self) -> Self {
+            unsafe { F64x8(_mm512_sqrt_pd(self.0)) }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            unsafe { F64x8(_mm512_abs_pd(self.0)) }
+        }
+        #[inline(always)]
+        fn floor(self) -> Self {
+            unsafe { F64x8(_mm512_roundscale_pd::<FLOOR>(self.0)) }
+        }
+        #[inline(always)]
+        fn ceil(self) -> Self {
+            unsafe { F64x8(_mm512_roundscale_pd::<CEIL>(self.0)) }
+        }
+        #[inline(always)]
+        fn round(self) -> Self {
+            unsafe { F64x8(_mm512_roundscale_pd::<NEAREST>(self.0)) }
+        }
+        #[inline(always)]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            unsafe { F64x8(_mm512_fmadd_pd(self.0, a.0, b.0)) }
+        }
+        #[inline(always)]
+        fn cmp_eq(self, o: Self) -> M8 {
+            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ne(self, o: Self) -> M8 {
+            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_NEQ_UQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_lt(self, o: Self) -> M8 {
+            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_LT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_le(self, o: Self) -> M8 {
+            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_LE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_gt(self, o: Self) -> M8 {
+            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ge(self, o: Self) -> M8 {
+            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_GE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn select(m: M8, t: Self, f: Self) -> Self {
+            unsafe { F64x8(_mm512_mask_blend_pd(m.0, f.0, t.0)) }
+        }
+        #[inline(always)]
+        fn negate_if_odd(self, k: Self) -> Self {
+            unsafe {
+                let bits = _mm512_castpd_si512(_mm512_add_pd(k.0, _mm512_set1_pd(6755399441055744.0)));
+                self.xor_bits(_mm512_slli_epi64::<63>(bits))
+            }
+        }
+        #[inline(always)]
+        fn mul_pow2(self, n: Self) -> Self {
+            unsafe { F64x8(_mm512_scalef_pd(self.0, n.0)) }
+        }
+        #[inline(always)]
+        fn write_f32(self, out: &mut [f32]) {
+            assert!(out.len() >= 8);
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm512_cvtpd_ps(self.0)) }
+        }
+    }
+
+    impl Num for F32x16 {
+        type Scalar = f32;
+        type Mask = M16;
+        const LANES: usize = 16;
+
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            unsafe { F32x16(_mm512_set1_ps(x)) }
+        }
+        #[inline(always)]
+        fn from_fn(mut f: impl FnMut(usize) -> f32) -> Self {
+            let mut a = [0.0f32; 16];
+            for (i, v) in a.iter_mut().enumerate() {
+                *v = f(i);
+            }
+            unsafe { F32x16(_mm512_loadu_ps(a.as_ptr())) }
+        }
+        #[inline(always)]
+        fn lane(self, i: usize) -> f32 {
+            self.to_array()[i]
+        }
+        #[inline(always)]
+        fn c(x: f64) -> Self {
+            Self::splat(x as f32)
+        }
+        lanewise_libm!(f32);
+        #[inline(always)]
+        fn sqrt(self) -> Self {
+            unsafe { F32x16(_mm512_sqrt_ps(self.0)) }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            unsafe { F32x16(_mm512_abs_ps(self.0)) }
+        }
+        #[inline(always)]
+        fn floor(self) -> Self {
+            unsafe { F32x16(_mm512_roundscale_ps::<FLOOR>(self.0)) }
+        }
+        #[inline(always)]
+        fn ceil(self) -> Self {
+            unsafe { F32x16(_mm512_roundscale_ps::<CEIL>(self.0)) }
+        }
+        #[inline(always)]
+        fn round(self) -> Self {
+            unsafe { F32x16(_mm512_roundscale_ps::<NEAREST>(self.0)) }
+        }
+        #[inline(always)]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            unsafe { F32x16(_mm512_fmadd_ps(self.0, a.0, b.0)) }
+        }
+        #[inline(always)]
+        fn cmp_eq(self, o: Self) -> M16 {
+            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ne(self, o: Self) -> M16 {
+            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_lt(self, o: Self) -> M16 {
+            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_le(self, o: Self) -> M16 {
+            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_gt(self, o: Self) -> M16 {
+            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn cmp_ge(self, o: Self) -> M16 {
+            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_GE_OQ>(self.0, o.0)) }
+        }
+        #[inline(always)]
+        fn select(m: M16, t: Self, f: Self) -> Self {
+            unsafe { F32x16(_mm512_mask_blend_ps(m.0, f.0, t.0)) }
+        }
+        #[inline(always)]
+        fn negate_if_odd(self, k: Self) -> Self {
+            unsafe {
+                let bits = _mm512_castps_si512(_mm512_add_ps(k.0, _mm512_set1_ps(12582912.0)));
+                self.xor_bits(_mm512_slli_epi32::<31>(bits))
+            }
+        }
+        #[inline(always)]
+        fn mul_pow2(self, n: Self) -> Self {
+            unsafe { F32x16(_mm512_scalef_ps(self.0, n.0)) }
+        }
+        #[inline(always)]
+        fn write_f32(self, out: &mut [f32]) {
+            assert!(out.len() >= 16);
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), self.0) }
+        }
+    }
+}

@@ -1,0 +1,525 @@
+// nanobragg CUDA kernel: the per-pixel physics of nanobragg-core's
+// render/kernel.rs (itself the pixel loop of nanoBragg.c), templated on the
+// scalar type. Compiled at run time with NVRTC; the host defines nothing, the
+// two instantiations nb_render_f32 / nb_render_f64 are both exported.
+//
+// Every expression is written in the order of the Rust kernel so that the f64
+// instance (compiled with --fmad=false) reproduces the CPU result to rounding
+// of the transcendental functions.
+
+typedef unsigned long long u64;
+typedef long long i64;
+
+// Must match `Params` in gpu.rs field for field (#[repr(C)]).
+struct Params {
+    double subpixel;
+    double pixel;
+    double fdet[3];
+    double sdet[3];
+    double odet[3];
+    double pix0[3];
+    double beam[3];
+    double polar_axis[3];
+    double distance;
+    double close_distance;
+    double thickstep;
+    double mu;
+    double a_star[3];
+    double b_star[3];
+    double c_star[3];
+    double na;
+    double nb;
+    double nc;
+    double fudge;
+    double kahn;
+    double dmin;
+    double i_bg;
+    double scale;
+    double steps;
+    double default_f;
+    double water_size;
+    i64 roi[4];
+    int fpixels;
+    int spixels;
+    int oversample;
+    int thicksteps;
+    int nsources;
+    int ncells;
+    int thick_zero;
+    int curved;
+    int point_pixel;
+    int nopolar;
+    int os_omega;
+    int os_polar;
+    int os_thick;
+    int shape;  // 0 square, 1 round, 2 gauss, 3 tophat
+    int has_grid;
+    int hkls_pos;
+    int interpolate;  // plan starts with tricubic interpolation
+    int has_mask;
+    int h_min, h_max, k_min, k_max, l_min, l_max;
+    int write_omega;
+    int pad_;
+};
+
+#define NB_PI 3.141592653589793
+#define ROUND_XTAL_SCALE 0.723601254558268
+#define GAUSS_XTAL_WIDTH 0.63
+#define TOPHAT_RADIUS_SQR 0.3969
+#define NB_NONE 0xffffffffu
+
+__device__ __forceinline__ float nb_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double nb_sin(double x) { return sin(x); }
+__device__ __forceinline__ float nb_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double nb_cos(double x) { return cos(x); }
+__device__ __forceinline__ float nb_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double nb_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float nb_exp(float x) { return expf(x); }
+__device__ __forceinline__ double nb_exp(double x) { return exp(x); }
+__device__ __forceinline__ float nb_atan2(float y, float x) { return atan2f(y, x); }
+__device__ __forceinline__ double nb_atan2(double y, double x) { return atan2(y, x); }
+
+template <typename T>
+__device__ __forceinline__ T dot3(const T* x, const T* y) {
+    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2];
+}
+
+template <typename T>
+__device__ __forceinline__ void cross3(const T* x, const T* y, T* out) {
+    T o0 = x[1] * y[2] - x[2] * y[1];
+    T o1 = x[2] * y[0] - x[0] * y[2];
+    T o2 = x[0] * y[1] - x[1] * y[0];
+    out[0] = o0;
+    out[1] = o1;
+    out[2] = o2;
+}
+
+template <typename T>
+__device__ __forceinline__ T magnitude3(const T* v) {
+    return nb_sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+}
+
+// unitize: out may alias v. Returns the original length.
+template <typename T>
+__device__ __forceinline__ T unitize3(const T* v, T* out) {
+    T mag = magnitude3(v);
+    if (mag != T(0)) {
+        T o0 = v[0] / mag, o1 = v[1] / mag, o2 = v[2] / mag;
+        out[0] = o0;
+        out[1] = o1;
+        out[2] = o2;
+    } else {
+        out[0] = T(0);
+        out[1] = T(0);
+        out[2] = T(0);
+    }
+    return mag;
+}
+
+template <typename T>
+__device__ __forceinline__ void rotate_axis3(const T* v, const T* axis, T phi, T* out) {
+    T sinphi = nb_sin(phi);
+    T cosphi = nb_cos(phi);
+    T d = (axis[0] * v[0] + axis[1] * v[1] + axis[2] * v[2]) * (T(1) - cosphi);
+    T o0 = axis[0] * d + v[0] * cosphi + (-axis[2] * v[1] + axis[1] * v[2]) * sinphi;
+    T o1 = axis[1] * d + v[1] * cosphi + (axis[2] * v[0] - axis[0] * v[2]) * sinphi;
+    T o2 = axis[2] * d + v[2] * cosphi + (-axis[1] * v[0] + axis[0] * v[1]) * sinphi;
+    out[0] = o0;
+    out[1] = o1;
+    out[2] = o2;
+}
+
+template <typename T>
+__device__ __forceinline__ T polarization_factor(T kahn, const T* incident_in, const T* diffracted_in, const T* axis_in) {
+    T incident[3], diffracted[3], axis[3];
+    unitize3(incident_in, incident);
+    unitize3(diffracted_in, diffracted);
+    unitize3(axis_in, axis);
+    T cos2theta = dot3(incident, diffracted);
+    T cos2theta_sqr = cos2theta * cos2theta;
+    T sin2theta_sqr = T(1) - cos2theta_sqr;
+    T psi = T(0);
+    if (kahn != T(0)) {
+        T b_in[3], e_in[3];
+        cross3(axis, incident, b_in);
+        unitize3(b_in, b_in);
+        cross3(incident, b_in, e_in);
+        unitize3(e_in, e_in);
+        T e_out = dot3(diffracted, e_in);
+        T b_out = dot3(diffracted, b_in);
+        psi = -nb_atan2(b_out, e_out);
+    }
+    return T(0.5) * (T(1) + cos2theta_sqr - kahn * nb_cos(T(2) * psi) * sin2theta_sqr);
+}
+
+template <typename T>
+__device__ __forceinline__ T sincg(T x, T n) {
+    if (x == T(0)) return n;
+    return nb_sin(x * n) / nb_sin(x);
+}
+
+// The square crystal's lattice factor sincg(pi h, na) sincg(pi k, nb)
+// sincg(pi l, nc).
+// f64: the C formula, literally (bit parity with the CPU's exact path).
+// f32: pi*h and pi*h*n cannot be formed accurately in single precision near a
+// Bragg peak (where both sines are small), so each argument is reduced first:
+// with h = m + f (m = rint(h)) and whole n,
+//   sin(pi n h) / sin(pi h) = (-1)^((n-1) m) sinpi(n f) / sinpi(f)
+// (exact algebra; sinpif does the remaining reduction exactly), and the three
+// quotients share one division, as the CPU's fast path does.
+__device__ __forceinline__ double square_lattice(double h, double k, double l, double na, double nb, double nc) {
+    const double pi = NB_PI;
+    double f = 1.0;
+    if (na > 1.0) f *= sincg(pi * h, na);
+    if (nb > 1.0) f *= sincg(pi * k, nb);
+    if (nc > 1.0) f *= sincg(pi * l, nc);
+    return f;
+}
+__device__ __forceinline__ void grating_parts(float h, float n, float& num, float& den) {
+    if (h == 0.0f) {
+        num *= n;
+        return;
+    }
+    if (n == rintf(n) && fabsf(h) < 4194304.0f && fabsf(n) < 4194304.0f) {
+        float m = rintf(h);
+        float f = h - m;  // exact
+        float a = n, b = 1.0f;
+        if (f != 0.0f) {
+            a = sinpif(f * n);
+            b = sinpif(f);
+        }
+        if ((((int)n - 1) & (int)m) & 1) a = -a;
+        num *= a;
+        den *= b;
+        return;
+    }
+    num *= sinpif(h * n);
+    den *= sinpif(h);
+}
+__device__ __forceinline__ float square_lattice(float h, float k, float l, float na, float nb, float nc) {
+    float num = 1.0f, den = 1.0f;
+    if (na > 1.0f) grating_parts(h, na, num, den);
+    if (nb > 1.0f) grating_parts(k, nb, num, den);
+    if (nc > 1.0f) grating_parts(l, nc, num, den);
+    return num / den;
+}
+
+// Nearest whole number as nanoBragg.c takes it: ceil(x - 0.5), in the
+// kernel's precision (as the CPU kernels do).
+__device__ __forceinline__ double nearest_index(double x) { return ceil(x - 0.5); }
+__device__ __forceinline__ float nearest_index(float x) { return ceilf(x - 0.5f); }
+
+template <typename T>
+__device__ __forceinline__ T sinc3(T x) {
+    if (x == T(0)) return T(1);
+    return T(3) * (nb_sin(x) / x - nb_cos(x)) / (x * x);
+}
+
+template <typename T>
+__device__ __forceinline__ T polint(const double* xa, const T* ya, T x) {
+    T d0 = x - T(xa[0]);
+    T d1 = x - T(xa[1]);
+    T d2 = x - T(xa[2]);
+    T d3 = x - T(xa[3]);
+    T x0 = d1 * d2 * d3 * ya[0] / T((xa[0] - xa[1]) * (xa[0] - xa[2]) * (xa[0] - xa[3]));
+    T x1 = d0 * d2 * d3 * ya[1] / T((xa[1] - xa[0]) * (xa[1] - xa[2]) * (xa[1] - xa[3]));
+    T x2 = d0 * d1 * d3 * ya[2] / T((xa[2] - xa[0]) * (xa[2] - xa[1]) * (xa[2] - xa[3]));
+    T x3 = d0 * d1 * d2 * ya[3] / T((xa[3] - xa[0]) * (xa[3] - xa[1]) * (xa[3] - xa[2]));
+    return x0 + x1 + x2 + x3;
+}
+
+template <typename T>
+__device__ __forceinline__ T grid_at(const Params& p, const T* __restrict__ grid, int dh, int dk, int dl) {
+    i64 nk = (i64)(p.k_max - p.k_min + 1 + 1);
+    i64 nl = (i64)(p.l_max - p.l_min + 1 + 1);
+    return grid[((i64)dh * nk + (i64)dk) * nl + (i64)dl];
+}
+
+template <typename T>
+__device__ __forceinline__ T f_nearest(const Params& p, const T* __restrict__ grid, T h0f, T k0f, T l0f) {
+    if (!(p.has_grid && p.hkls_pos)) return T(p.default_f);
+    // converted only here: most plans have no grid and never need the indices
+    const i64 h0 = (i64)h0f, k0 = (i64)k0f, l0 = (i64)l0f;
+    if (h0 <= (i64)p.h_max && h0 >= (i64)p.h_min && k0 <= (i64)p.k_max && k0 >= (i64)p.k_min &&
+        l0 <= (i64)p.l_max && l0 >= (i64)p.l_min) {
+        return grid_at(p, grid, (int)(h0 - p.h_min), (int)(k0 - p.k_min), (int)(l0 - p.l_min));
+    }
+    return T(p.default_f);
+}
+
+// Tricubic lookup with nanoBragg.c's fallback: the first out-of-range point
+// clears `interpolate` (for the rest of this pixel) and is recorded in oor.
+template <typename T>
+__device__ __forceinline__ T structure_factor(const Params& p, const T* __restrict__ grid, T h, T k, T l, T h0, T k0,
+                                              T l0, bool& interpolate, bool& oor, double* oor_info) {
+    if (interpolate) {
+        if (p.has_grid) {
+            double hv = (double)h, kv = (double)k, lv = (double)l;
+            double hmin = (double)p.h_min, kmin = (double)p.k_min, lmin = (double)p.l_min;
+            double h_range = (double)(p.h_max - p.h_min + 1);
+            double k_range = (double)(p.k_max - p.k_min + 1);
+            double l_range = (double)(p.l_max - p.l_min + 1);
+            if ((hv - hmin + 3.0) > h_range || (hv - 2.0 < hmin) || (kv - kmin + 3.0) > k_range || (kv - 2.0 < kmin) ||
+                (lv - lmin + 3.0) > l_range || (lv - 2.0 < lmin)) {
+                if (!oor) {
+                    oor = true;
+                    oor_info[0] = hv;
+                    oor_info[1] = kv;
+                    oor_info[2] = lv;
+                    oor_info[3] = (double)(i64)h0;
+                    oor_info[4] = (double)(i64)k0;
+                    oor_info[5] = (double)(i64)l0;
+                }
+                interpolate = false;
+            } else {
+                int hf = (int)floor(hv);
+                int kf = (int)floor(kv);
+                int lf = (int)floor(lv);
+                double xa[4] = {(double)(hf - 1), (double)hf, (double)(hf + 1), (double)(hf + 2)};
+                double ya[4] = {(double)(kf - 1), (double)kf, (double)(kf + 1), (double)(kf + 2)};
+                double za[4] = {(double)(lf - 1), (double)lf, (double)(lf + 1), (double)(lf + 2)};
+                T planes[4];
+                for (int i1 = 0; i1 < 4; i1++) {
+                    T rows[4];
+                    for (int i2 = 0; i2 < 4; i2++) {
+                        T vals[4];
+                        for (int i3 = 0; i3 < 4; i3++) {
+                            vals[i3] = grid_at(p, grid, hf - 1 + i1 - p.h_min, kf - 1 + i2 - p.k_min, lf - 1 + i3 - p.l_min);
+                        }
+                        rows[i2] = polint(za, vals, l);
+                    }
+                    planes[i1] = polint(ya, rows, k);
+                }
+                return polint(xa, planes, h);
+            }
+        } else {
+            interpolate = false;
+        }
+    }
+    return f_nearest(p, grid, h0, k0, l0);
+}
+
+template <typename T>
+__device__ __forceinline__ T lattice(const Params& p, T h, T k, T l, T h0, T k0, T l0) {
+    const T pi = T(NB_PI);
+    const T na = T(p.na), nb = T(p.nb), nc = T(p.nc);
+    if (p.shape == 0) {
+        return square_lattice(h, k, l, na, nb, nc);
+    }
+    T dh = h - h0;
+    T dk = k - k0;
+    T dl = l - l0;
+    T fudge = T(p.fudge);
+    if (p.shape == 1) {
+        T hrad_sqr = dh * dh * na * na + dk * dk * nb * nb + dl * dl * nc * nc;
+        return na * nb * nc * T(ROUND_XTAL_SCALE) * sinc3(pi * nb_sqrt(hrad_sqr * fudge));
+    }
+    T as0 = T(p.a_star[0]), as1 = T(p.a_star[1]), as2 = T(p.a_star[2]);
+    T bs0 = T(p.b_star[0]), bs1 = T(p.b_star[1]), bs2 = T(p.b_star[2]);
+    T cs0 = T(p.c_star[0]), cs1 = T(p.c_star[1]), cs2 = T(p.c_star[2]);
+    T dx = dh * as0 + dk * bs0 + dl * cs0;
+    T dy = dh * as1 + dk * bs1 + dl * cs1;
+    T dz = dh * as2 + dk * bs2 + dl * cs2;
+    T rad_star_sqr = (dx * dx + dy * dy + dz * dz) * na * na * nb * nb * nc * nc;
+    if (p.shape == 2) {
+        return na * nb * nc * nb_exp(-(rad_star_sqr / T(GAUSS_XTAL_WIDTH) * fudge));
+    }
+    bool inside = (double)(rad_star_sqr * fudge) < TOPHAT_RADIUS_SQR;
+    return na * nb * nc * (inside ? T(1) : T(0));
+}
+
+// One pixel, exactly as Kernel::pixel.
+template <typename T>
+__device__ void nb_pixel(const Params& p, const T* __restrict__ cells, const T* __restrict__ sources,
+                         const T* __restrict__ grid, int fpixel, int spixel, bool& interpolate, bool& oor,
+                         double* oor_info, T& value_out, double& omega_out) {
+    const T zero = T(0), one = T(1), half = T(0.5);
+    double omega_sum = 0.0;
+    T i_acc = T(p.i_bg);
+    T polar = p.nopolar ? one : zero;
+    T omega_pixel = zero;
+    T capture_fraction = zero;
+    const int os = p.oversample;
+    const T subpixel = T(p.subpixel);
+    const T pixel = T(p.pixel);
+    T fdet[3], sdet[3], odet[3], pix0[3], beam[3], polar_axis[3];
+    for (int i = 0; i < 3; i++) {
+        fdet[i] = T(p.fdet[i]);
+        sdet[i] = T(p.sdet[i]);
+        odet[i] = T(p.odet[i]);
+        pix0[i] = T(p.pix0[i]);
+        beam[i] = T(p.beam[i]);
+        polar_axis[i] = T(p.polar_axis[i]);
+    }
+    const T distance = T(p.distance);
+    const T close_distance = T(p.close_distance);
+    const T thickstep = T(p.thickstep);
+    const T mu = T(p.mu);
+    const T kahn = T(p.kahn);
+    const T dmin = T(p.dmin);
+    const bool water = p.water_size != 0.0;
+
+    for (int thick_tic = 0; thick_tic < p.thicksteps; thick_tic++) {
+        const T odet_pos = T((double)thick_tic) * thickstep;
+        capture_fraction = p.thick_zero ? one : zero;
+        for (int sub_s = 0; sub_s < os; sub_s++) {
+            for (int sub_f = 0; sub_f < os; sub_f++) {
+                T fdet_pos = subpixel * T((double)((i64)fpixel * os + sub_f)) + subpixel / T(2);
+                T sdet_pos = subpixel * T((double)((i64)spixel * os + sub_s)) + subpixel / T(2);
+                T pos[3];
+                for (int i = 0; i < 3; i++) {
+                    pos[i] = fdet_pos * fdet[i] + sdet_pos * sdet[i] + odet_pos * odet[i] + pix0[i];
+                }
+                if (p.curved) {
+                    T v[3] = {distance * beam[0], distance * beam[1], distance * beam[2]};
+                    T nv[3];
+                    rotate_axis3(v, sdet, pos[1] / distance, nv);
+                    rotate_axis3(nv, fdet, pos[2] / distance, pos);
+                }
+                T diffracted[3];
+                T airpath = unitize3(pos, diffracted);
+                if (omega_pixel == zero || p.os_omega) {
+                    omega_pixel = pixel * pixel / airpath / airpath * close_distance / airpath;
+                    if (p.point_pixel) {
+                        omega_pixel = one / airpath / airpath;
+                    }
+                }
+                omega_sum += (double)omega_pixel;
+                if (capture_fraction == zero || p.os_thick) {
+                    T parallax = dot3(diffracted, odet);
+                    T t = T((double)thick_tic);
+                    capture_fraction = nb_exp(-t * thickstep * mu / parallax) - nb_exp(-(t + one) * thickstep * mu / parallax);
+                }
+                for (int src = 0; src < p.nsources; src++) {
+                    T incident[3] = {sources[4 * src], sources[4 * src + 1], sources[4 * src + 2]};
+                    T lambda = sources[4 * src + 3];
+                    T scattering[3] = {(diffracted[0] - incident[0]) / lambda, (diffracted[1] - incident[1]) / lambda,
+                                       (diffracted[2] - incident[2]) / lambda};
+                    T stol = half * magnitude3(scattering);
+                    if (dmin > zero && stol > zero && dmin > half / stol) {
+                        continue;
+                    }
+                    if (polar == zero || p.os_polar) {
+                        polar = polarization_factor(kahn, incident, diffracted, polar_axis);
+                        unitize3(diffracted, diffracted);
+                    }
+                    for (int c = 0; c < p.ncells; c++) {
+                        const T* cell = cells + 9 * c;
+                        T h = cell[0] * scattering[0] + cell[1] * scattering[1] + cell[2] * scattering[2];
+                        T k = cell[3] * scattering[0] + cell[4] * scattering[1] + cell[5] * scattering[2];
+                        T l = cell[6] * scattering[0] + cell[7] * scattering[1] + cell[8] * scattering[2];
+                        T h0 = nearest_index(h);
+                        T k0 = nearest_index(k);
+                        T l0 = nearest_index(l);
+                        T f_latt = lattice(p, h, k, l, h0, k0, l0);
+                        if (f_latt == zero && !water) {
+                            continue;
+                        }
+                        T f_cell = structure_factor(p, grid, h, k, l, h0, k0, l0, interpolate, oor, oor_info);
+                        i_acc += f_cell * f_cell * f_latt * f_latt;
+                        if (p.os_thick) i_acc *= capture_fraction;
+                        if (p.os_polar) i_acc *= polar;
+                        if (p.os_omega) i_acc *= omega_pixel;
+                    }
+                }
+            }
+        }
+    }
+    T value = T(p.scale) * i_acc / T(p.steps);
+    if (!p.os_thick) value *= capture_fraction;
+    if (!p.os_polar) value *= polar;
+    if (!p.os_omega) value *= omega_pixel;
+    value_out = value;
+    omega_out = omega_sum;
+}
+
+__device__ __forceinline__ bool nb_rendered(const Params& p, const unsigned short* __restrict__ mask, int f, int s) {
+    if ((i64)f < p.roi[0] || (i64)f > p.roi[1] || (i64)s < p.roi[2] || (i64)s > p.roi[3]) return false;
+    if (p.has_mask) return mask[(i64)s * p.fpixels + f] != 0;
+    return true;
+}
+
+// mode 0: first pass, every pixel starts with the plan's interpolation choice;
+//         pixels that fall back atomicMin their index into *first.
+// mode 1: re-render pixels with index > *first in nearest-neighbour mode.
+// mode 2: one thread: re-run pixel *first and write its out-of-range point to info.
+template <typename T>
+__device__ void nb_render(const Params& p, const T* __restrict__ cells, const T* __restrict__ sources,
+                          const T* __restrict__ grid, const unsigned short* __restrict__ mask, float* __restrict__ image,
+                          double* __restrict__ omega, unsigned int* first, double* info, int mode) {
+    const u64 npix = (u64)p.fpixels * (u64)p.spixels;
+    u64 idx = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (mode == 2) {
+        if (idx != 0) return;
+        unsigned int f0 = *first;
+        if (f0 == NB_NONE) return;
+        idx = f0;
+    }
+    if (idx >= npix) return;
+    bool interpolate = p.interpolate != 0;
+    if (mode == 1) {
+        unsigned int f0 = *first;
+        if (f0 == NB_NONE || idx <= (u64)f0) return;
+        interpolate = false;
+    }
+    const int f = (int)(idx % (u64)p.fpixels);
+    const int s = (int)(idx / (u64)p.fpixels);
+    if (!nb_rendered(p, mask, f, s)) {
+        if (mode == 0) {
+            image[idx] = 0.0f;
+            if (p.write_omega) omega[idx] = 0.0;
+        }
+        return;
+    }
+    bool oor = false;
+    double oor_info[6];
+    T value;
+    double om;
+    nb_pixel<T>(p, cells, sources, grid, f, s, interpolate, oor, oor_info, value, om);
+    if (mode == 2) {
+        if (oor) {
+            for (int i = 0; i < 6; i++) info[i] = oor_info[i];
+            info[6] = 1.0;
+        }
+        return;
+    }
+    image[idx] = (float)value;
+    if (p.write_omega) omega[idx] = om;
+    if (mode == 0 && oor) atomicMin(first, (unsigned int)idx);
+}
+
+extern "C" __global__ void nb_render_f32(const Params p, const float* __restrict__ cells,
+                                         const float* __restrict__ sources, const float* __restrict__ grid,
+                                         const unsigned short* __restrict__ mask, float* __restrict__ image,
+                                         double* __restrict__ omega, unsigned int* first, double* info, int mode) {
+    nb_render<float>(p, cells, sources, grid, mask, image, omega, first, info, mode);
+}
+
+extern "C" __global__ void nb_render_f64(const Params p, const double* __restrict__ cells,
+                                         const double* __restrict__ sources, const double* __restrict__ grid,
+                                         const unsigned short* __restrict__ mask, float* __restrict__ image,
+                                         double* __restrict__ omega, unsigned int* first, double* info, int mode) {
+    nb_render<double>(p, cells, sources, grid, mask, image, omega, first, info, mode);
+}
+
+// Per-row sums of the per-pixel solid angles, in raster order (as the CPU
+// driver sums them), so the host can finish the sum in the same order.
+extern "C" __global__ void nb_row_omega(const double* __restrict__ omega, double* __restrict__ rows, int fpixels,
+                                        int spixels) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= spixels) return;
+    double acc = 0.0;
+    const double* row = omega + (i64)r * fpixels;
+    for (int f = 0; f < fpixels; f++) acc += row[f];
+    rows[r] = acc;
+}
+
+// Layout of Params as compiled, checked by the host against its #[repr(C)] copy.
+extern "C" __global__ void nb_params_layout(long long* out) {
+    Params q;
+    const char* base = (const char*)&q;
+    out[0] = (long long)sizeof(Params);
+    out[1] = (long long)((const char*)&q.roi[0] - base);
+    out[2] = (long long)((const char*)&q.fpixels - base);
+    out[3] = (long long)((const char*)&q.write_omega - base);
+}
