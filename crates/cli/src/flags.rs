@@ -557,6 +557,9 @@ pub static FLAGS: &[Flag] = &[
         .aka(&["-source_dist"])
         .dflt("10000"),
     // ----------------------------------------------------------------- crystal
+    Flag::file("-batch", M, Kind::InFile,
+        "render one shot per line of this file, each line three misset angles (deg) about x y z replacing -misset; writes float images <floatfile stem>_NNNNN<ext> (one plan upload on the GPU)",
+        |inv, o| inv.batch_path = Some(o.path(0))),
     Flag::file("-mat", X, Kind::InFile,
         "MOSFLM orientation matrix: reciprocal vectors a*, b*, c* (times the wavelength) as columns of three lines",
         |inv, o| inv.mat_path = Some(o.path(0))),

@@ -1,5 +1,6 @@
 //! `nanobragg`: the nanoBragg command line, reimplemented.
 
+mod batch;
 mod flags;
 mod parse;
 mod report;

@@ -200,6 +200,8 @@ pub struct Invocation {
     pub mat_path: Option<PathBuf>,
     /// `-sourcefile` (already read into `config.beam.sources`).
     pub source_path: Option<PathBuf>,
+    /// `-batch`: file of misset angles, one shot per line.
+    pub batch_path: Option<PathBuf>,
     /// `-img` file whose header was applied (the last `-img` given).
     pub img_path: Option<PathBuf>,
     /// Width and height of the `-img` image (its pixels are not used).
@@ -238,6 +240,7 @@ impl Default for Invocation {
             hkl_path: None,
             mat_path: None,
             source_path: None,
+            batch_path: None,
             img_path: None,
             img_size: None,
             header_values: Vec::new(),

@@ -7,7 +7,7 @@
 //! leaves none of its outputs behind (the Fdump file, a cache of the structure
 //! factors that nanoBragg.c writes before rendering, is the one exception).
 
-use crate::parse::{Dtype, Invocation, Outputs};
+use crate::parse::{Device, Dtype, Invocation, Outputs};
 use crate::report;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
@@ -259,15 +259,31 @@ fn with_progress<T: Send>(
     })
 }
 
-/// Renders the float image, with a progress spinner when `show` (see [`with_progress`]).
-fn render_with_progress(plan: &Plan, inv: &Invocation, show: bool) -> RenderOutput {
+/// Renders the float image on the chosen device, with a progress spinner when
+/// `show` (see [`with_progress`]). `-device auto` uses a GPU when one can be used.
+fn render_with_progress(plan: &Plan, inv: &Invocation, show: bool) -> Result<RenderOutput> {
     let opts = RenderOptions { threads: inv.threads };
     let d = &plan.detector;
     let what =
         format!("rendering {} x {} pixels, {} samples each", d.fpixels, d.spixels, plan.steps);
-    with_progress(show, PROGRESS_DELAY, &what, || match inv.dtype {
-        Dtype::Float64 => cpu::render(plan, opts),
-        Dtype::Float32 => cpu::render_as::<f32>(plan, opts),
+    let gpu = match inv.device {
+        Device::Cpu => false,
+        Device::Cuda => true,
+        Device::Auto => nanobragg_cuda::device_info().is_ok(),
+    };
+    let gpu_dtype = match inv.dtype {
+        Dtype::Float64 => nanobragg_cuda::Dtype::F64,
+        Dtype::Float32 => nanobragg_cuda::Dtype::F32,
+    };
+    with_progress(show, PROGRESS_DELAY, &what, || {
+        if gpu {
+            return nanobragg_cuda::render(plan, gpu_dtype)
+                .map_err(|e| anyhow!("-device cuda: {e}"));
+        }
+        Ok(match inv.dtype {
+            Dtype::Float64 => cpu::render(plan, opts),
+            Dtype::Float32 => cpu::render_as::<f32>(plan, opts),
+        })
     })
 }
 
@@ -356,6 +372,9 @@ pub fn run(inv: Invocation) -> Result<()> {
         None => -clock,
     };
     let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
+    if let Some(batch) = &inv.batch_path {
+        return crate::batch::run_batch(&inv, batch, SetupSeeds { misset_idum });
+    }
     if let (Some(path), Some((w, h))) = (&inv.img_path, inv.img_size) {
         let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
         if (w, h) != (fp, sp) {
@@ -430,7 +449,7 @@ pub fn run(inv: Invocation) -> Result<()> {
     out.flush()?;
 
     let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
-    let rendered = render_with_progress(&plan, &inv, show_progress);
+    let rendered = render_with_progress(&plan, &inv, show_progress)?;
     if inv.printout {
         print_traces(&mut out, &plan, &inv, &rendered)?;
     } else if let Some((hkl, hkl0)) = rendered.interpolation_fallback {

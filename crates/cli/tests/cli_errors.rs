@@ -211,3 +211,22 @@ fn unknown_flags_name_the_closest_new_flag() {
     fails("unknown-new2", &["-noprogres"], &["did you mean -noprogress?"]);
     fails("unknown-new3", &["-dtyp", "float32"], &["did you mean -dtype?"]);
 }
+
+/// Without the `cuda` feature, `-device cuda` is a clear error (never a panic)
+/// and `-device auto` falls back to the CPU.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn device_cuda_without_support() {
+    let base = ["-default_F", "100", "-cell", "100", "100", "100", "90", "90", "90", "-N", "2"];
+    let small = ["-detpixels", "16", "-nonoise", "-nopgm", "-floatfile", "f.bin"];
+    let mut args: Vec<&str> = base.iter().chain(small.iter()).copied().collect();
+    args.extend(["-device", "cuda"]);
+    fails("device-cuda", &args, &["-device cuda", "CUDA support"]);
+    let dir = scratch("device-auto");
+    let n = args.len();
+    args[n - 1] = "auto";
+    let out = run_in(&dir, &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::metadata(dir.join("f.bin")).unwrap().len(), 16 * 16 * 4);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -172,9 +172,7 @@ pub trait Num:
 }
 
 /// A scalar real number type (one lane, `bool` masks).
-pub trait Real:
-    Num<Scalar = Self, Mask = bool> + PartialEq + PartialOrd + 'static
-{
+pub trait Real: Num<Scalar = Self, Mask = bool> + PartialEq + PartialOrd + 'static {
     /// Significand bits of the value part (53 for f64, 24 for f32); the fast
     /// functions pick their polynomial degree from it.
     const MANTISSA_DIGITS: u32 = 53;

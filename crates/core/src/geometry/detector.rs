@@ -376,7 +376,7 @@ impl Detector {
                     what: "-mask",
                     msg: format!(
                         "the mask has {} pixels but the detector has {fpixels} x {spixels} \
-                         (-mask sets the detector size; a later -detpixels, -detsize or -pixel changed it)",
+                         (the mask header sets the detector size; -img or -detpixels changed it)",
                         mask.len()
                     ),
                 });

@@ -155,7 +155,10 @@ mod tests {
             let x = -0.5 + i as f64 / 20_000.0;
             let s = (std::f64::consts::PI * x).sin();
             worst64 = worst64.max(rel(sinpi_small(x), s));
-            worst32 = worst32.max(rel(sinpi_small(x as f32) as f64, (x as f32 as f64 * std::f64::consts::PI).sin()));
+            worst32 = worst32.max(rel(
+                sinpi_small(x as f32) as f64,
+                (x as f32 as f64 * std::f64::consts::PI).sin(),
+            ));
             // the reference cos(pi x) is only accurate to ~1e-16 absolute
             let c = (std::f64::consts::PI * x).cos();
             worst64 = worst64.max((cospi_small(x) - c).abs());
@@ -163,7 +166,9 @@ mod tests {
         assert!(worst64 < 1e-15, "{worst64}");
         assert!(worst32 < 3e-7, "{worst32}");
         // reduction: sin(pi (n + f)) = (-1)^n sin(pi f)
-        for &(x, want) in &[(2.25f64, 0.5f64.sqrt()), (-3.5, 1.0), (7.0, 0.0), (101.75, -(0.5f64.sqrt()))] {
+        for &(x, want) in
+            &[(2.25f64, 0.5f64.sqrt()), (-3.5, 1.0), (7.0, 0.0), (101.75, -(0.5f64.sqrt()))]
+        {
             assert!((sinpi(x) - want).abs() < 1e-15, "{x}: {}", sinpi(x));
         }
         assert!((cospi(3.0f64) + 1.0).abs() < 1e-16);

@@ -231,6 +231,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         }
     }
 
+    /// Whether every pixel is one sample of one source: one sensor layer,
+    /// oversample 1, one source (see [`Kernel::lanes_with`]).
+    pub fn single_sample(&self) -> bool {
+        self.thicksteps == 1 && self.oversample == 1 && self.sources.len() == 1
+    }
+
     /// Pixels along the fast axis.
     pub fn fpixels(&self) -> usize {
         self.fpixels
@@ -272,6 +278,19 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     /// driver for how pixels after the first fallback are re-rendered).
     #[inline(always)]
     pub fn lanes(&self, f0: usize, spixel: usize, interp: &mut u32) -> LaneResult<V> {
+        self.lanes_with::<false>(f0, spixel, interp)
+    }
+
+    /// [`Kernel::lanes`]; with `SINGLE` the caller guarantees one sensor
+    /// layer, one sub-pixel and one source ([`Kernel::single_sample`]), so
+    /// those loops are known to run once.
+    #[inline(always)]
+    pub fn lanes_with<const SINGLE: bool>(
+        &self,
+        f0: usize,
+        spixel: usize,
+        interp: &mut u32,
+    ) -> LaneResult<V> {
         let plan = self.plan;
         let fast = M::FAST;
         let s = V::splat;
@@ -285,12 +304,14 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         let mut polar = if plan.nopolar { one } else { zero };
         let mut omega_pixel = zero;
         let mut capture_fraction = zero;
-        let os = self.oversample;
+        let os = if SINGLE { 1 } else { self.oversample };
+        let thicksteps = if SINGLE { 1 } else { self.thicksteps };
+        let sources = if SINGLE { &self.sources[..1] } else { &self.sources[..] };
         let lane_offset = V::from_fn(|i| V::Scalar::c((i * os) as f64));
         let oversample_omega = V::Mask::splat(plan.oversample_omega);
         let oversample_thick = V::Mask::splat(plan.oversample_thick);
         let oversample_polar = V::Mask::splat(plan.oversample_polar);
-        for thick_tic in 0..self.thicksteps {
+        for thick_tic in 0..thicksteps {
             let odet_pos = V::c(thick_tic as f64) * s(self.thickstep);
             capture_fraction = if self.thick_zero { one } else { zero };
             for sub_s in 0..os {
@@ -351,7 +372,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         } else if plan.detector.point_pixel {
                             one / airpath / airpath
                         } else {
-                            s(self.pixel) * s(self.pixel) / airpath / airpath * s(self.close_distance)
+                            s(self.pixel) * s(self.pixel) / airpath / airpath
+                                * s(self.close_distance)
                                 / airpath
                         };
                         omega_pixel = V::select(recompute, omega, omega_pixel);
@@ -363,13 +385,15 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         let t = V::c(thick_tic as f64);
                         let e = |x: V| if fast { fast::exp(x) } else { x.exp() };
                         let (step, mu) = (s(self.thickstep), s(self.mu));
-                        let fraction = e(-t * step * mu / parallax) - e(-(t + one) * step * mu / parallax);
+                        let fraction =
+                            e(-t * step * mu / parallax) - e(-(t + one) * step * mu / parallax);
                         capture_fraction = V::select(recompute, fraction, capture_fraction);
                     }
-                    for src in &self.sources {
+                    for src in sources {
                         let scattering: V3<V> = if fast {
                             std::array::from_fn(|i| {
-                                diffracted[i].mul_add(s(src.inv_lambda), -s(src.incident_over_lambda[i]))
+                                diffracted[i]
+                                    .mul_add(s(src.inv_lambda), -s(src.incident_over_lambda[i]))
                             })
                         } else {
                             std::array::from_fn(|i| {
@@ -388,7 +412,11 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         let recompute = active & (polar.cmp_eq(zero) | oversample_polar);
                         if recompute.any() {
                             if fast {
-                                polar = V::select(recompute, src.polarization.factor(diffracted), polar);
+                                polar = V::select(
+                                    recompute,
+                                    src.polarization.factor(diffracted),
+                                    polar,
+                                );
                             } else {
                                 let p = polarization_factor(
                                     s(self.kahn),
@@ -399,8 +427,9 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                 polar = V::select(recompute, p, polar);
                                 // nanoBragg.c's polarization_factor unitizes in place
                                 let u = unitize(diffracted).0;
-                                diffracted =
-                                    std::array::from_fn(|i| V::select(recompute, u[i], diffracted[i]));
+                                diffracted = std::array::from_fn(|i| {
+                                    V::select(recompute, u[i], diffracted[i])
+                                });
                             }
                         }
                         for cell in &self.cells {
@@ -426,8 +455,13 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                     continue;
                                 }
                             }
-                            let f_cell =
-                                self.structure_factor([h, k, l], hkl0, hit, interp, &mut out_of_range);
+                            let f_cell = self.structure_factor(
+                                [h, k, l],
+                                hkl0,
+                                hit,
+                                interp,
+                                &mut out_of_range,
+                            );
                             let mut i_new = i_acc + f_cell * f_cell * f_latt * f_latt;
                             if plan.oversample_thick {
                                 i_new *= capture_fraction;

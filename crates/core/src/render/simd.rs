@@ -292,11 +292,15 @@ pub(crate) mod avx2 {
         }
         #[inline(always)]
         fn floor(self) -> Self {
-            unsafe { F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+            unsafe {
+                F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0))
+            }
         }
         #[inline(always)]
         fn ceil(self) -> Self {
-            unsafe { F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+            unsafe {
+                F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0))
+            }
         }
         #[inline(always)]
         fn round(self) -> Self {
@@ -340,7 +344,8 @@ pub(crate) mod avx2 {
         fn negate_if_odd(self, k: Self) -> Self {
             // k + 1.5 * 2^52 holds k in its low mantissa bits: bit 0 is the parity
             unsafe {
-                let bits = _mm256_castpd_si256(_mm256_add_pd(k.0, _mm256_set1_pd(6755399441055744.0)));
+                let bits =
+                    _mm256_castpd_si256(_mm256_add_pd(k.0, _mm256_set1_pd(6755399441055744.0)));
                 let sign = _mm256_slli_epi64::<63>(bits);
                 F64x4(_mm256_xor_pd(self.0, _mm256_castsi256_pd(sign)))
             }
@@ -348,7 +353,8 @@ pub(crate) mod avx2 {
         #[inline(always)]
         fn mul_pow2(self, n: Self) -> Self {
             unsafe {
-                let bits = _mm256_castpd_si256(_mm256_add_pd(n.0, _mm256_set1_pd(6755399441055744.0)));
+                let bits =
+                    _mm256_castpd_si256(_mm256_add_pd(n.0, _mm256_set1_pd(6755399441055744.0)));
                 // bits = 0x4338000000000000 + n
                 let e = _mm256_add_epi64(bits, _mm256_set1_epi64x(1023 - 0x4338000000000000));
                 F64x4(_mm256_mul_pd(self.0, _mm256_castsi256_pd(_mm256_slli_epi64::<52>(e))))
@@ -394,11 +400,15 @@ pub(crate) mod avx2 {
         }
         #[inline(always)]
         fn floor(self) -> Self {
-            unsafe { F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+            unsafe {
+                F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0))
+            }
         }
         #[inline(always)]
         fn ceil(self) -> Self {
-            unsafe { F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0)) }
+            unsafe {
+                F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0))
+            }
         }
         #[inline(always)]
         fn round(self) -> Self {
@@ -547,7 +557,9 @@ pub(crate) mod avx512 {
         }
         #[inline(always)]
         fn xor_bits(self, bits: __m512i) -> Self {
-            unsafe { F64x8(_mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(self.0), bits))) }
+            unsafe {
+                F64x8(_mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(self.0), bits)))
+            }
         }
     }
 
@@ -563,7 +575,9 @@ pub(crate) mod avx512 {
         }
         #[inline(always)]
         fn xor_bits(self, bits: __m512i) -> Self {
-            unsafe { F32x16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(self.0), bits))) }
+            unsafe {
+                F32x16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(self.0), bits)))
+            }
         }
     }
 
@@ -665,7 +679,8 @@ pub(crate) mod avx512 {
         #[inline(always)]
         fn negate_if_odd(self, k: Self) -> Self {
             unsafe {
-                let bits = _mm512_castpd_si512(_mm512_add_pd(k.0, _mm512_set1_pd(6755399441055744.0)));
+                let bits =
+                    _mm512_castpd_si512(_mm512_add_pd(k.0, _mm512_set1_pd(6755399441055744.0)));
                 self.xor_bits(_mm512_slli_epi64::<63>(bits))
             }
         }
