@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod crystal;
+pub mod diff;
 pub mod error;
 pub mod geometry;
 pub mod noise;

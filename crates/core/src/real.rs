@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(X2::<f64>::LANES, 2);
         assert_eq!(x.abs().lane(1), 2.5);
         assert_eq!(x.cmp_lt(X2(0.0, 0.0)).bits(), 0b10);
-        assert_eq!(X2::<bool>::from_bits(0b10).1, true);
+        assert!(X2::<bool>::from_bits(0b10).1);
         let y = X2::<f64>::from_fn(|i| i as f64);
         assert_eq!((y.0, y.1), (0.0, 1.0));
     }

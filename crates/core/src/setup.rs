@@ -6,13 +6,14 @@
 
 use crate::config::{CrystalShape, SfSource, SimConfig};
 use crate::crystal::cell::Cell;
+use crate::diff::DiffReal;
 use crate::error::{Error, Result, Warning};
 use crate::geometry::Detector;
 use crate::rng::Ran1;
 use crate::sf::HklGrid;
 use crate::source::Sources;
 use crate::units::{AVOGADRO, RTD, R_E_SQR, WATER_F, WATER_MW};
-use crate::vec3::{rotate_axis, rotate_umat};
+use crate::vec3::{lift, rotate_axis, rotate_umat, V3};
 
 /// How structure factors are looked up between grid points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +237,37 @@ fn check_finite(what: &'static str, x: f64) -> Result<()> {
     } else {
         Err(Error::Invalid { what, msg: format!("value {x} is not finite") })
     }
+}
+
+/// Real-space a, b, c for each phi step × mosaic domain (phi outer), nine
+/// values per entry: the cell rotated about the spindle by
+/// `phi0 + phistep · i`, then by each domain's matrix (when `mosaic`). A
+/// rotation by a constant zero angle is skipped, as nanoBragg.c does.
+pub fn rotated_cells<R: DiffReal>(
+    abc: [V3<R>; 3],
+    spindle: [f64; 3],
+    phi0: R,
+    phistep: R,
+    phisteps: usize,
+    umats: &[[R; 9]],
+    mosaic: bool,
+) -> Vec<[R; 9]> {
+    let spindle: V3<R> = lift(spindle);
+    let mut cells = Vec::with_capacity(phisteps * umats.len());
+    for phi_tic in 0..phisteps {
+        let phi = phi0 + phistep * R::c(phi_tic as f64);
+        let [ap, bp, cp] =
+            if !phi.is_const_zero() { abc.map(|v| rotate_axis(v, spindle, phi)) } else { abc };
+        for u in umats {
+            let (a, b, c) = if mosaic {
+                (rotate_umat(ap, u), rotate_umat(bp, u), rotate_umat(cp, u))
+            } else {
+                (ap, bp, cp)
+            };
+            cells.push([a[0], a[1], a[2], b[0], b[1], b[2], c[0], c[1], c[2]]);
+        }
+    }
+    cells
 }
 
 impl Plan {
@@ -472,27 +504,15 @@ impl Plan {
         };
 
         // rotated cells per phi step x mosaic domain
-        let mut cells_m = Vec::with_capacity(phisteps as usize * mosaic_umats.len());
-        for phi_tic in 0..phisteps {
-            let phi = phi0 + phistep * phi_tic as f64;
-            let (ap, bp, cp) = if phi != 0.0 {
-                (
-                    rotate_axis(cell.a_m, detector.spindle, phi),
-                    rotate_axis(cell.b_m, detector.spindle, phi),
-                    rotate_axis(cell.c_m, detector.spindle, phi),
-                )
-            } else {
-                (cell.a_m, cell.b_m, cell.c_m)
-            };
-            for u in &mosaic_umats {
-                let (a, b, c) = if mosaic_spread > 0.0 {
-                    (rotate_umat(ap, u), rotate_umat(bp, u), rotate_umat(cp, u))
-                } else {
-                    (ap, bp, cp)
-                };
-                cells_m.push([a[0], a[1], a[2], b[0], b[1], b[2], c[0], c[1], c[2]]);
-            }
-        }
+        let cells_m = rotated_cells(
+            [cell.a_m, cell.b_m, cell.c_m],
+            detector.spindle,
+            phi0,
+            phistep,
+            phisteps as usize,
+            &mosaic_umats,
+            mosaic_spread > 0.0,
+        );
 
         let steps = sources.list.len()
             * mosaic_umats.len()

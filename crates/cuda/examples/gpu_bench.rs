@@ -1,8 +1,11 @@
 //! GPU benchmark of nanobragg-cuda.
 //!
 //! ```text
-//! cargo run --release -p nanobragg-cuda --features cuda --example gpu_bench -- [--json OUT.json] [--quick] [--probe] [--no-cpu]
+//! cargo run --release -p nanobragg-cuda --features cuda --example gpu_bench -- [--json OUT.json] [--quick] [--probe] [--no-cpu] [--only latency,batch,exafel] [--dtype f32|f64]
 //! ```
+//!
+//! `--only` runs the named sections, `--dtype` one precision (both by
+//! default); `NANOBRAGG_CUDA_MINBLOCKS` (see gpu.rs) tunes the launch bounds.
 //!
 //! Bench case: `-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5
 //! -distance 100 -detpixels N`.
@@ -82,6 +85,17 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     let no_cpu = args.iter().any(|a| a == "--no-cpu");
     let json = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1).cloned());
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1).cloned());
+    let run = |section: &str| only.as_deref().is_none_or(|o| o.split(',').any(|s| s == section));
+    let dtypes: Vec<Dtype> =
+        match args.iter().position(|a| a == "--dtype").and_then(|i| args.get(i + 1)) {
+            Some(d) if d == "f32" => vec![Dtype::F32],
+            Some(d) if d == "f64" => vec![Dtype::F64],
+            _ => vec![Dtype::F32, Dtype::F64],
+        };
+    if let Ok(v) = std::env::var("NANOBRAGG_CUDA_MINBLOCKS") {
+        println!("NANOBRAGG_CUDA_MINBLOCKS={v}");
+    }
 
     let info = match device_info() {
         Ok(i) => i,
@@ -105,7 +119,7 @@ fn main() {
         };
 
     // start-up: context, NVRTC compile, module load (first renderer of each precision)
-    for dtype in [Dtype::F32, Dtype::F64] {
+    for &dtype in &dtypes {
         let p = plan(&bench_config(64));
         let (r, t) = time(|| GpuRenderer::new(&p, dtype));
         if let Err(e) = r {
@@ -118,10 +132,14 @@ fn main() {
         return;
     }
 
-    let sizes: &[usize] = if quick { &[1024] } else { &[1024, 2048, 4096] };
+    let sizes: &[usize] = match (run("latency"), quick) {
+        (false, _) => &[],
+        (true, true) => &[1024],
+        (true, false) => &[1024, 2048, 4096],
+    };
     for &n in sizes {
         let p = plan(&bench_config(n as i64));
-        for dtype in [Dtype::F32, Dtype::F64] {
+        for &dtype in &dtypes {
             let (r, t_new) = time(|| GpuRenderer::new(&p, dtype));
             let mut r = r.expect("renderer");
             push("renderer setup (warm)", dtype.name(), n, t_new * 1e3, "ms");
@@ -160,7 +178,7 @@ fn main() {
     let n = if quick { 1024 } else { 4096 };
     let p = plan(&bench_config(n as i64));
     let shots = random_shots(&p, 100, 1);
-    for dtype in [Dtype::F32, Dtype::F64] {
+    for &dtype in dtypes.iter().filter(|_| run("batch")) {
         let mut r = GpuRenderer::new(&p, dtype).expect("renderer");
         r.render_batch_with(&shots[..2], |_, _| {}).expect("warm-up");
         let mut check = 0.0f64;
@@ -187,7 +205,7 @@ fn main() {
         pe.cells_m.len(),
         pe.steps
     );
-    for dtype in [Dtype::F32, Dtype::F64] {
+    for &dtype in dtypes.iter().filter(|_| run("exafel")) {
         let count = match (dtype, quick) {
             (_, true) => 2,
             (Dtype::F32, false) => 10,
@@ -199,7 +217,7 @@ fn main() {
         let (_, t) = time(|| r.render_batch_with(&shots, |_, _| {}).expect("batch"));
         push("ExaFEL-style batch", dtype.name(), n, count as f64 / t, "img/s");
     }
-    if !no_cpu {
+    if !no_cpu && run("exafel") {
         // CPU: a band of rows, extrapolated to the whole image
         let band = 16usize;
         let mut c = exafel_config(n as i64);

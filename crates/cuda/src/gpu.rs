@@ -1,6 +1,6 @@
 //! The CUDA implementation (feature `cuda`).
 
-use crate::params::{base_params, pack, Params};
+use crate::params::{base_params, pack, source_values, Params, Variant};
 use crate::{check_plan, CudaError, DeviceInfo, Dtype, Shot, KERNEL_SOURCE};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError,
@@ -178,14 +178,45 @@ pub fn device_info() -> Result<DeviceInfo, CudaError> {
     })
 }
 
-/// PTX for one precision and architecture, compiled once per process.
-fn ptx(dtype: Dtype, cc: (i32, i32)) -> Result<String, CudaError> {
-    type PtxCache = Mutex<HashMap<(Dtype, (i32, i32)), String>>;
+/// `NANOBRAGG_CUDA_MINBLOCKS` for one kernel ("f32", "fast", "f64" or
+/// "simple"): "N" (all kernels) or e.g. "fast=8,simple=6".
+fn min_blocks_override(kernel: &str) -> Option<u32> {
+    let v = std::env::var("NANOBRAGG_CUDA_MINBLOCKS").ok()?;
+    v.split(',')
+        .find_map(|part| match part.split_once('=') {
+            Some((k, n)) if k.trim() == kernel => n.trim().parse().ok(),
+            Some(_) => None,
+            None => part.trim().parse().ok(),
+        })
+        .filter(|&n: &u32| (1..=16).contains(&n))
+}
+
+/// PTX for one kernel variant and architecture, compiled once per process.
+fn ptx(variant: Variant, cc: (i32, i32)) -> Result<String, CudaError> {
+    type PtxCache = Mutex<HashMap<(Variant, (i32, i32)), String>>;
     static CACHE: OnceLock<PtxCache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(p) = map.get(&(dtype, cc)) {
+    if let Some(p) = map.get(&(variant, cc)) {
         return Ok(p.clone());
+    }
+    let dtype = variant.dtype;
+    let upper = dtype.name().to_uppercase();
+    let mut options =
+        vec![format!("--gpu-architecture=compute_{}{}", cc.0, cc.1), format!("-DNB_ONLY_{upper}")];
+    if dtype == Dtype::F32 {
+        options.push(format!("-DNB_FAST_DEG={}", variant.deg));
+        options.push(format!("-DNB_FAST_EVEN={}", i32::from(variant.even)));
+        options.push(format!("-DNB_FAST_GRID={}", i32::from(variant.grid)));
+    }
+    // Tuning: minimum resident blocks per SM (caps the registers), e.g.
+    // NANOBRAGG_CUDA_MINBLOCKS=8 (every kernel) or "fast=8,simple=6" (kernels
+    // f32, fast, f64, simple).
+    let kernels: &[&str] = if dtype == Dtype::F32 { &["f32", "fast"] } else { &["f64", "simple"] };
+    for &k in kernels {
+        if let Some(v) = min_blocks_override(k) {
+            options.push(format!("-DNB_MINB_{}={v}", k.to_uppercase()));
+        }
     }
     let opts = CompileOptions {
         // f64 keeps every product and sum separately rounded, as the CPU kernel;
@@ -194,7 +225,7 @@ fn ptx(dtype: Dtype, cc: (i32, i32)) -> Result<String, CudaError> {
         ftz: Some(false),
         prec_div: Some(true),
         prec_sqrt: Some(true),
-        options: vec![format!("--gpu-architecture=compute_{}{}", cc.0, cc.1)],
+        options,
         name: Some("nanobragg_kernel.cu".into()),
         ..Default::default()
     };
@@ -205,32 +236,32 @@ fn ptx(dtype: Dtype, cc: (i32, i32)) -> Result<String, CudaError> {
         other => CudaError::Compile(other.to_string()),
     })?;
     let src = ptx.to_src();
-    map.insert((dtype, cc), src.clone());
+    map.insert((variant, cc), src.clone());
     Ok(src)
 }
 
-/// The loaded module for one precision on the context's device, loaded once
-/// per process (loading JIT-compiles the PTX, ~0.1 s) and checked against the
+/// The loaded module for one kernel variant on the context's device, loaded
+/// once per process (loading JIT-compiles the PTX) and checked against the
 /// host's parameter layout.
-fn module(ctx: &Arc<CudaContext>, dtype: Dtype) -> Result<Arc<CudaModule>, CudaError> {
-    type ModuleCache = Mutex<HashMap<(usize, Dtype), Arc<CudaModule>>>;
+fn module(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Arc<CudaModule>, CudaError> {
+    type ModuleCache = Mutex<HashMap<(usize, Variant), Arc<CudaModule>>>;
     static MODULES: OnceLock<ModuleCache> = OnceLock::new();
     let cache = MODULES.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(m) = map.get(&(ctx.ordinal(), dtype)) {
+    if let Some(m) = map.get(&(ctx.ordinal(), variant)) {
         return Ok(m.clone());
     }
     let cc = ctx.compute_capability().map_err(drv)?;
-    let module = ctx.load_module(Ptx::from_src(ptx(dtype, cc)?)).map_err(drv)?;
+    let module = ctx.load_module(Ptx::from_src(ptx(variant, cc)?)).map_err(drv)?;
 
     // Check the parameter block layout against the compiled struct.
     let stream = ctx.default_stream();
     let layout_fn = module.load_function("nb_params_layout").map_err(drv)?;
-    let mut layout = stream.alloc_zeros::<i64>(4).map_err(drv)?;
+    let mut layout = stream.alloc_zeros::<i64>(5).map_err(drv)?;
     {
         let mut b = stream.launch_builder(&layout_fn);
         b.arg(&mut layout);
-        // SAFETY: the kernel writes four i64 into `layout`.
+        // SAFETY: the kernel writes five i64 into `layout`.
         unsafe {
             b.launch(LaunchConfig {
                 grid_dim: (1, 1, 1),
@@ -246,13 +277,14 @@ fn module(ctx: &Arc<CudaContext>, dtype: Dtype) -> Result<Arc<CudaModule>, CudaE
         std::mem::offset_of!(Params, roi) as i64,
         std::mem::offset_of!(Params, fpixels) as i64,
         std::mem::offset_of!(Params, write_omega) as i64,
+        std::mem::offset_of!(Params, grid_lookup) as i64,
     ];
     if got != want {
         return Err(CudaError::Driver(format!(
             "kernel parameter layout mismatch: device {got:?}, host {want:?}"
         )));
     }
-    map.insert((ctx.ordinal(), dtype), module.clone());
+    map.insert((ctx.ordinal(), variant), module.clone());
     Ok(module)
 }
 
@@ -324,6 +356,10 @@ struct Slot {
 pub struct GpuRenderer {
     ctx: Arc<CudaContext>,
     func: CudaFunction,
+    /// Plans without -oversample_* flags or tricubic interpolation: the
+    /// specialised first-pass kernel (f32: grouped sources; f64: the C loop
+    /// for a square crystal).
+    fast: Option<CudaFunction>,
     row_omega: CudaFunction,
     dtype: Dtype,
     name: String,
@@ -362,7 +398,18 @@ impl GpuRenderer {
     fn new_inner(plan: &Plan, dtype: Dtype) -> Result<GpuRenderer, CudaError> {
         let ctx = context()?;
         let name = ctx.name().map_err(drv)?;
-        let module = module(&ctx, dtype)?;
+        let base = base_params(plan);
+        let module = module(&ctx, Variant::new(&base, dtype))?;
+        let fast = match dtype {
+            _ if base.fast == 0 || base.interpolate != 0 => None,
+            Dtype::F32 => Some("nb_render_fast_f32"),
+            Dtype::F64 if base.shape == 0 => Some("nb_render_simple_f64"),
+            Dtype::F64 => None,
+        };
+        let fast = match fast {
+            Some(name) => Some(module.load_function(name).map_err(drv)?),
+            None => None,
+        };
         let func = module
             .load_function(if dtype == Dtype::F32 { "nb_render_f32" } else { "nb_render_f64" })
             .map_err(drv)?;
@@ -371,10 +418,7 @@ impl GpuRenderer {
 
         let d = &plan.detector;
         let npix = d.fpixels * d.spixels;
-        let sources = pack(
-            plan.sources.list.iter().flat_map(|s| [-s.dir[0], -s.dir[1], -s.dir[2], s.lambda_m]),
-            dtype,
-        );
+        let sources = pack(source_values(plan).into_iter(), dtype);
         let sources = stream.clone_htod(&sources).map_err(drv)?;
         let grid = match &plan.grid {
             Some(g) if !g.data.is_empty() => pack(g.data.iter().copied(), dtype),
@@ -405,10 +449,11 @@ impl GpuRenderer {
         Ok(GpuRenderer {
             ctx,
             func,
+            fast,
             row_omega,
             dtype,
             name,
-            base: base_params(plan),
+            base,
             npix,
             ncells,
             interpolate: plan.interpolation == Interpolation::Tricubic,
@@ -458,7 +503,7 @@ impl GpuRenderer {
         }
         let npix = self.npix;
         let interpolate = self.interpolate;
-        let Self { func, row_omega, sources, grid, mask, omega, rows, slots, .. } = self;
+        let Self { func, fast, row_omega, sources, grid, mask, omega, rows, slots, .. } = self;
         let slot = &mut slots[k];
         let stream = slot.stream.clone();
         stream.memcpy_htod(&cells, &mut slot.cells).map_err(drv)?;
@@ -476,7 +521,11 @@ impl GpuRenderer {
             }
         }
         for (mode, threads) in modes {
-            let mut b = stream.launch_builder(func);
+            let kernel = match (&*fast, mode) {
+                (Some(f), MODE_FIRST) => f,
+                _ => &*func,
+            };
+            let mut b = stream.launch_builder(kernel);
             b.arg(&p);
             b.arg(&slot.cells);
             b.arg(&*sources);
@@ -493,7 +542,7 @@ impl GpuRenderer {
             b.arg(&mut slot.info);
             b.arg(&mode);
             // SAFETY: argument types and buffer sizes match nb_render_*: cells hold
-            // ncells*9 scalars, sources nsources*4, grid the padded hkl grid (or one
+            // ncells*9 scalars, sources nsources*6, grid the padded hkl grid (or one
             // value when has_grid is 0), mask npix (or one value when has_mask is 0),
             // image npix, omega npix when write_omega, first 1, info 7.
             unsafe { b.launch(launch_cfg(threads)) }.map_err(drv)?;

@@ -1,11 +1,14 @@
 // nanobragg CUDA kernel: the per-pixel physics of nanobragg-core's
 // render/kernel.rs (itself the pixel loop of nanoBragg.c), templated on the
-// scalar type. Compiled at run time with NVRTC; the host defines nothing, the
-// two instantiations nb_render_f32 / nb_render_f64 are both exported.
+// scalar type. Compiled at run time with NVRTC, one module per precision
+// (-DNB_ONLY_F32 / -DNB_ONLY_F64; the f32 module also names its fast-path
+// variant, -DNB_FAST_DEG/_EVEN/_GRID). Kernels: nb_render_f32 / nb_render_f64
+// (every plan), nb_render_fast_f32 (grouped sources, see nb_fast_subpixel) and
+// nb_render_simple_f64 (the C loop specialised for common plans).
 //
-// Every expression is written in the order of the Rust kernel so that the f64
-// instance (compiled with --fmad=false) reproduces the CPU result to rounding
-// of the transcendental functions.
+// Every expression of the general and simple paths is written in the order of
+// the Rust kernel so that the f64 instances (compiled with --fmad=false)
+// reproduce the CPU result to rounding of the transcendental functions.
 
 typedef unsigned long long u64;
 typedef long long i64;
@@ -60,7 +63,44 @@ struct Params {
     int h_min, h_max, k_min, k_max, l_min, l_max;
     int write_omega;
     int pad_;
+    // f32 grouped-source path (see nb_fast_subpixel)
+    float lat_coef[18];   // per axis a, b, c: P(y), 6 ascending coefficients
+    float lat_even[3];    // per axis: 1 when N is even (U^2 = (1 - y) P(y)^2), else 0
+    float fast_dmin;      // dmin, kahn, N, default_F^2 in single precision
+    float fast_kahn;
+    float fast_n[3];
+    float fast_f2;
+    int fast;             // no -oversample_omega/_polar/_thick: sources x cells may be reordered
+    int lat_deg;          // square crystal, whole N <= 12: degree of P (1..5); -1: lattice()
+    int lat_any_even;
+    int grid_lookup;      // has_grid && hkls_pos: nearest-neighbour structure factors
 };
+
+// Sources buffer layout (scalar type T), nsources = n:
+//   [0, 4n)   per source: -dir (incident), lambda      (C order, used by the exact path)
+//   [4n, 5n)  1/lambda, sorted ascending within each run of equal directions
+//   [5n, 6n)  at the first source of each such run: its length
+#define NB_SRC_INV(n) (4 * (n))
+#define NB_SRC_RUN(n) (5 * (n))
+
+// Launch bounds (blocks of 128 threads): the minimum number of resident blocks
+// per SM caps the registers (65536 / (128 * N)); the host may override them
+// (-D, from NANOBRAGG_CUDA_MINBLOCKS). Chosen on an H100 (docs/gpu.md):
+// general f32 uncapped (156 registers, as before); fast f32 uncapped (87);
+// f64 kernels trade spills in the set-up code for occupancy, which the
+// double-precision sin/division chains need.
+#ifndef NB_MINB_F32
+#define NB_MINB_F32 1
+#endif
+#ifndef NB_MINB_FAST
+#define NB_MINB_FAST 1
+#endif
+#ifndef NB_MINB_SIMPLE
+#define NB_MINB_SIMPLE 8
+#endif
+#ifndef NB_MINB_F64
+#define NB_MINB_F64 4
+#endif
 
 #define NB_PI 3.141592653589793
 #define ROUND_XTAL_SCALE 0.723601254558268
@@ -328,9 +368,195 @@ __device__ __forceinline__ T lattice(const Params& p, T h, T k, T l, T h0, T k0,
     return na * nb * nc * (inside ? T(1) : T(0));
 }
 
+// ---------------------------------------------------------------------------
+// f32 fast path: sources grouped by direction, cells outer, wavelengths inner.
+//
+// Sources that share a direction differ only in wavelength, so
+//   h = a . (d - i) / lambda = (a . (d - i)) * (1/lambda):
+// the three dot products are formed once per (direction, cell) and scaled by
+// 1/lambda (exact to f32 rounding) per wavelength. Summation order changes,
+// so this path is only taken when every sample is simply added (no
+// -oversample_* flag multiplies the running sum, no tricubic fallback).
+//
+// Square crystal, whole N <= 12: with t = pi h and y = sin^2 t,
+//   (sin(N t) / sin t)^2 = U_{N-1}(cos t)^2 = (1 - y)^e P(y)^2,
+// e = 1 for even N, where P is a polynomial of degree floor((N-1)/2) with
+// integer coefficients (host side, `lattice_poly`). Only y is needed, which is
+// periodic in h with period 1 and even, so h is reduced to f = h - rint(h),
+// |f| <= 1/2, and sin^2(pi f) = f^2 Q(f^2)^2 with a minimax Q (relative error
+// 5e-9). No division, no transcendental call, no sign bookkeeping.
+
+template <int DEG>
+__device__ __forceinline__ float nb_horner(const float* c, float y) {
+    float r = c[DEG];
+#pragma unroll
+    for (int i = DEG - 1; i >= 0; i--) r = fmaf(r, y, c[i]);
+    return r;
+}
+
+// sin^2(pi h) for |h| < 2^22.
+__device__ __forceinline__ float nb_sinpi_sq(float h) {
+    const float magic = 12582912.0f;  // 1.5 * 2^23: (h + magic) - magic = rint(h)
+    float r = (h + magic) - magic;
+    float f = h - r;  // exact, |f| <= 1/2
+    float x = f * f;
+    float q = fmaf(fmaf(fmaf(fmaf(0.07756059616804123f, x, -0.5982422232627869f), x, 2.550069808959961f), x,
+                        -5.167709827423096f),
+                   x, 3.1415927410125732f);
+    return x * (q * q);
+}
+
+// |h| >= 2^22 (never in practice): out of line, to keep the hot loop small.
+__device__ __noinline__ float nb_square_lattice_cold(float h, float k, float l, float na, float nb, float nc) {
+    return square_lattice(h, k, l, na, nb, nc);
+}
+
+// The module the host compiles holds one variant of the fast path (see
+// NB_FAST_DEG below), inlined; the host emulation builds all of them, out of line.
+#if defined(NB_FAST_DEG)
+#define NB_FAST_INLINE __forceinline__
+#else
+#define NB_FAST_INLINE __noinline__
+#endif
+
+// Polarization (once per pixel), then diffracted is unitized again, as in C.
+__device__ NB_FAST_INLINE float nb_polar_cold(float kahn, const float* incident, float* diffracted,
+                                            const float* polar_axis) {
+    float polar = polarization_factor(kahn, incident, diffracted, polar_axis);
+    unitize3(diffracted, diffracted);
+    return polar;
+}
+
+// Sum over the cells and the (grouped) sources of one sub-pixel, added to
+// i_acc. diffracted is the unit vector to the sub-pixel; polar follows the C
+// rule (computed at the first source that passes the dmin cut).
+template <int DEG, bool EVEN, bool GRID>
+__device__ NB_FAST_INLINE void nb_fast_subpixel(const Params& p, const float* __restrict__ cells, const float* __restrict__ sources,
+                                 const float* __restrict__ grid, float* diffracted, const float* polar_axis,
+                                 float& polar, float& i_acc) {
+    const int ns = p.nsources;
+    const int ncells = p.ncells;
+    const float* __restrict__ inv = sources + NB_SRC_INV(ns);
+    const float* __restrict__ run = sources + NB_SRC_RUN(ns);
+    const float dmin = p.fast_dmin;
+    const float kahn = p.fast_kahn;
+    const float na = p.fast_n[0], nb = p.fast_n[1], nc = p.fast_n[2];
+    const float f2 = p.fast_f2;
+    float ca[6], cb[6], cc[6];
+    for (int i = 0; i < 6; i++) {
+        ca[i] = p.lat_coef[i];
+        cb[i] = p.lat_coef[6 + i];
+        cc[i] = p.lat_coef[12 + i];
+    }
+    const float ea = p.lat_even[0], eb = p.lat_even[1], ec = p.lat_even[2];
+    for (int g = 0; g < ns;) {
+        const int count = (int)run[g];
+        const float inc[3] = {sources[4 * g], sources[4 * g + 1], sources[4 * g + 2]};
+        float dm[3] = {diffracted[0] - inc[0], diffracted[1] - inc[1], diffracted[2] - inc[2]};
+        // dmin cut: dmin > lambda / |d - i|, i.e. 1/lambda > 1/(dmin |d - i|); the
+        // run's 1/lambda are ascending, so the sources that pass are a prefix.
+        int npass = count;
+        if (dmin > 0.0f) {
+            const float il_max = 1.0f / (dmin * sqrtf(dm[0] * dm[0] + dm[1] * dm[1] + dm[2] * dm[2]));
+            npass = 0;
+            while (npass < count && !(inv[g + npass] > il_max)) npass++;
+        }
+        if (npass > 0 && polar == 0.0f) {
+            polar = nb_polar_cold(kahn, inc, diffracted, polar_axis);
+            for (int i = 0; i < 3; i++) dm[i] = diffracted[i] - inc[i];
+        }
+        const float* __restrict__ il_run = inv + g;
+        for (int c = 0; npass > 0 && c < ncells; c++) {
+            const float* __restrict__ cell = cells + 9 * c;
+            const float ha = cell[0] * dm[0] + cell[1] * dm[1] + cell[2] * dm[2];
+            const float hb = cell[3] * dm[0] + cell[4] * dm[1] + cell[5] * dm[2];
+            const float hc = cell[6] * dm[0] + cell[7] * dm[1] + cell[8] * dm[2];
+            float acc = 0.0f;
+            for (int s = 0; s < npass; s++) {
+                const float il = il_run[s];
+                const float h = ha * il, k = hb * il, l = hc * il;
+                float latt_sq;
+                float f_latt = 0.0f;  // only for DEG < 0 or GRID
+                if constexpr (DEG >= 0) {
+                    if (fmaxf(fabsf(h), fmaxf(fabsf(k), fabsf(l))) < 4194304.0f) {
+                        const float ya = nb_sinpi_sq(h), yb = nb_sinpi_sq(k), yc = nb_sinpi_sq(l);
+                        const float u = nb_horner<DEG>(ca, ya) * nb_horner<DEG>(cb, yb) * nb_horner<DEG>(cc, yc);
+                        latt_sq = u * u;
+                        if constexpr (EVEN) latt_sq *= fmaf(-ea, ya, 1.0f) * fmaf(-eb, yb, 1.0f) * fmaf(-ec, yc, 1.0f);
+                    } else {
+                        f_latt = nb_square_lattice_cold(h, k, l, na, nb, nc);
+                        latt_sq = f_latt * f_latt;
+                    }
+                    if constexpr (GRID) f_latt = latt_sq;  // only its being zero matters below
+                } else {
+                    float h0 = 0.0f, k0 = 0.0f, l0 = 0.0f;
+                    if (p.shape != 0) {
+                        h0 = nearest_index(h);
+                        k0 = nearest_index(k);
+                        l0 = nearest_index(l);
+                    }
+                    f_latt = lattice(p, h, k, l, h0, k0, l0);
+                    latt_sq = f_latt * f_latt;
+                }
+                if constexpr (GRID) {
+                    if (f_latt != 0.0f) {
+                        const float f_cell =
+                            f_nearest(p, grid, nearest_index(h), nearest_index(k), nearest_index(l));
+                        acc = fmaf(f_cell * f_cell, latt_sq, acc);
+                    }
+                } else {
+                    acc += latt_sq;
+                }
+            }
+            i_acc += GRID ? acc : f2 * acc;
+        }
+        g += count;
+    }
+}
+
+__device__ __forceinline__ void nb_fast_dispatch(const Params& p, const float* __restrict__ cells,
+                                              const float* __restrict__ sources, const float* __restrict__ grid,
+                                              float* diffracted, const float* polar_axis, float& polar,
+                                              float& i_acc) {
+#if defined(NB_FAST_DEG)
+#define NB_FAST(D, E) nb_fast_subpixel<D, E, (NB_FAST_GRID) != 0>(p, cells, sources, grid, diffracted, polar_axis, polar, i_acc)
+#else
+#define NB_FAST(D, E)                                                                                    \
+    do {                                                                                                 \
+        if (p.grid_lookup)                                                                               \
+            nb_fast_subpixel<D, E, true>(p, cells, sources, grid, diffracted, polar_axis, polar, i_acc); \
+        else                                                                                             \
+            nb_fast_subpixel<D, E, false>(p, cells, sources, grid, diffracted, polar_axis, polar, i_acc); \
+    } while (0)
+#endif
+#if defined(NB_FAST_DEG)
+    // the host compiled this module for the plan's variant
+    NB_FAST(NB_FAST_DEG, (NB_FAST_EVEN) != 0);
+#else
+    const bool even = p.lat_any_even != 0;
+    switch (p.lat_deg) {
+        case 1: if (even) NB_FAST(1, true); else NB_FAST(1, false); break;
+        case 2: if (even) NB_FAST(2, true); else NB_FAST(2, false); break;
+        case 3: if (even) NB_FAST(3, true); else NB_FAST(3, false); break;
+        case 4: if (even) NB_FAST(4, true); else NB_FAST(4, false); break;
+        case 5: if (even) NB_FAST(5, true); else NB_FAST(5, false); break;
+        default: NB_FAST(-1, false); break;
+    }
+#endif
+#undef NB_FAST
+}
+
+// Kernel paths: the general one; the f32 grouped-source path; and the C loop
+// specialised for plans with p.fast, no tricubic interpolation and a square
+// crystal (same operations, in the same order, as the general path: the f64
+// image stays bit-identical; the code is smaller, so more threads fit).
+#define NB_PATH_GENERAL 0
+#define NB_PATH_FAST 1
+#define NB_PATH_SIMPLE 2
+
 // One pixel, exactly as Kernel::pixel.
-template <typename T>
-__device__ void nb_pixel(const Params& p, const T* __restrict__ cells, const T* __restrict__ sources,
+template <typename T, int PATH>
+__device__ __forceinline__ void nb_pixel(const Params& p, const T* __restrict__ cells, const T* __restrict__ sources,
                          const T* __restrict__ grid, int fpixel, int spixel, bool& interpolate, bool& oor,
                          double* oor_info, T& value_out, double& omega_out) {
     const T zero = T(0), one = T(1), half = T(0.5);
@@ -339,6 +565,11 @@ __device__ void nb_pixel(const Params& p, const T* __restrict__ cells, const T* 
     T polar = p.nopolar ? one : zero;
     T omega_pixel = zero;
     T capture_fraction = zero;
+    constexpr bool FAST = PATH == NB_PATH_FAST;
+    constexpr bool SIMPLE = PATH == NB_PATH_SIMPLE;  // also implied by FAST
+    const bool os_omega = !(FAST || SIMPLE) && p.os_omega;
+    const bool os_polar = !(FAST || SIMPLE) && p.os_polar;
+    const bool os_thick = !(FAST || SIMPLE) && p.os_thick;
     const int os = p.oversample;
     const T subpixel = T(p.subpixel);
     const T pixel = T(p.pixel);
@@ -378,18 +609,21 @@ __device__ void nb_pixel(const Params& p, const T* __restrict__ cells, const T* 
                 }
                 T diffracted[3];
                 T airpath = unitize3(pos, diffracted);
-                if (omega_pixel == zero || p.os_omega) {
+                if (omega_pixel == zero || os_omega) {
                     omega_pixel = pixel * pixel / airpath / airpath * close_distance / airpath;
                     if (p.point_pixel) {
                         omega_pixel = one / airpath / airpath;
                     }
                 }
                 omega_sum += (double)omega_pixel;
-                if (capture_fraction == zero || p.os_thick) {
+                if (capture_fraction == zero || os_thick) {
                     T parallax = dot3(diffracted, odet);
                     T t = T((double)thick_tic);
                     capture_fraction = nb_exp(-t * thickstep * mu / parallax) - nb_exp(-(t + one) * thickstep * mu / parallax);
                 }
+                if constexpr (FAST) {
+                    nb_fast_dispatch(p, cells, sources, grid, diffracted, polar_axis, polar, i_acc);
+                } else {
                 for (int src = 0; src < p.nsources; src++) {
                     T incident[3] = {sources[4 * src], sources[4 * src + 1], sources[4 * src + 2]};
                     T lambda = sources[4 * src + 3];
@@ -399,7 +633,7 @@ __device__ void nb_pixel(const Params& p, const T* __restrict__ cells, const T* 
                     if (dmin > zero && stol > zero && dmin > half / stol) {
                         continue;
                     }
-                    if (polar == zero || p.os_polar) {
+                    if (polar == zero || os_polar) {
                         polar = polarization_factor(kahn, incident, diffracted, polar_axis);
                         unitize3(diffracted, diffracted);
                     }
@@ -408,27 +642,42 @@ __device__ void nb_pixel(const Params& p, const T* __restrict__ cells, const T* 
                         T h = cell[0] * scattering[0] + cell[1] * scattering[1] + cell[2] * scattering[2];
                         T k = cell[3] * scattering[0] + cell[4] * scattering[1] + cell[5] * scattering[2];
                         T l = cell[6] * scattering[0] + cell[7] * scattering[1] + cell[8] * scattering[2];
-                        T h0 = nearest_index(h);
-                        T k0 = nearest_index(k);
-                        T l0 = nearest_index(l);
-                        T f_latt = lattice(p, h, k, l, h0, k0, l0);
+                        // the nearest indices only feed non-square shapes and grid lookups
+                        T h0 = zero, k0 = zero, l0 = zero;
+                        if ((!SIMPLE && p.shape != 0) || p.has_grid) {
+                            h0 = nearest_index(h);
+                            k0 = nearest_index(k);
+                            l0 = nearest_index(l);
+                        }
+                        T f_latt;
+                        if constexpr (SIMPLE) {
+                            f_latt = square_lattice(h, k, l, T(p.na), T(p.nb), T(p.nc));
+                        } else {
+                            f_latt = lattice(p, h, k, l, h0, k0, l0);
+                        }
                         if (f_latt == zero && !water) {
                             continue;
                         }
-                        T f_cell = structure_factor(p, grid, h, k, l, h0, k0, l0, interpolate, oor, oor_info);
+                        T f_cell;
+                        if constexpr (SIMPLE) {
+                            f_cell = f_nearest(p, grid, h0, k0, l0);
+                        } else {
+                            f_cell = structure_factor(p, grid, h, k, l, h0, k0, l0, interpolate, oor, oor_info);
+                        }
                         i_acc += f_cell * f_cell * f_latt * f_latt;
-                        if (p.os_thick) i_acc *= capture_fraction;
-                        if (p.os_polar) i_acc *= polar;
-                        if (p.os_omega) i_acc *= omega_pixel;
+                        if (os_thick) i_acc *= capture_fraction;
+                        if (os_polar) i_acc *= polar;
+                        if (os_omega) i_acc *= omega_pixel;
                     }
                 }
+                }  // FAST
             }
         }
     }
     T value = T(p.scale) * i_acc / T(p.steps);
-    if (!p.os_thick) value *= capture_fraction;
-    if (!p.os_polar) value *= polar;
-    if (!p.os_omega) value *= omega_pixel;
+    if (!os_thick) value *= capture_fraction;
+    if (!os_polar) value *= polar;
+    if (!os_omega) value *= omega_pixel;
     value_out = value;
     omega_out = omega_sum;
 }
@@ -443,8 +692,8 @@ __device__ __forceinline__ bool nb_rendered(const Params& p, const unsigned shor
 //         pixels that fall back atomicMin their index into *first.
 // mode 1: re-render pixels with index > *first in nearest-neighbour mode.
 // mode 2: one thread: re-run pixel *first and write its out-of-range point to info.
-template <typename T>
-__device__ void nb_render(const Params& p, const T* __restrict__ cells, const T* __restrict__ sources,
+template <typename T, int PATH>
+__device__ __forceinline__ void nb_render(const Params& p, const T* __restrict__ cells, const T* __restrict__ sources,
                           const T* __restrict__ grid, const unsigned short* __restrict__ mask, float* __restrict__ image,
                           double* __restrict__ omega, unsigned int* first, double* info, int mode) {
     const u64 npix = (u64)p.fpixels * (u64)p.spixels;
@@ -475,7 +724,7 @@ __device__ void nb_render(const Params& p, const T* __restrict__ cells, const T*
     double oor_info[6];
     T value;
     double om;
-    nb_pixel<T>(p, cells, sources, grid, f, s, interpolate, oor, oor_info, value, om);
+    nb_pixel<T, PATH>(p, cells, sources, grid, f, s, interpolate, oor, oor_info, value, om);
     if (mode == 2) {
         if (oor) {
             for (int i = 0; i < 6; i++) info[i] = oor_info[i];
@@ -488,19 +737,44 @@ __device__ void nb_render(const Params& p, const T* __restrict__ cells, const T*
     if (mode == 0 && oor) atomicMin(first, (unsigned int)idx);
 }
 
-extern "C" __global__ void nb_render_f32(const Params p, const float* __restrict__ cells,
+// The host compiles one precision per module (NB_ONLY_F32 / NB_ONLY_F64);
+// without either (host emulation) both kernels are built.
+#if !defined(NB_ONLY_F64)
+extern "C" __global__ void __launch_bounds__(128, NB_MINB_F32) nb_render_f32(const Params p, const float* __restrict__ cells,
                                          const float* __restrict__ sources, const float* __restrict__ grid,
                                          const unsigned short* __restrict__ mask, float* __restrict__ image,
                                          double* __restrict__ omega, unsigned int* first, double* info, int mode) {
-    nb_render<float>(p, cells, sources, grid, mask, image, omega, first, info, mode);
+    nb_render<float, NB_PATH_GENERAL>(p, cells, sources, grid, mask, image, omega, first, info, mode);
 }
 
-extern "C" __global__ void nb_render_f64(const Params p, const double* __restrict__ cells,
+// The f32 grouped-source path (host: Params::fast and no tricubic interpolation,
+// mode 0 only), as its own kernel so that its registers are not sized by the
+// general path's.
+extern "C" __global__ void __launch_bounds__(128, NB_MINB_FAST) nb_render_fast_f32(
+    const Params p, const float* __restrict__ cells, const float* __restrict__ sources,
+    const float* __restrict__ grid, const unsigned short* __restrict__ mask, float* __restrict__ image,
+    double* __restrict__ omega, unsigned int* first, double* info, int mode) {
+    nb_render<float, NB_PATH_FAST>(p, cells, sources, grid, mask, image, omega, first, info, mode);
+}
+#endif
+
+#if !defined(NB_ONLY_F32)
+// The simple path in f64 (host: Params::fast, no tricubic interpolation, square
+// crystal; mode 0 only).
+extern "C" __global__ void __launch_bounds__(128, NB_MINB_SIMPLE) nb_render_simple_f64(
+    const Params p, const double* __restrict__ cells, const double* __restrict__ sources,
+    const double* __restrict__ grid, const unsigned short* __restrict__ mask, float* __restrict__ image,
+    double* __restrict__ omega, unsigned int* first, double* info, int mode) {
+    nb_render<double, NB_PATH_SIMPLE>(p, cells, sources, grid, mask, image, omega, first, info, mode);
+}
+
+extern "C" __global__ void __launch_bounds__(128, NB_MINB_F64) nb_render_f64(const Params p, const double* __restrict__ cells,
                                          const double* __restrict__ sources, const double* __restrict__ grid,
                                          const unsigned short* __restrict__ mask, float* __restrict__ image,
                                          double* __restrict__ omega, unsigned int* first, double* info, int mode) {
-    nb_render<double>(p, cells, sources, grid, mask, image, omega, first, info, mode);
+    nb_render<double, NB_PATH_GENERAL>(p, cells, sources, grid, mask, image, omega, first, info, mode);
 }
+#endif
 
 // Per-row sums of the per-pixel solid angles, in raster order (as the CPU
 // driver sums them), so the host can finish the sum in the same order.
@@ -522,4 +796,5 @@ extern "C" __global__ void nb_params_layout(long long* out) {
     out[1] = (long long)((const char*)&q.roi[0] - base);
     out[2] = (long long)((const char*)&q.fpixels - base);
     out[3] = (long long)((const char*)&q.write_omega - base);
+    out[4] = (long long)((const char*)&q.grid_lookup - base);
 }

@@ -229,6 +229,20 @@ const CASES: &[(&str, &str)] = &[
         "water-nopolar-dmin-point",
         "-water 0.1 -nopolar -dmin 20 -point_pixel -default_F 100 -cell 100 100 100 90 90 90 -N 5 -lambda 1.0 -distance 100 -detpixels 128 -pixel 0.1 -oversample 1",
     ),
+    // the f32 grouped-source path: many wavelengths per direction, the dmin
+    // prefix cut with several directions, even N
+    (
+        "exafel-small",
+        "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 96 -pixel 0.4 -dispersion 10 -dispsteps 100 -mosaic 0.5 -mosaic_dom 25",
+    ),
+    (
+        "exafel-dmin-div",
+        "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 96 -pixel 0.4 -dispersion 10 -dispsteps 7 -hdivrange 2.0 -hdivsteps 3 -mosaic 0.5 -mosaic_dom 3 -dmin 9",
+    ),
+    (
+        "even-N-disp",
+        "-default_F 100 -cell 80 90 100 90 90 90 -Na 4 -Nb 12 -Nc 2 -lambda 1.0 -distance 100 -detpixels 96 -pixel 0.2 -misset 5 8 12 -dispersion 5 -dispsteps 4",
+    ),
     (
         "divergence-dispersion",
         "-default_F 100 -cell 100 100 100 90 90 90 -N 5 -energy 9000 -distance 100 -detpixels 192 -pixel 0.1 -hdivrange 2.0 -vdivrange 1.0 -hdivsteps 5 -vdivsteps 3 -dispersion 4 -dispsteps 5 -oversample 1",

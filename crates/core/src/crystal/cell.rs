@@ -6,9 +6,11 @@
 //! requested for non-90° angles; this is reproduced (docs/compat.md).
 
 use crate::config::{CrystalConfig, Misset};
+use crate::diff::{rotate_xyz, Deltas, DiffReal, Param};
 use crate::error::{Error, Result, Warning};
+use crate::real::Real;
 use crate::units::RTD;
-use crate::vec3::{cross, dot, magnitude, rescale, rotate, scale};
+use crate::vec3::{cross, dot, lift, magnitude, rescale, scale, V3};
 
 /// The resolved crystal lattice at phi = 0, before mosaic rotation.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,11 +39,39 @@ pub struct Cell {
     pub warnings: Vec<Warning>,
 }
 
-fn clamp_angles(sin: &mut f64, cos: &mut f64) {
-    *sin = sin.clamp(-1.0, 1.0);
-    if *cos * *cos > 1.0 {
-        *cos = 1.0;
+fn clamp_angles<R: Real>(sin: &mut R, cos: &mut R) {
+    *sin = clamp1(*sin);
+    if (*cos * *cos).val() > 1.0 {
+        *cos = R::one();
     }
+}
+
+/// `x.clamp(-1, 1)` (NaN passes through).
+fn clamp1<R: Real>(x: R) -> R {
+    if x.val() < -1.0 {
+        -R::one()
+    } else if x.val() > 1.0 {
+        R::one()
+    } else {
+        x
+    }
+}
+
+/// The cell vectors in the number type of [`Cell::resolve_in`].
+#[derive(Debug, Clone, Copy)]
+pub struct CellVectors<R> {
+    /// Real-space a (m).
+    pub a: V3<R>,
+    /// Real-space b (m).
+    pub b: V3<R>,
+    /// Real-space c (m).
+    pub c: V3<R>,
+    /// Reciprocal a* (1/Å).
+    pub a_star: V3<R>,
+    /// Reciprocal b* (1/Å).
+    pub b_star: V3<R>,
+    /// Reciprocal c* (1/Å).
+    pub c_star: V3<R>,
 }
 
 impl Cell {
@@ -53,65 +83,84 @@ impl Cell {
         lambda_m: f64,
         random_umat: Option<[f64; 9]>,
     ) -> Result<Cell> {
+        Ok(Self::resolve_in::<f64>(cfg, lambda_m, random_umat, &Deltas::zero())?.0)
+    }
+
+    /// [`Cell::resolve`] in any number type, with the cell and misset
+    /// parameters of `deltas` added where they enter (`lambda_m` may carry
+    /// the wavelength's). With all-zero deltas the f64 instance is
+    /// [`Cell::resolve`].
+    pub fn resolve_in<R: DiffReal>(
+        cfg: &CrystalConfig,
+        lambda_m: R,
+        random_umat: Option<[f64; 9]>,
+        deltas: &Deltas<R>,
+    ) -> Result<(Cell, CellVectors<R>)> {
+        let k = R::c;
         let mut warnings = Vec::new();
-        let mut a_len = 0.0;
-        let mut b_len = 0.0;
-        let mut c_len = 0.0;
-        let mut v_cell = 0.0;
-        let mut a_star = [0.0; 3];
-        let mut b_star = [0.0; 3];
-        let mut c_star = [0.0; 3];
+        let mut a_len = R::zero();
+        let mut b_len = R::zero();
+        let mut c_len = R::zero();
+        let mut v_cell = R::zero();
+        let mut a_star = [R::zero(); 3];
+        let mut b_star = [R::zero(); 3];
+        let mut c_star = [R::zero(); 3];
         let user_cell = cfg.cell.is_some();
         if let Some(cell) = cfg.cell {
-            a_len = cell[0];
-            b_len = cell[1];
-            c_len = cell[2];
-            let mut alpha = cell[3] / RTD;
-            let mut beta = cell[4] / RTD;
-            let mut gamma = cell[5] / RTD;
-            if b_len <= 0.0 {
+            let given = |p: Param, i: usize| deltas.apply(p, k(cell[i]), 1.0);
+            a_len = given(Param::CellA, 0);
+            b_len = given(Param::CellB, 1);
+            c_len = given(Param::CellC, 2);
+            let mut alpha = given(Param::CellAlpha, 3) / k(RTD);
+            let mut beta = given(Param::CellBeta, 4) / k(RTD);
+            let mut gamma = given(Param::CellGamma, 5) / k(RTD);
+            if b_len.val() <= 0.0 {
                 b_len = a_len;
             }
-            if c_len <= 0.0 {
+            if c_len.val() <= 0.0 {
                 c_len = a_len;
             }
-            if alpha <= 0.0 {
-                alpha = std::f64::consts::FRAC_PI_2;
+            if alpha.val() <= 0.0 {
+                alpha = k(std::f64::consts::FRAC_PI_2);
             }
-            if beta <= 0.0 {
-                beta = std::f64::consts::FRAC_PI_2;
+            if beta.val() <= 0.0 {
+                beta = k(std::f64::consts::FRAC_PI_2);
             }
-            if gamma <= 0.0 {
-                gamma = std::f64::consts::FRAC_PI_2;
+            if gamma.val() <= 0.0 {
+                gamma = k(std::f64::consts::FRAC_PI_2);
             }
-            let aavg = (alpha + beta + gamma) / 2.0;
+            let aavg = (alpha + beta + gamma) / k(2.0);
             let mut skew =
                 aavg.sin() * (aavg - alpha).sin() * (aavg - beta).sin() * (aavg - gamma).sin();
-            if skew < 0.0 {
+            if skew.val() < 0.0 {
                 skew = -skew;
             }
-            v_cell = 2.0 * a_len * b_len * c_len * skew.sqrt();
-            if v_cell <= 0.0 {
-                warnings.push(Warning::ImpossibleCellVolume(v_cell));
-                v_cell = f64::MIN_POSITIVE;
+            v_cell = k(2.0) * a_len * b_len * c_len * skew.sqrt();
+            if v_cell.val() <= 0.0 {
+                warnings.push(Warning::ImpossibleCellVolume(v_cell.val()));
+                v_cell = k(f64::MIN_POSITIVE);
             }
-            let v_star = 1.0 / v_cell;
+            let v_star = R::one() / v_cell;
             let mut as0 = b_len * c_len * alpha.sin() * v_star;
             let mut bs0 = c_len * a_len * beta.sin() * v_star;
             let mut cs0 = a_len * b_len * gamma.sin() * v_star;
-            if as0 <= 0.0 || bs0 <= 0.0 || cs0 <= 0.0 {
-                warnings.push(Warning::ImpossibleReciprocalLengths([as0, bs0, cs0]));
+            if as0.val() <= 0.0 || bs0.val() <= 0.0 || cs0.val() <= 0.0 {
+                warnings.push(Warning::ImpossibleReciprocalLengths([
+                    as0.val(),
+                    bs0.val(),
+                    cs0.val(),
+                ]));
                 as0 = as0.abs();
                 bs0 = bs0.abs();
                 cs0 = cs0.abs();
-                if as0 <= 0.0 {
-                    as0 = f64::MIN_POSITIVE;
+                if as0.val() <= 0.0 {
+                    as0 = k(f64::MIN_POSITIVE);
                 }
-                if bs0 <= 0.0 {
-                    bs0 = f64::MIN_POSITIVE;
+                if bs0.val() <= 0.0 {
+                    bs0 = k(f64::MIN_POSITIVE);
                 }
-                if cs0 <= 0.0 {
-                    cs0 = f64::MIN_POSITIVE;
+                if cs0.val() <= 0.0 {
+                    cs0 = k(f64::MIN_POSITIVE);
                 }
             }
             let mut sin_gamma_star = c_len * v_star / as0 / bs0;
@@ -121,18 +170,18 @@ impl Cell {
                 (gamma.cos() * alpha.cos() - beta.cos()) / (gamma.sin() * alpha.sin());
             let mut cos_gamma_star =
                 (alpha.cos() * beta.cos() - gamma.cos()) / (alpha.sin() * beta.sin());
-            sin_gamma_star = sin_gamma_star.clamp(-1.0, 1.0);
-            if cos_alpha_star * cos_alpha_star > 1.0 {
-                cos_alpha_star = 1.0;
+            sin_gamma_star = clamp1(sin_gamma_star);
+            if (cos_alpha_star * cos_alpha_star).val() > 1.0 {
+                cos_alpha_star = R::one();
             }
-            if cos_beta_star * cos_beta_star > 1.0 {
-                cos_beta_star = 1.0;
+            if (cos_beta_star * cos_beta_star).val() > 1.0 {
+                cos_beta_star = R::one();
             }
-            if cos_gamma_star * cos_gamma_star > 1.0 {
-                cos_gamma_star = 1.0;
+            if (cos_gamma_star * cos_gamma_star).val() > 1.0 {
+                cos_gamma_star = R::one();
             }
-            a_star = [as0, 0.0, 0.0];
-            b_star = [bs0 * cos_gamma_star, bs0 * sin_gamma_star, 0.0];
+            a_star = [as0, R::zero(), R::zero()];
+            b_star = [bs0 * cos_gamma_star, bs0 * sin_gamma_star, R::zero()];
             c_star = [
                 cs0 * cos_beta_star,
                 cs0 * (cos_alpha_star - cos_beta_star * cos_gamma_star) / sin_gamma_star,
@@ -140,12 +189,12 @@ impl Cell {
             ];
         }
         if let Some(mat) = cfg.mat {
-            let s = 1e-10 / lambda_m;
-            a_star = scale(mat[0], s);
-            b_star = scale(mat[1], s);
-            c_star = scale(mat[2], s);
+            let s = k(1e-10) / lambda_m;
+            a_star = scale(lift(mat[0]), s);
+            b_star = scale(lift(mat[1]), s);
+            c_star = scale(lift(mat[2]), s);
         }
-        if cfg.mat.is_none() && a_len == 0.0 {
+        if cfg.mat.is_none() && a_len.val() == 0.0 {
             return Err(Error::Invalid {
                 what: "-cell",
                 msg: "no unit cell: give -cell a b c alpha beta gamma or -mat FILE".into(),
@@ -168,9 +217,18 @@ impl Cell {
             misset = Some(m);
         }
         if let Some(m) = misset {
-            a_star = rotate(a_star, m[0], m[1], m[2]);
-            b_star = rotate(b_star, m[0], m[1], m[2]);
-            c_star = rotate(c_star, m[0], m[1], m[2]);
+            let m = m.map(k);
+            a_star = rotate_xyz(a_star, m[0], m[1], m[2]);
+            b_star = rotate_xyz(b_star, m[0], m[1], m[2]);
+            c_star = rotate_xyz(c_star, m[0], m[1], m[2]);
+        }
+        // the misset parameters: a further rotation after the orientation
+        let extra = [Param::MissetX, Param::MissetY, Param::MissetZ]
+            .map(|p| deltas.apply(p, R::zero(), 1.0) / k(RTD));
+        if extra.iter().any(|x| !x.is_const_zero()) {
+            a_star = rotate_xyz(a_star, extra[0], extra[1], extra[2]);
+            b_star = rotate_xyz(b_star, extra[0], extra[1], extra[2]);
+            c_star = rotate_xyz(c_star, extra[0], extra[1], extra[2]);
         }
 
         let mut asxbs = cross(a_star, b_star);
@@ -181,10 +239,10 @@ impl Cell {
             bsxcs = rescale(bsxcs, a_len / v_cell);
             csxas = rescale(csxas, b_len / v_cell);
             asxbs = rescale(asxbs, c_len / v_cell);
-            v_star = 1.0 / v_cell;
+            v_star = R::one() / v_cell;
         }
-        v_cell = 1.0 / v_star;
-        if !(v_cell.is_finite() && v_cell != 0.0) {
+        v_cell = R::one() / v_star;
+        if !(v_cell.val().is_finite() && v_cell.val() != 0.0) {
             return Err(Error::Invalid {
                 what: "-mat",
                 msg: "the reciprocal vectors are coplanar (zero cell volume)".into(),
@@ -196,6 +254,18 @@ impl Cell {
         a_star = scale(cross(b, c), v_star);
         b_star = scale(cross(c, a), v_star);
         c_star = scale(cross(a, b), v_star);
+        let vectors = CellVectors {
+            a: scale(a, k(1e-10)),
+            b: scale(b, k(1e-10)),
+            c: scale(c, k(1e-10)),
+            a_star,
+            b_star,
+            c_star,
+        };
+        // the reported cell, in f64
+        let (a, b, c) = (a.map(R::val), b.map(R::val), c.map(R::val));
+        let (a_star, b_star, c_star) = (a_star.map(R::val), b_star.map(R::val), c_star.map(R::val));
+        let (v_cell, v_star) = (v_cell.val(), v_star.val());
         let (al, bl, cl) = (magnitude(a), magnitude(b), magnitude(c));
         let (asl, bsl, csl) = (magnitude(a_star), magnitude(b_star), magnitude(c_star));
 
@@ -225,7 +295,7 @@ impl Cell {
         let beta_s = sin_beta_s.atan2(cos_beta_s);
         let gamma_s = sin_gamma_s.atan2(cos_gamma_s);
 
-        Ok(Cell {
+        let cell = Cell {
             a_m: scale(a, 1e-10),
             b_m: scale(b, 1e-10),
             c_m: scale(c, 1e-10),
@@ -237,7 +307,8 @@ impl Cell {
             volume_a3: v_cell,
             random_misset_rad,
             warnings,
-        })
+        };
+        Ok((cell, vectors))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Random rotations for mosaic domains and random crystal orientations.
 
+use crate::real::Real;
 use crate::rng::Ran1;
 use std::f64::consts::PI;
 
@@ -14,6 +15,13 @@ use std::f64::consts::PI;
 /// argument times `powf`). Returns the row-major
 /// rotation matrix `[uxx, uxy, uxz, uyx, uyy, uyz, uzx, uzy, uzz]`.
 pub fn mosaic_rotation_umat(mosaicity: f32, rng: &mut Ran1) -> [f64; 9] {
+    let (axis, rot) = draw_rotation(mosaicity, rng);
+    rodrigues(axis, rot)
+}
+
+/// The draws of [`mosaic_rotation_umat`]: the rotation axis and the angle,
+/// with the factor `(1 - r^2)^(1/3)` the angle is `mosaicity` times.
+fn draw_rotation(mosaicity: f32, rng: &mut Ran1) -> ([f64; 3], f64) {
     // Three uniform deviates on [-1, 1], drawn in this order.
     let r1 = 2.0 * rng.ran1() as f64 - 1.0;
     let r2 = 2.0 * rng.ran1() as f64 - 1.0;
@@ -26,10 +34,14 @@ pub fn mosaic_rotation_umat(mosaicity: f32, rng: &mut Ran1) -> [f64; 9] {
     let v1 = xyrad * (PI * r1).sin();
     let v2 = xyrad * (PI * r1).cos();
     let v3 = r2;
+    ([v1, v2, v3], rot)
+}
 
-    // Rodrigues' formula, with the same intermediate products as the C code.
+/// Rodrigues' formula, with the same intermediate products as the C code.
+fn rodrigues<R: Real>(v: [f64; 3], rot: R) -> [R; 9] {
+    let [v1, v2, v3] = v.map(R::c);
     let c = rot.cos();
-    let omc = 1.0 - c;
+    let omc = R::one() - c;
     let s = rot.sin();
     let omc_v1 = omc * v1;
     let omc_v1v2 = omc_v1 * v2;
@@ -145,10 +157,24 @@ pub fn umat2misset(umat: &[f64; 9]) -> [f64; 3] {
 /// [`mosaic_rotation_umat`] (with the spread rounded to `f32`), and domain 0 is
 /// then forced to the identity (its random numbers are still consumed).
 pub fn mosaic_umats(spread_rad: f64, domains: usize, rng: &mut Ran1) -> Vec<[f64; 9]> {
-    let mut out: Vec<[f64; 9]> =
-        (0..domains).map(|_| mosaic_rotation_umat(spread_rad as f32, rng)).collect();
+    mosaic_umats_in(spread_rad, domains, rng)
+}
+
+/// [`mosaic_umats`] in any number type: each domain keeps its seeded axis and
+/// angle factor, and the angle carries the spread's derivatives (its value is
+/// the f32 product of [`mosaic_umats`]).
+pub fn mosaic_umats_in<R: Real>(spread_rad: R, domains: usize, rng: &mut Ran1) -> Vec<[R; 9]> {
+    let spread = spread_rad.val();
+    let moved = spread_rad - R::c(spread);
+    let mut out: Vec<[R; 9]> = (0..domains)
+        .map(|_| {
+            let (axis, rot) = draw_rotation(spread as f32, rng);
+            let factor = if spread != 0.0 { rot / spread } else { 0.0 };
+            rodrigues(axis, R::c(rot) + moved * R::c(factor))
+        })
+        .collect();
     if let Some(first) = out.first_mut() {
-        *first = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        *first = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0].map(R::c);
     }
     out
 }

@@ -1,10 +1,11 @@
 //! The resolved detector: pixel grid, orientation, origin and sensor layers.
 
 use crate::config::{Convention, DetectorConfig, Pivot};
+use crate::diff::{rotate_xyz, Deltas, DiffReal, Param};
 use crate::error::{Error, Result, Warning};
 use crate::geometry::convention::Axes;
-use crate::units::{deg_to_rad, mm_to_m};
-use crate::vec3::{cross, dot, rotate, rotate_axis, unitize};
+use crate::units::{mm_to_m, RTD};
+use crate::vec3::{cross, dot, lift, rotate_axis, unitize, V3};
 
 /// Detector geometry after conventions, pivots and rotations are applied (SI units).
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +90,24 @@ pub struct Detector {
     pub warnings: Vec<Warning>,
 }
 
+/// The parts of the detector geometry that parameters move, in the number
+/// type of [`Detector::resolve_in`] (the [`Detector`] holds their values).
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<R> {
+    /// Fast axis after rotations.
+    pub fdet: V3<R>,
+    /// Slow axis after rotations.
+    pub sdet: V3<R>,
+    /// Normal after rotations.
+    pub odet: V3<R>,
+    /// Sample to the first pixel's corner (m).
+    pub pix0: V3<R>,
+    /// Sample to beam spot along the beam (m).
+    pub distance: R,
+    /// Sample to detector plane (m).
+    pub close_distance: R,
+}
+
 fn nan_or(x: Option<f64>) -> f64 {
     x.unwrap_or(f64::NAN)
 }
@@ -96,6 +115,18 @@ fn nan_or(x: Option<f64>) -> f64 {
 impl Detector {
     /// Resolve the detector the way nanoBragg.c does, in its order of steps.
     pub fn resolve(cfg: &DetectorConfig) -> Result<Detector> {
+        Ok(Self::resolve_in::<f64>(cfg, &Deltas::zero())?.0)
+    }
+
+    /// [`Detector::resolve`] in any number type, with the detector
+    /// parameters of `deltas` added where they enter; the [`Placement`] holds
+    /// the moved vectors in `R`. With all-zero deltas the f64 instance is
+    /// [`Detector::resolve`].
+    pub fn resolve_in<R: DiffReal>(
+        cfg: &DetectorConfig,
+        deltas: &Deltas<R>,
+    ) -> Result<(Detector, Placement<R>)> {
+        let c = R::c;
         let mut warnings = Vec::new();
         let pixel_size = mm_to_m(cfg.pixel_mm);
         if !(pixel_size > 0.0 && pixel_size.is_finite()) {
@@ -159,8 +190,9 @@ impl Detector {
         if yclose.is_nan() {
             yclose = sclose;
         }
-        let mut fbeam;
-        let mut sbeam;
+        let fbeam: R;
+        let sbeam: R;
+        let (mut fclose_r, mut sclose_r) = (c(fclose), c(sclose));
 
         let mut roi = cfg.roi.unwrap_or([-1, -1, -1, -1]);
         if roi[0] < 0 {
@@ -194,8 +226,8 @@ impl Detector {
                 if ybeam.is_nan() {
                     ybeam = (detsize_s - pixel_size) / 2.0;
                 }
-                fbeam = xbeam;
-                sbeam = detsize_s - ybeam;
+                fbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3);
+                sbeam = c(detsize_s) - deltas.apply(Param::Ybeam, c(ybeam), 1e-3);
                 pivot = Pivot::Beam;
             }
             Convention::Mosflm | Convention::Denzo => {
@@ -206,8 +238,8 @@ impl Detector {
                     ybeam = (detsize_f + pixel_size) / 2.0;
                 }
                 let shift = if cfg.convention == Convention::Mosflm { 0.5 } else { 0.0 };
-                fbeam = ybeam + shift * pixel_size;
-                sbeam = xbeam + shift * pixel_size;
+                fbeam = deltas.apply(Param::Ybeam, c(ybeam), 1e-3) + c(shift * pixel_size);
+                sbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3) + c(shift * pixel_size);
                 pivot = Pivot::Beam;
             }
             Convention::Xds | Convention::Dials => {
@@ -217,8 +249,8 @@ impl Detector {
                 if ybeam.is_nan() {
                     ybeam = yclose;
                 }
-                fbeam = xbeam;
-                sbeam = ybeam;
+                fbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3);
+                sbeam = deltas.apply(Param::Ybeam, c(ybeam), 1e-3);
                 pivot = Pivot::Sample;
             }
             Convention::Custom => {
@@ -228,16 +260,16 @@ impl Detector {
                 if ybeam.is_nan() {
                     ybeam = yclose;
                 }
-                fbeam = xbeam;
-                sbeam = ybeam;
-                fclose = xbeam;
-                sclose = ybeam;
+                fbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3);
+                sbeam = deltas.apply(Param::Ybeam, c(ybeam), 1e-3);
+                fclose_r = fbeam;
+                sclose_r = sbeam;
             }
         }
 
         let (beam, _) = unitize(axes.beam);
-        let (mut fdet, _) = unitize(axes.fdet);
-        let (mut sdet, _) = unitize(axes.sdet);
+        let (fdet, _) = unitize(axes.fdet);
+        let (sdet, _) = unitize(axes.sdet);
         let (mut odet, omag) = unitize(axes.odet);
         if omag != 1.0 {
             warnings.push(Warning::AutoOdetVector);
@@ -314,53 +346,62 @@ impl Detector {
         }
 
         // rotations and pivot
-        let rotx = deg_to_rad(cfg.rotx_deg);
-        let roty = deg_to_rad(cfg.roty_deg);
-        let rotz = deg_to_rad(cfg.rotz_deg);
-        let twotheta = deg_to_rad(cfg.twotheta_deg);
-        let mut distance = mm_to_m(cfg.distance_mm);
-        let mut close_distance = nan_or(cfg.close_distance_mm.map(mm_to_m));
-        let mut ratio = dot(beam, rotate(odet, rotx, roty, rotz));
-        if ratio == 0.0 {
-            ratio = f64::MIN_POSITIVE;
+        let deg = |p: Param, x: f64| deltas.apply(p, c(x), 1.0) / c(RTD);
+        let rotx = deg(Param::DetectorRotX, cfg.rotx_deg);
+        let roty = deg(Param::DetectorRotY, cfg.roty_deg);
+        let rotz = deg(Param::DetectorRotZ, cfg.rotz_deg);
+        let twotheta = deg(Param::Twotheta, cfg.twotheta_deg);
+        let rotate = |v: V3<R>| rotate_xyz(v, rotx, roty, rotz);
+        let mut distance = deltas.apply(Param::Distance, c(cfg.distance_mm), 1.0) / c(1000.0);
+        let given_close = cfg.close_distance_mm.map(|mm| c(mm) / c(1000.0));
+        let (beam, twotheta_axis): (V3<R>, V3<R>) = (lift(beam), lift(twotheta_axis));
+        let (fdet, sdet, odet): (V3<R>, V3<R>, V3<R>) = (lift(fdet), lift(sdet), lift(odet));
+        let mut ratio = dot(beam, rotate(odet));
+        if ratio.val() == 0.0 {
+            ratio = c(f64::MIN_POSITIVE);
         }
-        if close_distance.is_nan() {
-            close_distance = (ratio * distance).abs();
-        }
+        let mut close_distance = given_close.unwrap_or_else(|| (ratio * distance).abs());
+        close_distance = deltas.apply(Param::CloseDistance, close_distance, 1e-3);
         distance = close_distance / ratio;
 
-        let mut pix0 = [0.0; 3];
+        let mut pix0 = [R::zero(); 3];
         if pivot == Pivot::Sample {
             for i in 0..3 {
-                pix0[i] = -fclose * fdet[i] - sclose * sdet[i] + close_distance * odet[i];
+                pix0[i] = -fclose_r * fdet[i] - sclose_r * sdet[i] + close_distance * odet[i];
             }
-            pix0 = rotate(pix0, rotx, roty, rotz);
+            pix0 = rotate(pix0);
             pix0 = rotate_axis(pix0, twotheta_axis, twotheta);
         }
-        fdet = rotate_axis(rotate(fdet, rotx, roty, rotz), twotheta_axis, twotheta);
-        sdet = rotate_axis(rotate(sdet, rotx, roty, rotz), twotheta_axis, twotheta);
-        odet = rotate_axis(rotate(odet, rotx, roty, rotz), twotheta_axis, twotheta);
+        let fdet = rotate_axis(rotate(fdet), twotheta_axis, twotheta);
+        let sdet = rotate_axis(rotate(sdet), twotheta_axis, twotheta);
+        let odet = rotate_axis(rotate(odet), twotheta_axis, twotheta);
         if pivot == Pivot::Beam {
             for i in 0..3 {
                 pix0[i] = -fbeam * fdet[i] - sbeam * sdet[i] + distance * beam[i];
             }
         }
-        fclose = -dot(pix0, fdet);
-        sclose = -dot(pix0, sdet);
-        close_distance = dot(pix0, odet);
-        let mut nv = [0.0; 3];
+        let fclose = -dot(pix0, fdet).val();
+        let sclose = -dot(pix0, sdet).val();
+        let close_distance = dot(pix0, odet);
+        let mut nv = [R::zero(); 3];
         for i in 0..3 {
             nv[i] = close_distance / ratio * beam[i] - pix0[i];
         }
-        fbeam = dot(fdet, nv);
-        sbeam = dot(sdet, nv);
-        distance = close_distance / ratio;
-        if !(distance.is_finite() && close_distance.is_finite()) {
+        let fbeam = dot(fdet, nv).val();
+        let sbeam = dot(sdet, nv).val();
+        let distance = close_distance / ratio;
+        if !(distance.val().is_finite() && close_distance.val().is_finite()) {
             return Err(Error::Invalid {
                 what: "-distance",
                 msg: "detector geometry gives a non-finite distance".into(),
             });
         }
+        let placement = Placement { fdet, sdet, odet, pix0, distance, close_distance };
+        let (fdet, sdet, odet, pix0) =
+            (fdet.map(R::val), sdet.map(R::val), odet.map(R::val), pix0.map(R::val));
+        let (beam, twotheta_axis) = (beam.map(R::val), twotheta_axis.map(R::val));
+        let (distance, close_distance, twotheta) =
+            (distance.val(), close_distance.val(), twotheta.val());
         let orgx = fclose / pixel_size + 0.5;
         let orgy = sclose / pixel_size + 0.5;
         let dials_origin_mm = [
@@ -383,7 +424,7 @@ impl Detector {
             }
         }
 
-        Ok(Detector {
+        let detector = Detector {
             convention: cfg.convention,
             pivot,
             fpixels,
@@ -423,6 +464,7 @@ impl Detector {
             thicksteps: thicksteps as usize,
             mu_per_m: mu,
             warnings,
-        })
+        };
+        Ok((detector, placement))
     }
 }

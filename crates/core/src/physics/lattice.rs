@@ -123,9 +123,24 @@ impl<S: Real> Grating<S> {
         self.form
     }
 
+    /// Whether `N` is even (the polynomial form then has a factor cos θ).
+    pub fn is_even(&self) -> bool {
+        self.even
+    }
+
     /// `sincg(πh, N)` in the polynomial form (only for [`GratingForm::Polynomial`]).
     #[inline(always)]
     pub fn poly<V: Num<Scalar = S>>(&self, h: V) -> V {
+        if self.even {
+            self.poly_with::<V, true>(h)
+        } else {
+            self.poly_with::<V, false>(h)
+        }
+    }
+
+    /// [`Grating::poly`] for a known parity of `N` (`EVEN` must match).
+    #[inline(always)]
+    pub fn poly_with<V: Num<Scalar = S>, const EVEN: bool>(&self, h: V) -> V {
         let hn = h.round();
         let f = h - hn;
         let s = sinpi_small(f);
@@ -135,7 +150,7 @@ impl<S: Real> Grating<S> {
         for &c in self.poly[..POLY_LEN - 1].iter().rev() {
             p = p.mul_add(x, V::splat(c));
         }
-        if self.even {
+        if EVEN {
             // cos(πh) = (-1)^n cos(πf)
             p * cospi_small(f).negate_if_odd(hn)
         } else {

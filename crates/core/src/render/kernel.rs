@@ -14,16 +14,24 @@
 //!   arithmetic is lane by lane, libm runs per lane) reproduces the C program
 //!   bit for bit.
 //! - [`Fast`]: the same physics with
-//!   - `sincg(πh, N)` from the fractional part of `h` ([`Grating`]): two
-//!     short polynomials on \[-π/2, π/2\], one division for the three factors;
+//!   - `sincg(πh, N)` from the fractional part of `h` ([`Grating`]): for
+//!     small `N` a Chebyshev polynomial in `sin²(πf)` (no division), else two
+//!     short sine polynomials on \[-π/2, π/2\] and one division for the
+//!     three factors;
 //!   - the Kahn factor in algebraic form ([`Polarization`], no atan2/cos);
 //!   - `1/airpath` once, for the unit vector and the solid angle;
 //!   - the scattering vector as `d/λ − i/λ` and Miller indices with fused
 //!     multiply-adds; polynomial `exp`, `sin`/`cos` ([`crate::real::fast`]);
-//!   - `sinc3` by its Taylor series near 0 (no cancellation).
+//!   - `sinc3` by its Taylor series near 0 (no cancellation);
+//!   - `scale/steps` folded into one factor.
 //!
 //!   Results differ from [`Exact`] by rounding only (about 1e-15 relative in
-//!   f64, more accurate than C near whole h); f32 keeps about 1e-6 relative.
+//!   f64, and more accurate than C near whole h); f32 keeps about 1e-6
+//!   relative. See docs/performance.md for the measured parity.
+//!
+//! `SINGLE` ([`Kernel::lanes_with`]) is the same code with the sensor-layer,
+//! sub-pixel and source loops known to run once; the driver picks it when the
+//! plan allows ([`Kernel::single_sample`]).
 
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
@@ -121,6 +129,10 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     nc: V::Scalar,
     /// Grating factors along a, b, c; `None` where N ≤ 1 (factor 1).
     gratings: [Option<Grating<V::Scalar>>; 3],
+    /// Square crystal with three polynomial-form gratings (fast mode).
+    poly3: bool,
+    /// ... all three for odd N.
+    poly3_odd: bool,
     fudge: V::Scalar,
     kahn: V::Scalar,
     polar_axis: V3<V::Scalar>,
@@ -216,6 +228,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             nb: c(plan.n_cells[1]),
             nc: c(plan.n_cells[2]),
             gratings: plan.n_cells.map(grating),
+            poly3: plan.shape == CrystalShape::Square
+                && plan
+                    .n_cells
+                    .iter()
+                    .all(|&n| grating(n).is_some_and(|g| g.form() == GratingForm::Polynomial)),
+            poly3_odd: plan.n_cells.iter().all(|&n| grating(n).is_some_and(|g| !g.is_even())),
             fudge: c(plan.fudge),
             kahn: c(plan.kahn_factor),
             polar_axis: lift(d.polar),
@@ -446,8 +464,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                     dot(sv(cell.c), scattering),
                                 )
                             };
-                            let hkl0 = [h, k, l].map(|x| (x - half).ceil());
-                            let f_latt = self.lattice(h, k, l, hkl0);
+                            let f_latt = self.lattice(h, k, l);
                             let mut hit = active;
                             if plan.water_size_m == 0.0 {
                                 hit = hit & f_latt.cmp_ne(zero);
@@ -455,13 +472,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                     continue;
                                 }
                             }
-                            let f_cell = self.structure_factor(
-                                [h, k, l],
-                                hkl0,
-                                hit,
-                                interp,
-                                &mut out_of_range,
-                            );
+                            let f_cell = if self.grid.is_none() {
+                                // no grid: never interpolates, nearest is default_F
+                                s(self.default_f)
+                            } else {
+                                self.structure_factor([h, k, l], hit, interp, &mut out_of_range)
+                            };
                             let mut i_new = i_acc + f_cell * f_cell * f_latt * f_latt;
                             if plan.oversample_thick {
                                 i_new *= capture_fraction;
@@ -497,9 +513,22 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
 
     /// Lattice factor F_latt of the crystal shape at (h, k, l).
     #[inline(always)]
-    fn lattice(&self, h: V, k: V, l: V, hkl0: [V; 3]) -> V {
+    fn lattice(&self, h: V, k: V, l: V) -> V {
         let s = V::splat;
         let one = V::one();
+        if M::FAST && self.poly3 {
+            // the common case without branches between the factors
+            let [ga, gb, gc] = &self.gratings;
+            if let (Some(ga), Some(gb), Some(gc)) = (ga, gb, gc) {
+                if self.poly3_odd {
+                    return ga.poly_with::<V, false>(h)
+                        * gb.poly_with::<V, false>(k)
+                        * gc.poly_with::<V, false>(l);
+                }
+                return ga.poly(h) * gb.poly(k) * gc.poly(l);
+            }
+        }
+        let hkl0 = nearest_hkl([h, k, l]);
         let (na, nb, nc) = (s(self.na), s(self.nb), s(self.nc));
         match self.plan.shape {
             CrystalShape::Square => {
@@ -564,7 +593,6 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     fn structure_factor(
         &self,
         hkl: [V; 3],
-        hkl0: [V; 3],
         hit: V::Mask,
         interp: &mut u32,
         out_of_range: &mut Option<(usize, Fallback)>,
@@ -573,6 +601,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             // no grid: never interpolates, nearest is default_F
             return V::splat(self.default_f);
         };
+        let hkl0 = nearest_hkl(hkl);
         let hit = hit.bits();
         let tricubic = *interp & hit;
         let nearest = |i: usize| {
@@ -603,7 +632,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                     || (lv - lmin + 3.0) > g.l_range() as f64
                     || (lv - 2.0 < lmin)
                 {
-                    if out_of_range.map_or(true, |(j, _)| i < j) {
+                    if out_of_range.is_none_or(|(j, _)| i < j) {
                         let hkl0 = hkl0.map(|x| x.lane(i).val() as i64);
                         *out_of_range = Some((i, ([hv, kv, lv], hkl0)));
                     }
@@ -654,6 +683,12 @@ fn tricubic_at<R: Real>(g: &HklGrid, h: R, k: R, l: R) -> R {
         }
     }
     polin3(&axis(hf), &axis(kf), &axis(lf), &sub, h, k, l)
+}
+
+/// Nearest whole Miller indices, `ceil(x - 0.5)` as nanoBragg.c rounds.
+#[inline(always)]
+fn nearest_hkl<V: Num>(hkl: [V; 3]) -> [V; 3] {
+    hkl.map(|x| (x - V::c(0.5)).ceil())
 }
 
 /// Multiply one grating factor into (numerator, denominator, whether the

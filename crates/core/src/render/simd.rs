@@ -791,3 +791,148 @@ pub(crate) mod avx512 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{avx2, avx512};
+    use crate::real::{fast, Mask, Num, Real, X2};
+
+    /// Every lane of `V` must compute what its scalar type computes.
+    fn check<V: Num>() {
+        let vals: Vec<f64> = vec![
+            -3.5,
+            -2.5,
+            -1.0,
+            -0.7,
+            -0.5,
+            -0.0,
+            0.0,
+            0.3,
+            0.5,
+            1.5,
+            2.5,
+            7.0,
+            1e-300,
+            -1e10,
+            123.456,
+            f64::NAN,
+            0.25,
+            -0.25,
+            3.0,
+            4.0,
+            2.0,
+            -2.0,
+            9.75,
+            1e-8,
+            -5.5,
+            6.5,
+            1.0,
+            11.0,
+            0.125,
+            -0.125,
+            100.0,
+            33.0,
+        ];
+        let s = |x: f64| V::Scalar::c(x);
+        let at = |off: usize| V::from_fn(|i| s(vals[(i + off) % vals.len()]));
+        for off in 0..vals.len() {
+            let (a, b) = (at(off), at(off + 3));
+            let k = V::from_fn(|i| s((i as f64 + off as f64) - 7.0));
+            let same = |x: V, y: &dyn Fn(usize) -> V::Scalar, what: &str| {
+                for i in 0..V::LANES {
+                    let (p, q) = (x.lane(i), y(i));
+                    assert!(
+                        p.val().to_bits() == q.val().to_bits()
+                            || (p.val().is_nan() && q.val().is_nan()),
+                        "{what} lane {i}: {p:?} vs {q:?}"
+                    );
+                }
+            };
+            let (la, lb, lk) = (|i| a.lane(i), |i| b.lane(i), |i| k.lane(i));
+            same(a + b, &|i| la(i) + lb(i), "add");
+            same(a - b, &|i| la(i) - lb(i), "sub");
+            same(a * b, &|i| la(i) * lb(i), "mul");
+            same(a / b, &|i| la(i) / lb(i), "div");
+            same(-a, &|i| -la(i), "neg");
+            same(a.abs().sqrt(), &|i| la(i).abs().sqrt(), "sqrt");
+            same(a.floor(), &|i| la(i).floor(), "floor");
+            same(a.ceil(), &|i| la(i).ceil(), "ceil");
+            same(a.round(), &|i| Num::round(la(i)), "round");
+            same(a.sin(), &|i| la(i).sin(), "sin");
+            same(a.atan2(b), &|i| la(i).atan2(lb(i)), "atan2");
+            same(a.negate_if_odd(k), &|i| la(i).negate_if_odd(lk(i)), "negate_if_odd");
+            let small = V::from_fn(|i| s((i as f64 + off as f64) % 40.0 - 20.0));
+            same(a.mul_pow2(small), &|i| la(i).mul_pow2(small.lane(i)), "mul_pow2");
+            // fused on SIMD types, a plain multiply-add on scalars
+            let fused = a.mul_add(b, k);
+            for i in 0..V::LANES {
+                let want = la(i).val().mul_add(lb(i).val(), lk(i).val());
+                let plain = (la(i) * lb(i) + lk(i)).val();
+                let got = fused.lane(i).val();
+                assert!(
+                    got == want as f32 as f64
+                        || got == want
+                        || got == plain
+                        || (got.is_nan() && want.is_nan()),
+                    "mul_add lane {i}: {got} vs {want}"
+                );
+            }
+            for (m, f) in [
+                (a.cmp_eq(b), &(|x: f64, y: f64| x == y) as &dyn Fn(f64, f64) -> bool),
+                (a.cmp_ne(b), &|x, y| x != y),
+                (a.cmp_lt(b), &|x, y| x < y),
+                (a.cmp_le(b), &|x, y| x <= y),
+                (a.cmp_gt(b), &|x, y| x > y),
+                (a.cmp_ge(b), &|x, y| x >= y),
+            ] {
+                for i in 0..V::LANES {
+                    assert_eq!(m.bits() >> i & 1 != 0, f(la(i).val(), lb(i).val()), "cmp lane {i}");
+                }
+                assert_eq!(V::Mask::from_bits(m.bits()).bits(), m.bits());
+                assert_eq!(m.any(), m.bits() != 0);
+                assert_eq!((!m).bits() | m.bits(), V::Mask::splat(true).bits());
+                let sel = V::select(m, a, b);
+                same(sel, &|i| if m.bits() >> i & 1 != 0 { la(i) } else { lb(i) }, "select");
+            }
+            let mut out = vec![0.0f32; V::LANES];
+            a.write_f32(&mut out);
+            for (i, o) in out.iter().enumerate() {
+                assert!(o.to_bits() == (la(i).val() as f32).to_bits() || o.is_nan());
+            }
+            // the fast functions give the same lanes as on scalars, up to fusing
+            let t = V::from_fn(|i| s(((i + off) as f64 * 0.37) % 3.0 - 1.5));
+            let sp = fast::sinpi(t);
+            for i in 0..V::LANES {
+                let want = fast::sinpi(t.lane(i)).val();
+                assert!((sp.lane(i).val() - want).abs() < 1e-6, "sinpi lane {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_lanes_match_scalars() {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        check::<avx2::F64x4>();
+        check::<avx2::F32x8>();
+        check::<X2<avx2::F64x4>>();
+        check::<X2<avx2::F32x8>>();
+    }
+
+    #[test]
+    fn avx512_lanes_match_scalars() {
+        if !is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        check::<avx512::F64x8>();
+        check::<avx512::F32x16>();
+        check::<X2<avx512::F32x16>>();
+    }
+
+    #[test]
+    fn portable_bundles_match_scalars() {
+        check::<X2<f64>>();
+        check::<X2<X2<X2<f32>>>>();
+    }
+}

@@ -3,45 +3,54 @@
 pub mod sourcefile;
 
 use crate::config::BeamConfig;
+use crate::diff::{Deltas, DiffReal, Param};
 use crate::error::{Error, Result};
-use crate::vec3::{rotate_axis, unitize};
+use crate::real::Real;
+use crate::vec3::{lift, rotate_axis, unitize, V3};
 
 /// Resolve a (range, step, count) triple the way nanoBragg.c auto-selects
 /// divergence and dispersion sampling: any two given determine the third,
 /// and a degenerate result collapses to one step of zero width.
-pub fn auto_steps(mut range: f64, mut step: f64, mut steps: i64) -> (f64, f64, i64) {
+pub fn auto_steps(range: f64, step: f64, steps: i64) -> (f64, f64, i64) {
+    auto_steps_in(range, step, steps)
+}
+
+/// [`auto_steps`] in any number type: the range and step carry the
+/// derivatives of the range (the count is fixed by the values).
+pub fn auto_steps_in<R: Real>(mut range: R, mut step: R, mut steps: i64) -> (R, R, i64) {
+    let c = R::c;
     if steps <= 0 {
-        if range < 0.0 {
-            if step <= 0.0 {
+        if range.val() < 0.0 {
+            if step.val() <= 0.0 {
                 steps = 1;
-                range = 0.0;
-                step = 0.0;
+                range = R::zero();
+                step = R::zero();
             } else {
                 range = step;
                 steps = 2;
             }
-        } else if step <= 0.0 {
+        } else if step.val() <= 0.0 {
             step = range;
             steps = 2;
         } else {
-            steps = (range / step).ceil() as i64;
+            steps = (range / step).val().ceil() as i64;
         }
-    } else if range < 0.0 {
-        if step <= 0.0 {
-            range = 1.0;
-            step = range / steps as f64;
+    } else if range.val() < 0.0 {
+        if step.val() <= 0.0 {
+            range = R::one();
+            step = range / c(steps as f64);
         } else {
             range = step;
             steps = 2;
         }
-    } else if step <= 0.0 {
+    } else if step.val() <= 0.0 {
         if steps <= 1 {
             steps = 2;
         }
-        step = range / (steps - 1) as f64;
+        step = range / c((steps - 1) as f64);
     }
-    if range <= 0.0 || step <= 0.0 || steps <= 0 {
-        (0.0, 0.0, 1)
+    if range.val() <= 0.0 || step.val() <= 0.0 || steps <= 0 {
+        (R::zero(), R::zero(), 1)
     } else {
         (range, step, steps)
     }
@@ -58,6 +67,15 @@ pub struct Source {
     pub lambda_m: f64,
     /// Unit vector from the sample towards the source.
     pub dir: [f64; 3],
+}
+
+/// One source in the number type of [`Sources::resolve_in`].
+#[derive(Debug, Clone, Copy)]
+pub struct SourceIn<R> {
+    /// Unit vector from the sample towards the source.
+    pub dir: V3<R>,
+    /// Wavelength (m).
+    pub lambda: R,
 }
 
 /// The resolved source list and how it was sampled.
@@ -101,12 +119,33 @@ impl Sources {
         polar: [f64; 3],
         vert: [f64; 3],
     ) -> Result<Sources> {
+        Ok(Self::resolve_in::<f64>(cfg, lambda0_m, beam, polar, vert, &Deltas::zero())?.0)
+    }
+
+    /// [`Sources::resolve`] in any number type, with the divergence and
+    /// dispersion parameters of `deltas` added to their ranges (`lambda0_m`
+    /// may carry the wavelength's). Also returns each source's unit direction
+    /// towards the source and wavelength in `R`. With all-zero deltas the f64
+    /// instance is [`Sources::resolve`].
+    pub fn resolve_in<R: DiffReal>(
+        cfg: &BeamConfig,
+        lambda0_m: R,
+        beam: [f64; 3],
+        polar: [f64; 3],
+        vert: [f64; 3],
+        deltas: &Deltas<R>,
+    ) -> Result<(Sources, Vec<SourceIn<R>>)> {
+        let c = R::c;
+        let div = |range: f64| deltas.apply(Param::Divergence, c(range), 1.0) / c(1000.0);
         let (hdivrange, hdivstep, hdivsteps) =
-            auto_steps(cfg.hdivrange_mrad / 1000.0, cfg.hdivstep_mrad / 1000.0, cfg.hdivsteps);
+            auto_steps_in(div(cfg.hdivrange_mrad), c(cfg.hdivstep_mrad) / c(1000.0), cfg.hdivsteps);
         let (vdivrange, vdivstep, vdivsteps) =
-            auto_steps(cfg.vdivrange_mrad / 1000.0, cfg.vdivstep_mrad / 1000.0, cfg.vdivsteps);
-        let (dispersion, dispstep, dispsteps) =
-            auto_steps(cfg.dispersion_pct / 100.0, -1.0, cfg.dispsteps);
+            auto_steps_in(div(cfg.vdivrange_mrad), c(cfg.vdivstep_mrad) / c(1000.0), cfg.vdivsteps);
+        let (dispersion, dispstep, dispsteps) = auto_steps_in(
+            deltas.apply(Param::Dispersion, c(cfg.dispersion_pct), 1.0) / c(100.0),
+            c(-1.0),
+            cfg.dispsteps,
+        );
         let sd = cfg.source_distance_m;
         let mut list = Vec::new();
         let mut div_points = Vec::new();
@@ -120,12 +159,15 @@ impl Sources {
                     if r[2].is_nan() { -sd * beam[2] } else { r[2] },
                 ];
                 let weight = if r[3].is_nan() { 1.0 } else { r[3] };
-                let lambda_m = if r[4].is_nan() { lambda0_m } else { r[4] };
-                list.push(Source { position: pos, weight, lambda_m, dir: [0.0; 3] });
+                let lambda_m = if r[4].is_nan() { lambda0_m } else { c(r[4]) };
+                list.push((lift(pos), weight, lambda_m));
             }
         }
         if list.is_empty() {
-            let keep = |hdiv: f64, vdiv: f64| {
+            let keep = |hdiv: R, vdiv: R| {
+                let (hdiv, vdiv) = (hdiv.val(), vdiv.val());
+                let (hdivstep, hdivrange) = (hdivstep.val(), hdivrange.val());
+                let (vdivstep, vdivrange) = (vdivstep.val(), vdivrange.val());
                 let mut test = (hdiv * hdiv
                     - hdivstep * hdivstep / 4.0 * (1 - hdivsteps % 2) as f64)
                     / hdivrange
@@ -137,8 +179,8 @@ impl Sources {
             };
             for h in 0..hdivsteps {
                 for v in 0..vdivsteps {
-                    let hdiv = hdivstep * h as f64 - hdivrange / 2.0;
-                    let vdiv = vdivstep * v as f64 - vdivrange / 2.0;
+                    let hdiv = hdivstep * c(h as f64) - hdivrange / c(2.0);
+                    let vdiv = vdivstep * c(v as f64) - vdivrange / c(2.0);
                     if keep(hdiv, vdiv) {
                         divsteps += 1;
                         div_points.push((hdiv, vdiv));
@@ -146,16 +188,16 @@ impl Sources {
                 }
             }
             for d in 0..dispsteps {
-                lambdas.push(lambda0_m * (1.0 + dispstep * d as f64 - dispersion / 2.0));
+                lambdas.push(lambda0_m * (R::one() + dispstep * c(d as f64) - dispersion / c(2.0)));
             }
             let n = (divsteps * dispsteps) as f64;
             let weight = 1.0 / n;
             for &(hdiv, vdiv) in &div_points {
-                let v0 = [-sd * beam[0], -sd * beam[1], -sd * beam[2]];
-                let v1 = rotate_axis(v0, polar, vdiv);
-                let pos = rotate_axis(v1, vert, hdiv);
+                let v0: V3<R> = lift([-sd * beam[0], -sd * beam[1], -sd * beam[2]]);
+                let v1 = rotate_axis(v0, lift(polar), vdiv);
+                let pos = rotate_axis(v1, lift(vert), hdiv);
                 for &lambda_m in &lambdas {
-                    list.push(Source { position: pos, weight, lambda_m, dir: [0.0; 3] });
+                    list.push((pos, weight, lambda_m));
                 }
             }
         }
@@ -165,30 +207,41 @@ impl Sources {
                 msg: "no source points remain".into(),
             });
         }
-        for s in &mut list {
-            s.dir = unitize(s.position).0;
-            if !(s.lambda_m > 0.0 && s.lambda_m.is_finite()) {
+        let mut sources = Vec::with_capacity(list.len());
+        let mut inputs = Vec::with_capacity(list.len());
+        for &(position, weight, lambda) in &list {
+            let dir = unitize(position).0;
+            let lambda_m = lambda.val();
+            if !(lambda_m > 0.0 && lambda_m.is_finite()) {
                 return Err(Error::Invalid {
                     what: "-lambda",
-                    msg: format!("wavelength {} m is not positive", s.lambda_m),
+                    msg: format!("wavelength {lambda_m} m is not positive"),
                 });
             }
+            sources.push(Source {
+                position: position.map(R::val),
+                weight,
+                lambda_m,
+                dir: dir.map(R::val),
+            });
+            inputs.push(SourceIn { dir, lambda });
         }
-        Ok(Sources {
-            list,
-            hdivrange,
-            hdivstep,
+        let sources = Sources {
+            list: sources,
+            hdivrange: hdivrange.val(),
+            hdivstep: hdivstep.val(),
             hdivsteps,
-            vdivrange,
-            vdivstep,
+            vdivrange: vdivrange.val(),
+            vdivstep: vdivstep.val(),
             vdivsteps,
-            dispersion,
-            dispstep,
+            dispersion: dispersion.val(),
+            dispstep: dispstep.val(),
             dispsteps,
             divsteps,
-            div_points,
-            lambdas,
-        })
+            div_points: div_points.iter().map(|(h, v)| (h.val(), v.val())).collect(),
+            lambdas: lambdas.iter().map(|l| l.val()).collect(),
+        };
+        Ok((sources, inputs))
     }
 }
 

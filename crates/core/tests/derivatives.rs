@@ -1,0 +1,190 @@
+//! Derivatives of the setup leaves (everything the kernel reads) by every
+//! parameter, seeded duals against central finite differences in f64.
+
+use nanobragg_core::config::{CrystalShape, Misset, SfSource, SimConfig};
+use nanobragg_core::diff::leaves::check_param;
+use nanobragg_core::diff::{Deltas, Leaves, Param, Seeded};
+use nanobragg_core::real::Real;
+use nanobragg_core::setup::{Plan, SetupSeeds};
+use num_dual::DualSVec64;
+use std::path::Path;
+
+const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -5 };
+type D8 = DualSVec64<8>;
+
+/// Every leaf, flattened in a fixed order: scalars first, then three-vectors.
+const SCALARS: usize = 11;
+
+fn flatten_with<R: Real, T>(l: &Leaves<R>, f: impl Fn(R) -> T) -> Vec<T> {
+    let mut v = vec![l.pixel, l.distance, l.close_distance, l.fudge, l.kahn, l.scale, l.i_bg];
+    v.push(l.default_f);
+    v.extend(l.n_cells);
+    assert_eq!(v.len(), SCALARS);
+    for x in [l.fdet, l.sdet, l.odet, l.pix0, l.beam, l.polar_axis] {
+        v.extend(x);
+    }
+    for s in &l.sources {
+        v.extend(s.incident);
+        v.extend([s.lambda; 3]);
+    }
+    for c in l.cells.iter().chain(std::iter::once(&l.recip)) {
+        for x in c {
+            v.extend(x);
+        }
+    }
+    v.into_iter().map(f).collect()
+}
+
+/// The size each leaf's error is measured against: its own magnitude for
+/// scalars, the length of its vector for vector components.
+fn scales(values: &[f64]) -> Vec<f64> {
+    let mut s: Vec<f64> = values[..SCALARS].iter().map(|v| v.abs()).collect();
+    for t in values[SCALARS..].chunks(3) {
+        let m = (t[0] * t[0] + t[1] * t[1] + t[2] * t[2]).sqrt();
+        s.extend([m; 3]);
+    }
+    s
+}
+
+fn flatten<R: Real>(l: &Leaves<R>) -> Vec<f64> {
+    flatten_with(l, R::val)
+}
+
+fn leaves_f64(cfg: &SimConfig) -> Vec<f64> {
+    let plan = Plan::new(cfg, SEEDS).unwrap();
+    flatten(&Leaves::<f64>::new(cfg, &plan, SEEDS, &Deltas::zero()).unwrap())
+}
+
+fn step(p: Param, plan: &Plan) -> f64 {
+    match p {
+        Param::Fluence => 1e-4 * plan.fluence,
+        Param::Lambda => 1e-6,
+        Param::Mosaic => 0.05,
+        Param::Na | Param::Nb | Param::Nc | Param::Polar | Param::Fudge => 1e-4,
+        _ => 1e-3,
+    }
+}
+
+/// Compare every applicable parameter; returns the worst relative L2 error.
+fn check(cfg: &SimConfig, tol: f64) -> f64 {
+    let plan = Plan::new(cfg, SEEDS).unwrap();
+    // zero deltas reproduce the plan exactly
+    let l0 = Leaves::<f64>::new(cfg, &plan, SEEDS, &Deltas::zero()).unwrap();
+    assert_eq!(l0.pix0, plan.detector.pix0);
+    assert_eq!(l0.cells.len(), plan.cells_m.len());
+    for (c, m) in l0.cells.iter().zip(&plan.cells_m) {
+        assert_eq!(c.concat(), m.to_vec());
+    }
+    let values = flatten(&l0);
+    let params: Vec<Param> = Param::ALL
+        .into_iter()
+        .filter(|&p| check_param(cfg, &plan, p).is_ok())
+        .filter(|&p| p.nudged(cfg, &plan, 0.0).is_ok())
+        .collect();
+    let mut worst = 0.0f64;
+    for chunk in params.chunks(8) {
+        let mut deltas = Deltas::<D8>::zero();
+        for (i, &p) in chunk.iter().enumerate() {
+            deltas.set(p, D8::seed(0.0, i));
+        }
+        let dual = Leaves::<D8>::new(cfg, &plan, SEEDS, &deltas).unwrap();
+        // num-dual rounds some operations differently (division by reciprocal)
+        for (a, b) in flatten(&dual).iter().zip(&values) {
+            assert!((a - b).abs() <= 1e-14 * b.abs(), "value {a} vs {b}");
+        }
+        for (i, &p) in chunk.iter().enumerate() {
+            let h = step(p, &plan);
+            let up = leaves_f64(&p.nudged(cfg, &plan, h).unwrap());
+            let down = leaves_f64(&p.nudged(cfg, &plan, -h).unwrap());
+            let fd: Vec<f64> = up.iter().zip(&down).map(|(u, d)| (u - d) / (2.0 * h)).collect();
+            let ad = flatten_with(&dual, |x| Seeded::derivative(x, i));
+            // relative L2 error over the leaves, each leaf scaled by its size
+            let (mut num, mut den) = (0.0f64, 0.0f64);
+            for ((a, f), &s) in ad.iter().zip(&fd).zip(&scales(&values)) {
+                if s == 0.0 {
+                    continue;
+                }
+                num += ((a - f) / s).powi(2);
+                den += (f / s).powi(2);
+            }
+            let err = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
+            eprintln!("{p:>14}: relative error {err:.2e}");
+            assert!(err <= tol, "{p}: relative error {err:e}");
+            worst = worst.max(err);
+        }
+    }
+    worst
+}
+
+fn base() -> SimConfig {
+    let mut cfg = SimConfig::default();
+    cfg.detector.fpixels = 48;
+    cfg.detector.spixels = 48;
+    cfg.crystal.cell = Some([100.0, 100.0, 100.0, 90.0, 90.0, 90.0]);
+    cfg.crystal.na = 5.0;
+    cfg.crystal.nb = 5.0;
+    cfg.crystal.nc = 5.0;
+    cfg.sf.default_f = 100.0;
+    cfg.sampling.water_um = 10.0;
+    cfg
+}
+
+#[test]
+fn cubic_leaves() {
+    let w = check(&base(), 1e-6);
+    eprintln!("cubic: worst {w:e}");
+}
+
+#[test]
+fn triclinic_mosaic_phi_leaves() {
+    let mut cfg = base();
+    cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+    cfg.crystal.mosaic_deg = 0.5;
+    cfg.crystal.mosaic_domains = 4;
+    cfg.crystal.phi0_deg = 10.0;
+    cfg.crystal.osc_deg = 1.0;
+    cfg.crystal.phisteps = 3;
+    cfg.crystal.shape = CrystalShape::Gauss;
+    let hkl = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden/inputs/p1_tric.hkl");
+    let entries = nanobragg_core::sf::hkl::read_hkl(&hkl).unwrap();
+    cfg.sf.source = SfSource::Hkl(entries);
+    cfg.sf.interpolate = Some(true);
+    let w = check(&cfg, 1e-5);
+    eprintln!("triclinic: worst {w:e}");
+}
+
+#[test]
+fn tilted_detector_leaves() {
+    let mut cfg = base();
+    cfg.detector.twotheta_deg = 20.0;
+    cfg.detector.rotx_deg = 5.0;
+    cfg.detector.roty_deg = -3.0;
+    cfg.detector.rotz_deg = 2.0;
+    cfg.detector.xbeam_mm = Some(2.0);
+    cfg.detector.ybeam_mm = Some(3.0);
+    cfg.detector.attenuation_um = Some(Some(200.0));
+    cfg.detector.thick_um = 100.0;
+    cfg.detector.thicksteps = 2;
+    cfg.beam.kahn_factor = 0.9;
+    cfg.beam.hdivrange_mrad = 0.2;
+    cfg.beam.vdivrange_mrad = 0.2;
+    cfg.beam.hdivsteps = 3;
+    cfg.beam.vdivsteps = 3;
+    cfg.beam.dispersion_pct = 1.0;
+    cfg.beam.dispsteps = 3;
+    cfg.sampling.oversample = 2;
+    cfg.crystal.shape = CrystalShape::Round;
+    let w = check(&cfg, 1e-5);
+    eprintln!("tilted: worst {w:e}");
+    // misset rotations on top of a given orientation still differentiate
+    cfg.crystal.misset = Misset::Angles([10.0, 0.0, 0.0]);
+    let plan = Plan::new(&cfg, SEEDS).unwrap();
+    let mut deltas = Deltas::<D8>::zero();
+    deltas.set(Param::MissetY, D8::seed(0.0, 0));
+    let l = Leaves::<D8>::new(&cfg, &plan, SEEDS, &deltas).unwrap();
+    assert!(l.cells[0][0].iter().any(|&x| Seeded::derivative(x, 0) != 0.0));
+    // tophat spots refuse N
+    cfg.crystal.shape = CrystalShape::Tophat;
+    let plan = Plan::new(&cfg, SEEDS).unwrap();
+    assert!(check_param(&cfg, &plan, Param::Na).is_err());
+}

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Whole-program benchmark of nanobragg against the C nanoBragg, side by side.
+#
+#   scripts/bench.sh                      # nanobragg only
+#   NB_C_BIN=/path/to/nanoBragg scripts/bench.sh
+#
+# Times (hyperfine, medians) each case with nanobragg in f64 and f32 and, when NB_C_BIN names
+# a C binary, with the C program in the same run; then measures the peak RSS of each command
+# once (/usr/bin/time, or bash's getrusage fallback). Prints a table and writes JSON.
+#
+# Cases: the bench crystal at each size,
+#   -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels N
+#   -nonoise -nopgm -floatfile float.bin
+# and the golden case `comprehensive` (its arguments are read from tests/golden/cases.toml).
+#
+# Knobs (environment):
+#   NB_C_BIN       C binary to compare with (unset: nanobragg only)
+#   NB_BIN         nanobragg binary (default: target/release/nanobragg, built if missing)
+#   BENCH_SIZES    detector sizes (default "512 1024 2048 4096")
+#   BENCH_CASES    "bench comprehensive" (default both)
+#   BENCH_THREADS  threads for both programs (default: all cores; OMP_NUM_THREADS for C)
+#   BENCH_RUNS     timed runs per command (default 5; one warm-up run is added)
+#   BENCH_JSON     where to write the JSON (default target/bench/bench.json)
+#   BENCH_DIR      scratch directory the programs write into (default: a fresh temp dir)
+# Requires hyperfine (`apt-get install hyperfine` or `cargo install hyperfine`) and python3.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+command -v hyperfine >/dev/null || { echo "bench.sh: hyperfine not found" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "bench.sh: python3 not found" >&2; exit 1; }
+
+nb="${NB_BIN:-$root/target/release/nanobragg}"
+if [[ -z "${NB_BIN:-}" ]]; then
+    cargo build --release -q -p nanobragg-cli
+fi
+[[ -x "$nb" ]] || { echo "bench.sh: $nb is not executable" >&2; exit 1; }
+c_bin="${NB_C_BIN:-}"
+if [[ -n "$c_bin" && ! -x "$c_bin" ]]; then
+    echo "bench.sh: NB_C_BIN=$c_bin is not executable" >&2
+    exit 1
+fi
+[[ -n "$c_bin" ]] && c_bin="$(cd "$(dirname "$c_bin")" && pwd)/$(basename "$c_bin")"
+nb="$(cd "$(dirname "$nb")" && pwd)/$(basename "$nb")"
+
+sizes="${BENCH_SIZES:-512 1024 2048 4096}"
+cases="${BENCH_CASES:-bench comprehensive}"
+runs="${BENCH_RUNS:-5}"
+threads="${BENCH_THREADS:-$(nproc)}"
+json="${BENCH_JSON:-$root/target/bench/bench.json}"
+mkdir -p "$(dirname "$json")"
+json="$(cd "$(dirname "$json")" && pwd)/$(basename "$json")"
+work="${BENCH_DIR:-$(mktemp -d)}"
+mkdir -p "$work"
+raw="$work/raw"
+mkdir -p "$raw"
+
+comprehensive_args() {
+    python3 - "$root/tests/golden/cases.toml" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r'id = "comprehensive"\s*\n(?:.*\n)*?args = "([^"]*)"', text)
+print(m.group(1) if m else "")
+PY
+}
+
+# peak RSS (KiB) of one run of a command
+peak_rss() {
+    if [[ -x /usr/bin/time ]]; then
+        /usr/bin/time -f "%M" -o "$work/.rss" "$@" >/dev/null 2>&1 || true
+        tail -n 1 "$work/.rss"
+    else
+        # getrusage of the waited-for child, through python
+        python3 -c 'import resource,subprocess,sys
+subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+    fi
+}
+
+# one benchmark: name, args...; writes $raw/<name>.json and $raw/<name>.rss
+bench_case() {
+    local name="$1"
+    shift
+    local args="$*"
+    local cmds=(-n "nanobragg f64" "$nb $args -threads $threads"
+        -n "nanobragg f32" "$nb $args -threads $threads -dtype float32")
+    if [[ -n "$c_bin" ]]; then
+        cmds+=(-n "C" "env OMP_NUM_THREADS=$threads $c_bin $args")
+    fi
+    echo "== $name" >&2
+    (cd "$work" && hyperfine -N --style basic --warmup 1 --runs "$runs" \
+        --export-json "$raw/$name.json" "${cmds[@]}" >&2)
+    {
+        echo "nanobragg f64 $(cd "$work" && peak_rss "$nb" $args -threads "$threads")"
+        echo "nanobragg f32 $(cd "$work" && peak_rss "$nb" $args -threads "$threads" -dtype float32)"
+        if [[ -n "$c_bin" ]]; then
+            echo "C $(cd "$work" && OMP_NUM_THREADS=$threads peak_rss "$c_bin" $args)"
+        fi
+    } >"$raw/$name.rss"
+}
+
+order=()
+for c in $cases; do
+    case "$c" in
+    bench)
+        for n in $sizes; do
+            bench_case "bench-$n" -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 \
+                -distance 100 -detpixels "$n" -nonoise -nopgm -floatfile float.bin
+            order+=("bench-$n")
+        done
+        ;;
+    comprehensive)
+        a="$(comprehensive_args)"
+        [[ -n "$a" ]] || { echo "bench.sh: no comprehensive case in cases.toml" >&2; exit 1; }
+        # shellcheck disable=SC2086
+        bench_case comprehensive $a
+        order+=(comprehensive)
+        ;;
+    *)
+        echo "bench.sh: unknown case '$c'" >&2
+        exit 1
+        ;;
+    esac
+done
+
+python3 - "$raw" "$json" "$threads" "$nb" "${c_bin:-}" "${order[@]}" <<'PY'
+import json, os, platform, subprocess, sys, time
+raw, out, threads, nb, c_bin, *order = sys.argv[1:]
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+rows = []
+for name in order:
+    res = json.load(open(os.path.join(raw, name + ".json")))["results"]
+    med = {r["command"]: r["median"] for r in res}
+    rss = {}
+    for line in open(os.path.join(raw, name + ".rss")):
+        key, _, val = line.strip().rpartition(" ")
+        try:
+            rss[key] = int(val)
+        except ValueError:
+            pass
+    for dtype in ("f64", "f32"):
+        key = "nanobragg " + dtype
+        row = {"case": name, "dtype": dtype, "median_s": med[key], "peak_rss_kib": rss.get(key)}
+        if "C" in med:
+            row["c_median_s"] = med["C"]
+            row["speedup"] = med["C"] / med[key]
+            row["c_peak_rss_kib"] = rss.get("C")
+            if rss.get("C") and rss.get(key):
+                row["rss_ratio"] = rss[key] / rss["C"]
+        rows.append(row)
+
+doc = {
+    "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "os": platform.platform()},
+    "threads": int(threads),
+    "nanobragg": nb,
+    "c_binary": c_bin or None,
+    "results": rows,
+}
+with open(out, "w") as f:
+    json.dump(doc, f, indent=2)
+
+def mb(k):
+    return f"{k / 1024:.0f}" if k else "-"
+
+print(f"\nmachine: {doc['machine']['cpu']}, {doc['machine']['cores']} cores; threads {threads}")
+hdr = "| case | dtype | nanobragg s | C s | C/nanobragg | RSS MiB | C RSS MiB | RSS ratio |"
+print(hdr)
+print("|" + "---|" * 8)
+for r in rows:
+    c = r.get("c_median_s")
+    print(
+        f"| {r['case']} | {r['dtype']} | {r['median_s']:.3f} | "
+        + (f"{c:.3f} | {r['speedup']:.1f}x | " if c else "- | - | ")
+        + f"{mb(r['peak_rss_kib'])} | {mb(r.get('c_peak_rss_kib'))} | "
+        + (f"{r['rss_ratio']:.2f} |" if r.get("rss_ratio") else "- |")
+    )
+print(f"\nJSON: {out}")
+PY
