@@ -708,6 +708,8 @@ pub static FLAGS: &[Flag] = &[
     Flag::num("-water", S, "µm", Check::NonNegative, "thickness of water around the crystal, added as background",
         |inv, o| inv.config.sampling.water_um = o.num(0))
         .dflt("0"),
+    Flag::switch("-exact", S, "render f64 with the C program's formulas, libm and operation order: bit-identical to nanoBragg.c (the default fast f64 path agrees to ~1e-10 of the peak)",
+        |inv, _| inv.exact = true),
     Flag::switch("-corrected", S, "use corrected physics where nanoBragg.c has known errors (default: reproduce nanoBragg.c)",
         |inv, _| inv.config.sampling.corrected = true),
     // ------------------------------------------------------------------ output
@@ -745,6 +747,14 @@ pub static FLAGS: &[Flag] = &[
     Flag::int("-seed", O, Check::Any, "random seed for the noise image",
         |inv, o| inv.seed = Some(o.int(0)))
         .dflt("clock"),
+    Flag::word("-gradient", O, &[], "also write the derivative of every pixel by these parameters (comma-separated, or all; see docs/derivatives.md), one raw 4-byte float image each",
+        |inv, o| inv.gradient = Some(o.text(0).to_string()))
+        .vals("NAME[,NAME...]|all")
+        .dflt("none"),
+    Flag::word("-gradfile", O, &[], "file name prefix of the -gradient images: PREFIX_NAME.bin",
+        |inv, o| inv.gradfile = o.text(0).to_string())
+        .vals("prefix")
+        .dflt("grad"),
     Flag::switch("-printout", O, "print every rendered pixel's intermediate values (position, hkl, F_cell, F_latt, polarization, solid angle, cell vectors) to stdout",
         |inv, _| inv.printout = true),
     Flag {

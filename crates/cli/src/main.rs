@@ -2,6 +2,7 @@
 
 mod batch;
 mod flags;
+mod gradient;
 mod parse;
 mod report;
 mod run;

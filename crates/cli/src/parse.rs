@@ -223,6 +223,12 @@ pub struct Invocation {
     pub dtype: Dtype,
     /// `-threads`: worker threads; 0 = all cores.
     pub threads: usize,
+    /// `-exact`: bit-identical f64 reference path.
+    pub exact: bool,
+    /// `-gradient`: the parameter list as given (checked when run).
+    pub gradient: Option<String>,
+    /// `-gradfile`: prefix of the derivative images (default `grad`).
+    pub gradfile: String,
     /// `-device`.
     pub device: Device,
     /// Warnings to print before running (ignored flags, truncated integers).
@@ -251,6 +257,9 @@ impl Default for Invocation {
             progress: None,
             dtype: Dtype::Float64,
             threads: 0,
+            exact: false,
+            gradient: None,
+            gradfile: "grad".into(),
             device: Device::Cpu,
             warnings: Vec::new(),
             help: false,

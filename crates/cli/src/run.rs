@@ -281,6 +281,7 @@ fn render_with_progress(plan: &Plan, inv: &Invocation, show: bool) -> Result<Ren
                 .map_err(|e| anyhow!("-device cuda: {e}"));
         }
         Ok(match inv.dtype {
+            Dtype::Float64 if inv.exact => cpu::render_exact(plan, opts),
             Dtype::Float64 => cpu::render(plan, opts),
             Dtype::Float32 => cpu::render_as::<f32>(plan, opts),
         })
@@ -372,6 +373,7 @@ pub fn run(inv: Invocation) -> Result<()> {
         None => -clock,
     };
     let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
+    crate::gradient::params(&inv, &plan)?; // refuse a bad -gradient before writing anything
     if let Some(batch) = &inv.batch_path {
         return crate::batch::run_batch(&inv, batch, SetupSeeds { misset_idum });
     }
@@ -557,6 +559,7 @@ pub fn run(inv: Invocation) -> Result<()> {
             .map_err(|e| write_error("-noisefile", &o.noisefile, e))?;
     }
     staging.commit()?;
+    crate::gradient::write(&inv, &plan, SetupSeeds { misset_idum }, &mut out)?;
     out.flush()?;
     Ok(())
 }

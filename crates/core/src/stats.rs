@@ -35,6 +35,7 @@ pub fn image_stats(
     };
     let (mut max_i, mut max_f, mut max_s) = (0.0f64, 0usize, 0usize);
     let (mut sum, mut sumsqr, mut n) = (0.0f64, 0.0f64, 0usize);
+    let mut ties = 0usize;
     for s in 0..spixels {
         for f in 0..fpixels {
             if !rendered(f, s) {
@@ -45,6 +46,9 @@ pub fn image_stats(
                 max_i = v;
                 max_f = f;
                 max_s = s;
+                ties = 1;
+            } else if v == max_i {
+                ties += 1;
             }
             sum += v;
             sumsqr += v * v;
@@ -56,7 +60,7 @@ pub fn image_stats(
     // is the one its threads reach first. We pin that down as the reference
     // build ran it, two threads over equal halves of the rows: the pixel with
     // the smallest offset from the start of its half wins.
-    if n > 0 {
+    if n > 0 && ties > 1 {
         let half = spixels.div_ceil(2).max(1);
         let rank = |f: usize, s: usize| ((s % half) * fpixels + f, s / half);
         let mut best = rank(max_f, max_s);

@@ -1,10 +1,13 @@
-//! Derivatives of the setup leaves (everything the kernel reads) by every
-//! parameter, seeded duals against central finite differences in f64.
+//! Derivatives of the setup leaves (everything the kernel reads) and of the
+//! rendered images by every parameter, seeded duals against central finite
+//! differences in f64.
 
 use nanobragg_core::config::{CrystalShape, Misset, SfSource, SimConfig};
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::{Deltas, Leaves, Param, Seeded};
+use nanobragg_core::diff::{jacobian, Deltas, Leaves, Param, Seeded};
 use nanobragg_core::real::Real;
+use nanobragg_core::render::kernel::{Exact, Kernel};
+use nanobragg_core::render::{render_exact, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use num_dual::DualSVec64;
 use std::path::Path;
@@ -116,6 +119,75 @@ fn check(cfg: &SimConfig, tol: f64) -> f64 {
     worst
 }
 
+/// The exact f64 image of `cfg`, pixel by pixel in raster order (the shared
+/// interpolation flag as nanoBragg.c keeps it), without rounding to f32.
+fn image_f64(cfg: &SimConfig) -> Vec<f64> {
+    let plan = Plan::new(cfg, SEEDS).unwrap();
+    let k = Kernel::<f64, Exact>::new(&plan);
+    let mut interp = k.interpolates();
+    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+    (0..fp * sp).map(|i| k.pixel(i % fp, i / fp, &mut interp).value).collect()
+}
+
+/// Finite-difference step of each parameter for images.
+fn image_step(p: Param, plan: &Plan) -> f64 {
+    match p {
+        Param::Fluence => 1e-3 * plan.fluence,
+        Param::Mosaic => 0.05,
+        _ => 1e-4,
+    }
+}
+
+/// Derivative images of every applicable parameter against central finite
+/// differences of exact f64 renders (steps of [`image_step`] times
+/// `step_scale`), all but those in `skip`; returns the worst relative L2
+/// error.
+fn check_images(name: &str, cfg: &SimConfig, skip: &[Param], step_scale: f64, tol: f64) -> f64 {
+    let plan = Plan::new(cfg, SEEDS).unwrap();
+    let params: Vec<Param> = Param::ALL
+        .into_iter()
+        .filter(|&p| check_param(cfg, &plan, p).is_ok())
+        .filter(|&p| p.nudged(cfg, &plan, 0.0).is_ok())
+        .filter(|p| !skip.contains(p))
+        // without water the derivative by its size is 0 (size cubed)
+        .filter(|&p| p != Param::Water || cfg.sampling.water_um > 0.0)
+        .collect();
+    let j = jacobian(cfg, &params, SEEDS).unwrap();
+    // the image is the exact render's (the duals' values to rounding)
+    let exact = render_exact(&plan, RenderOptions::default()).image;
+    assert!(exact.iter().any(|&v| v > 0.0));
+    for (a, b) in j.image.iter().zip(&exact) {
+        assert!((a - b).abs() <= 1e-6 * b.abs(), "value {a} vs {b}");
+    }
+    let mut worst = 0.0f64;
+    for (p, d) in params.iter().zip(&j.derivatives) {
+        let h = image_step(*p, &plan) * step_scale;
+        let central = |h: f64| -> Vec<f64> {
+            let up = image_f64(&p.nudged(cfg, &plan, h).unwrap());
+            let down = image_f64(&p.nudged(cfg, &plan, -h).unwrap());
+            up.iter().zip(&down).map(|(u, w)| (u - w) / (2.0 * h)).collect()
+        };
+        let fd = if *p == Param::Mosaic {
+            // nanoBragg.c draws the domain angles in f32: short steps drown
+            // in its rounding, so long steps with Richardson extrapolation
+            let (d1, d2) = (central(h), central(h / 2.0));
+            d1.iter().zip(&d2).map(|(a, b)| (4.0 * b - a) / 3.0).collect()
+        } else {
+            central(h)
+        };
+        let (mut num, mut den) = (0.0f64, 0.0f64);
+        for (&fd, &a) in fd.iter().zip(d) {
+            num += (a as f64 - fd).powi(2);
+            den += fd * fd;
+        }
+        let err = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
+        eprintln!("{name} {p:>14}: image relative error {err:.2e}");
+        worst = worst.max(err);
+    }
+    assert!(worst <= tol, "{name}: worst image relative error {worst:e}");
+    worst
+}
+
 fn base() -> SimConfig {
     let mut cfg = SimConfig::default();
     cfg.detector.fpixels = 48;
@@ -136,7 +208,17 @@ fn cubic_leaves() {
 }
 
 #[test]
-fn triclinic_mosaic_phi_leaves() {
+fn cubic_images() {
+    let mut cfg = base();
+    (cfg.detector.fpixels, cfg.detector.spixels) = (40, 40);
+    cfg.sampling.water_um = 0.0;
+    cfg.crystal.mosaic_deg = 0.5;
+    cfg.crystal.mosaic_domains = 4;
+    let w = check_images("cubic", &cfg, &[], 1.0, 1e-5);
+    eprintln!("cubic images: worst {w:e}");
+}
+
+fn triclinic() -> SimConfig {
     let mut cfg = base();
     cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
     cfg.crystal.mosaic_deg = 0.5;
@@ -149,12 +231,31 @@ fn triclinic_mosaic_phi_leaves() {
     let entries = nanobragg_core::sf::hkl::read_hkl(&hkl).unwrap();
     cfg.sf.source = SfSource::Hkl(entries);
     cfg.sf.interpolate = Some(true);
-    let w = check(&cfg, 1e-5);
+    cfg
+}
+
+#[test]
+fn triclinic_mosaic_phi_leaves() {
+    let w = check(&triclinic(), 1e-5);
     eprintln!("triclinic: worst {w:e}");
 }
 
 #[test]
-fn tilted_detector_leaves() {
+fn triclinic_mosaic_phi_images() {
+    let mut cfg = triclinic();
+    (cfg.detector.fpixels, cfg.detector.spixels) = (40, 40);
+    cfg.sampling.water_um = 0.0;
+    // gauss spots of a non-orthogonal cell jump where the nearest (h, k, l)
+    // switches (see docs/derivatives.md); square spots are smooth
+    cfg.crystal.shape = CrystalShape::Square;
+    // tricubic interpolation has kinks at whole h, k, l: short steps; the
+    // mosaic spread needs long ones (f32 domain angles), so it is checked
+    // on the smooth cubic crystal instead
+    let w = check_images("triclinic", &cfg, &[Param::Mosaic], 0.1, 1e-5);
+    eprintln!("triclinic images: worst {w:e}");
+}
+
+fn tilted() -> SimConfig {
     let mut cfg = base();
     cfg.detector.twotheta_deg = 20.0;
     cfg.detector.rotx_deg = 5.0;
@@ -174,6 +275,22 @@ fn tilted_detector_leaves() {
     cfg.beam.dispsteps = 3;
     cfg.sampling.oversample = 2;
     cfg.crystal.shape = CrystalShape::Round;
+    cfg
+}
+
+#[test]
+fn tilted_detector_images() {
+    let mut cfg = tilted();
+    (cfg.detector.fpixels, cfg.detector.spixels) = (32, 32);
+    cfg.sampling.water_um = 1.0;
+    // round spots have kinks where the nearest (h, k, l) switches: short steps
+    let w = check_images("tilted", &cfg, &[], 0.1, 1e-5);
+    eprintln!("tilted images: worst {w:e}");
+}
+
+#[test]
+fn tilted_detector_leaves() {
+    let mut cfg = tilted();
     let w = check(&cfg, 1e-5);
     eprintln!("tilted: worst {w:e}");
     // misset rotations on top of a given orientation still differentiate

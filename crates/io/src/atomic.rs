@@ -51,9 +51,9 @@ where
     let result = (|| {
         let mut writer = BufWriter::with_capacity(1 << 20, file);
         fill(&mut writer)?;
-        let file = writer.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        drop(file);
+        // no fsync: like the C program we leave durability to the OS; the
+        // rename still guarantees no reader ever sees a half-written file
+        drop(writer.into_inner().map_err(|e| e.into_error())?);
         std::fs::rename(&tmp, path)
     })();
     if let Err(source) = result {

@@ -79,7 +79,8 @@ pub fn int_image(
     map_roi(float_image, fpixels, spixels, roi, |v| {
         // clamp keeps NaN, which the final conversion turns into 0
         let test = (v as f64 * scale + adc).clamp(0.0, 65535.0);
-        ((test + 0.5) as f32).floor() as u16
+        // floorf of a non-negative f32 then truncation: the cast alone truncates
+        ((test + 0.5) as f32) as u16
     })
 }
 

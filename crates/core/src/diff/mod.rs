@@ -7,15 +7,18 @@
 //!   perturbations ([`Deltas`]) setup adds where each parameter enters;
 //! - [`dual`]: [`crate::real::Real`] for num-dual's types ([`DiffReal`],
 //!   [`Seeded`]);
-//! - [`leaves`]: the numbers the kernel reads, computed in any [`DiffReal`].
+//! - [`leaves`]: the numbers the kernel reads, computed in any [`DiffReal`];
+//! - [`jacobian`]: derivative images through the exact render kernel.
 //!
 //! See docs/derivatives.md.
 
 pub mod dual;
+pub mod jacobian;
 pub mod leaves;
 pub mod param;
 
 pub use dual::{DiffReal, Seeded};
+pub use jacobian::{jacobian, jacobian_with, Jacobian};
 pub use leaves::Leaves;
 
 pub use param::{Deltas, Param};

@@ -128,7 +128,12 @@ impl Param {
         match self {
             Param::Distance => d.distance_mm += h,
             Param::CloseDistance => {
-                d.close_distance_mm = Some(det.close_distance_m * 1000.0 + h);
+                // where setup adds the delta: as given, or |ratio · distance|
+                // before the two-theta rotation (the final close distance
+                // differs from it under a beam pivot with two-theta)
+                let ratio = det.close_distance_m / det.distance_m;
+                let close = d.close_distance_mm.unwrap_or((ratio * d.distance_mm).abs());
+                d.close_distance_mm = Some(close + h);
             }
             Param::Xbeam => d.xbeam_mm = Some(d.xbeam_mm.unwrap_or(det.xbeam_m * 1000.0) + h),
             Param::Ybeam => d.ybeam_mm = Some(d.ybeam_mm.unwrap_or(det.ybeam_m * 1000.0) + h),

@@ -4,4 +4,4 @@ pub mod lattice;
 pub mod polarization;
 
 pub use lattice::{sinc3, sinc3_fast, sincg, Grating, GratingForm};
-pub use polarization::{polarization_factor, Polarization};
+pub use polarization::{polarization_factor, polarization_factor_with, Polarization};

@@ -16,6 +16,20 @@ pub fn polarization_factor<R: Num>(
     diffracted: V3<R>,
     axis: V3<R>,
 ) -> R {
+    polarization_factor_with(kahn_factor, incident, diffracted, axis, false)
+}
+
+/// [`polarization_factor`]; with `always_psi` the angle ψ is computed also
+/// where the Kahn factor's value is 0 (for a factor that carries a
+/// derivative: d/dk of the factor needs cos 2ψ).
+#[inline(always)]
+pub fn polarization_factor_with<R: Num>(
+    kahn_factor: R,
+    incident: V3<R>,
+    diffracted: V3<R>,
+    axis: V3<R>,
+    always_psi: bool,
+) -> R {
     let incident = unitize(incident).0;
     let diffracted = unitize(diffracted).0;
     let axis = unitize(axis).0;
@@ -23,7 +37,7 @@ pub fn polarization_factor<R: Num>(
     let cos2theta_sqr = cos2theta * cos2theta;
     let sin2theta_sqr = R::one() - cos2theta_sqr;
     let mut psi = R::zero();
-    let polarized = kahn_factor.cmp_ne(R::zero());
+    let polarized = kahn_factor.cmp_ne(R::zero()) | R::Mask::splat(always_psi);
     if polarized.any() {
         let b_in = unitize(cross(axis, incident)).0;
         let e_in = unitize(cross(incident, b_in)).0;

@@ -360,7 +360,7 @@ fn render_with<K: Rows>(plan: &Plan, kernel: &K) -> RenderOutput {
     RenderOutput { image, omega_sum, interpolation_fallback }
 }
 
-fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+pub(crate) fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
     if threads > 0 {
         if let Ok(pool) = rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
             return pool.install(f);

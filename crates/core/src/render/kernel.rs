@@ -38,7 +38,7 @@ use crate::physics::lattice::{
     sinc3, sinc3_fast, sincg, Grating, GratingForm, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE,
     TOPHAT_RADIUS_SQR,
 };
-use crate::physics::{polarization_factor, Polarization};
+use crate::physics::{polarization_factor_with, Polarization};
 use crate::real::{fast, Mask, Num, Real};
 use crate::setup::{Interpolation, Plan};
 use crate::sf::{polin3, HklGrid};
@@ -135,6 +135,8 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     poly3_odd: bool,
     fudge: V::Scalar,
     kahn: V::Scalar,
+    /// The Kahn factor carries a derivative (ψ is needed even where it is 0).
+    kahn_moves: bool,
     polar_axis: V3<V::Scalar>,
     dmin: V::Scalar,
     i_bg: V::Scalar,
@@ -236,6 +238,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             poly3_odd: plan.n_cells.iter().all(|&n| grating(n).is_some_and(|g| !g.is_even())),
             fudge: c(plan.fudge),
             kahn: c(plan.kahn_factor),
+            kahn_moves: false,
             polar_axis: lift(d.polar),
             dmin: c(plan.dmin_m),
             i_bg: c(plan.i_bg),
@@ -436,11 +439,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                     polar,
                                 );
                             } else {
-                                let p = polarization_factor(
+                                let p = polarization_factor_with(
                                     s(self.kahn),
                                     sv(src.incident),
                                     diffracted,
                                     sv(self.polar_axis),
+                                    self.kahn_moves,
                                 );
                                 polar = V::select(recompute, p, polar);
                                 // nanoBragg.c's polarization_factor unitizes in place
@@ -643,6 +647,85 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             }
             nearest(i)
         })
+    }
+}
+
+impl<'p, R: crate::diff::DiffReal> Kernel<'p, R, Exact> {
+    /// The kernel of `plan` with every number a parameter can move taken
+    /// from `leaves` (field for field; the integer counts, masks, the
+    /// structure-factor grid and the thickness from `plan`). With dual
+    /// numbers the pixels carry the leaves' derivatives; with f64 leaves of
+    /// zero deltas this is [`Kernel::new`] up to rounding of the setup.
+    pub fn from_leaves(plan: &'p Plan, leaves: &crate::diff::Leaves<R>) -> Self {
+        let c = R::c;
+        let d = &plan.detector;
+        let l = leaves;
+        let grating = |n: f64| if n > 1.0 { Some(Grating::new(n)) } else { None };
+        let n_val = l.n_cells.map(|n| n.val());
+        let scale = l.scale;
+        let steps = c(plan.steps as f64);
+        Kernel {
+            plan,
+            fpixels: d.fpixels,
+            oversample: plan.oversample,
+            subpixel: l.pixel / c(plan.oversample as f64),
+            pixel: l.pixel,
+            fdet: l.fdet,
+            sdet: l.sdet,
+            odet: l.odet,
+            pix0: l.pix0,
+            beam: l.beam,
+            distance: l.distance,
+            close_distance: l.close_distance,
+            omega_scale: l.pixel * l.pixel * l.close_distance,
+            thickstep: c(d.thickstep_m),
+            thicksteps: d.thicksteps,
+            thick_zero: d.thick_m == 0.0,
+            mu: c(d.mu_per_m),
+            sources: l
+                .sources
+                .iter()
+                .map(|s| {
+                    let inv_lambda = R::one() / s.lambda;
+                    KSource {
+                        incident: s.incident,
+                        lambda: s.lambda,
+                        inv_lambda,
+                        incident_over_lambda: s.incident.map(|x| x / s.lambda),
+                        // fast mode only (not used by the exact kernel)
+                        polarization: Polarization::new(
+                            l.kahn.val(),
+                            s.incident.map(R::val),
+                            l.polar_axis.map(R::val),
+                        ),
+                    }
+                })
+                .collect(),
+            cells: l.cells.iter().map(|&[a, b, c]| KCell { a, b, c }).collect(),
+            a_star: l.recip[0],
+            b_star: l.recip[1],
+            c_star: l.recip[2],
+            na: l.n_cells[0],
+            nb: l.n_cells[1],
+            nc: l.n_cells[2],
+            // fast mode only
+            gratings: n_val.map(grating),
+            poly3: false,
+            poly3_odd: false,
+            fudge: l.fudge,
+            kahn: l.kahn,
+            kahn_moves: !l.kahn.is_const_zero(),
+            polar_axis: l.polar_axis,
+            dmin: c(plan.dmin_m),
+            i_bg: l.i_bg,
+            scale,
+            steps,
+            scale_per_step: scale / steps,
+            default_f: l.default_f,
+            grid: plan.grid.as_ref(),
+            hkls: plan.hkls,
+            mode: PhantomData,
+        }
     }
 }
 

@@ -1,0 +1,94 @@
+//! `-gradient`: derivative images written next to the usual outputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nanobragg-gradient-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const BASE: [&str; 18] = [
+    "-default_F",
+    "100",
+    "-cell",
+    "70",
+    "80",
+    "90",
+    "75",
+    "85",
+    "95",
+    "-N",
+    "5",
+    "-lambda",
+    "1.0",
+    "-detpixels",
+    "48",
+    "-nonoise",
+    "-nopgm",
+    "-exact",
+];
+
+fn run(dir: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+        .args(BASE)
+        .args(extra)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn floats(path: &Path) -> Vec<f64> {
+    let bytes = std::fs::read(path).unwrap();
+    bytes.chunks(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect()
+}
+
+#[test]
+fn derivative_images_match_finite_differences() {
+    let dir = scratch("fd");
+    let out = run(&dir, &["-distance", "100", "-gradient", "distance,lambda,Na", "-gradfile", "g"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for name in ["distance", "lambda", "Na"] {
+        let path = dir.join(format!("g_{name}.bin"));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 48 * 48 * 4, "{name}");
+        assert!(stdout.contains(&format!("g_{name}.bin")), "{stdout}");
+    }
+    assert!(dir.join("floatimage.bin").exists());
+    let h = 0.01;
+    for (d, file) in [(100.0 + h, "up.bin"), (100.0 - h, "down.bin")] {
+        let out = run(&dir, &["-distance", &d.to_string(), "-floatfile", file]);
+        assert!(out.status.success());
+    }
+    let (up, down) = (floats(&dir.join("up.bin")), floats(&dir.join("down.bin")));
+    let ad = floats(&dir.join("g_distance.bin"));
+    let (mut num, mut den) = (0.0, 0.0);
+    for ((u, w), a) in up.iter().zip(&down).zip(&ad) {
+        let fd = (u - w) / (2.0 * h);
+        num += (a - fd) * (a - fd);
+        den += fd * fd;
+    }
+    let err = (num / den).sqrt();
+    assert!(den > 0.0 && err < 1e-4, "relative L2 error {err:e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_gradients_are_refused_before_writing() {
+    let dir = scratch("bad");
+    for (list, want) in [
+        ("distance,nonsense", "unknown parameter 'nonsense'"),
+        ("fudge", "square (default) spots do not use -fudge"),
+        ("mosaic", "needs -mosaic"),
+    ] {
+        let out = run(&dir, &["-gradient", list]);
+        assert!(!out.status.success(), "{list}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("-gradient") && err.contains(want), "{err}");
+        assert!(!dir.join("floatimage.bin").exists());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,153 @@
+//! Derivative images: every pixel differentiated by chosen parameters with
+//! forward-mode dual numbers through the exact render kernel.
+
+use super::dual::Seeded;
+use super::leaves::{check_param, Leaves};
+use super::param::{Deltas, Param};
+use crate::config::SimConfig;
+use crate::error::Result;
+use crate::real::Real;
+use crate::render::cpu::{in_pool, render_exact, RenderOptions};
+use crate::render::kernel::{Exact, Kernel};
+use crate::setup::{Plan, SetupSeeds};
+use num_dual::DualSVec64;
+use rayon::prelude::*;
+
+/// An image and its derivatives by parameters.
+#[derive(Debug, Clone)]
+pub struct Jacobian {
+    /// Photons per pixel (the exact f64 render, rounded to f32).
+    pub image: Vec<f32>,
+    /// The parameters, in the order asked for.
+    pub params: Vec<Param>,
+    /// One image per parameter: d pixel / d parameter, per unit of the flag
+    /// ([`Param::unit`]), same layout as `image`.
+    pub derivatives: Vec<Vec<f32>>,
+}
+
+/// The image of `cfg` and its derivatives by `params` (all threads).
+pub fn jacobian(cfg: &SimConfig, params: &[Param], seeds: SetupSeeds) -> Result<Jacobian> {
+    jacobian_with(cfg, params, seeds, RenderOptions::default())
+}
+
+/// [`jacobian`] with render options (threads). Parameters are carried eight
+/// at a time (a smaller dual type for the last few); rows run in parallel,
+/// each pixel by one thread in a fixed order, so the result does not depend
+/// on the number of threads.
+pub fn jacobian_with(
+    cfg: &SimConfig,
+    params: &[Param],
+    seeds: SetupSeeds,
+    opts: RenderOptions,
+) -> Result<Jacobian> {
+    let plan = Plan::new(cfg, seeds)?;
+    for &p in params {
+        check_param(cfg, &plan, p)?;
+    }
+    let n = plan.detector.fpixels * plan.detector.spixels;
+    in_pool(opts.threads, || {
+        let mut image = None;
+        let mut derivatives = Vec::with_capacity(params.len());
+        for chunk in params.chunks(8) {
+            let (img, d) = match chunk.len() {
+                1 => chunk_images::<1>(cfg, &plan, seeds, chunk)?,
+                2 => chunk_images::<2>(cfg, &plan, seeds, chunk)?,
+                3 | 4 => chunk_images::<4>(cfg, &plan, seeds, chunk)?,
+                _ => chunk_images::<8>(cfg, &plan, seeds, chunk)?,
+            };
+            image.get_or_insert(img);
+            derivatives.extend(d);
+        }
+        let image = match image {
+            Some(i) => i,
+            None if n == 0 => Vec::new(),
+            None => render_exact(&plan, RenderOptions { threads: 0 }).image,
+        };
+        Ok(Jacobian { image, params: params.to_vec(), derivatives })
+    })
+}
+
+type Images = (Vec<f32>, Vec<Vec<f32>>);
+
+/// The image and the derivative images by up to `N` parameters.
+fn chunk_images<const N: usize>(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+) -> Result<Images> {
+    type D<const N: usize> = DualSVec64<N>;
+    let mut deltas = Deltas::<D<N>>::zero();
+    for (i, &p) in params.iter().enumerate() {
+        deltas.set(p, D::<N>::seed(0.0, i));
+    }
+    let leaves = Leaves::new(cfg, plan, seeds, &deltas)?;
+    let kernel = Kernel::<D<N>, Exact>::from_leaves(plan, &leaves);
+    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+    let width = fp * (N + 1);
+    // per row: the values, then N rows of derivatives
+    let mut buf = vec![0.0f32; width * sp];
+    if fp > 0 && sp > 0 {
+        let first = render_rows(plan, &kernel, &mut buf, 0, None);
+        if let Some(p) = first.into_iter().flatten().min() {
+            if kernel.interpolates() {
+                // nanoBragg.c's shared interpolation flag: every pixel after
+                // the first out-of-range point is nearest-neighbour
+                let row = p / fp;
+                render_rows(plan, &kernel, &mut buf[row * width..], row, Some(p));
+            }
+        }
+    }
+    let mut image = vec![0.0f32; fp * sp];
+    let mut ders = vec![vec![0.0f32; fp * sp]; params.len()];
+    for (s, chunk) in buf.chunks(width.max(1)).enumerate().take(sp) {
+        image[s * fp..(s + 1) * fp].copy_from_slice(&chunk[..fp]);
+        for (i, d) in ders.iter_mut().enumerate() {
+            d[s * fp..(s + 1) * fp].copy_from_slice(&chunk[(i + 1) * fp..(i + 2) * fp]);
+        }
+    }
+    Ok((image, ders))
+}
+
+/// Render rows `first_row..` into `buf` (rows of `fpixels × (N + 1)`);
+/// returns each row's first interpolation fallback (image index).
+fn render_rows<const N: usize>(
+    plan: &Plan,
+    kernel: &Kernel<DualSVec64<N>, Exact>,
+    buf: &mut [f32],
+    first_row: usize,
+    limit: Option<usize>,
+) -> Vec<Option<usize>> {
+    let fp = plan.detector.fpixels;
+    let roi = plan.detector.roi;
+    let start_on = kernel.interpolates();
+    buf.par_chunks_mut(fp * (N + 1))
+        .enumerate()
+        .map(|(r, row)| {
+            let s = first_row + r;
+            let si = s as i64;
+            if si < roi[2] || si > roi[3] || roi[1] < 0 {
+                return None;
+            }
+            let lo = roi[0].max(0) as usize;
+            let hi = (roi[1] as usize).min(fp - 1);
+            let mut first = None;
+            for f in lo..=hi {
+                let idx = s * fp + f;
+                if plan.mask.as_ref().is_some_and(|m| m[idx] == 0) {
+                    continue;
+                }
+                let mut interp = start_on && limit.is_none_or(|p| idx <= p);
+                let px = kernel.pixel(f, s, &mut interp);
+                row[f] = Real::val(px.value) as f32;
+                for i in 0..N {
+                    row[(i + 1) * fp + f] = Seeded::derivative(px.value, i) as f32;
+                }
+                if first.is_none() && px.out_of_range.is_some() {
+                    first = Some(idx);
+                }
+            }
+            first
+        })
+        .collect()
+}
