@@ -71,6 +71,7 @@ fn derivative_images_match_finite_differences() {
         den += fd * fd;
     }
     let err = (num / den).sqrt();
+    eprintln!("distance: relative L2 error {err:e}");
     assert!(den > 0.0 && err < 1e-4, "relative L2 error {err:e}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -151,3 +151,35 @@ fn render_rows<const N: usize>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_do_not_change_the_derivatives() {
+        let mut cfg = SimConfig::default();
+        (cfg.detector.fpixels, cfg.detector.spixels) = (24, 20);
+        cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+        (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 5.0, 5.0);
+        cfg.sf.default_f = 10.0;
+        let seeds = SetupSeeds { misset_idum: -1 };
+        let params = [Param::Distance, Param::CellB, Param::Lambda];
+        let one = jacobian_with(&cfg, &params, seeds, RenderOptions { threads: 1 }).unwrap();
+        let three = jacobian_with(&cfg, &params, seeds, RenderOptions { threads: 3 }).unwrap();
+        assert_eq!(one.image, three.image);
+        assert_eq!(one.derivatives, three.derivatives);
+        assert_eq!(one.derivatives.len(), 3);
+        assert!(one.derivatives.iter().all(|d| d.iter().any(|&x| x != 0.0)));
+        // no parameters: the exact image alone
+        let none = jacobian(&cfg, &[], seeds).unwrap();
+        assert!(none.derivatives.is_empty());
+        assert_eq!(none.image.len(), 24 * 20);
+        // the values are the exact render's
+        let plan = Plan::new(&cfg, seeds).unwrap();
+        let exact = render_exact(&plan, RenderOptions::default()).image;
+        for (a, b) in one.image.iter().zip(&exact) {
+            assert!((a - b).abs() <= 1e-6 * b.abs());
+        }
+    }
+}
