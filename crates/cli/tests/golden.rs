@@ -13,8 +13,8 @@
 mod common;
 
 use common::{
-    cases, close, compare_tokens, f32_image, parse_pgm, parse_smv, report, runs, stat_lines, Case,
-    Run,
+    agreement, cases, close, compare_tokens, f32_image, parse_pgm, parse_smv, report, runs,
+    stat_lines, Case, Run,
 };
 
 /// Float image: minimum Pearson correlation with the C image.
@@ -179,49 +179,8 @@ fn float_compare(
     if nonfinite > 0 {
         why.push(format!("{nonfinite} non-finite pixels"));
     }
-    let n = npix as f64;
-    let (mut max_c, mut max_d) = (0f64, 0f64);
-    let (mut sa, mut sb) = (0f64, 0f64);
-    let mut worst = 0usize;
-    for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
-        let (x, y) = (x as f64, y as f64);
-        max_c = max_c.max(y.abs());
-        let d = (x - y).abs();
-        if d > max_d || d.is_nan() {
-            max_d = if d.is_nan() { f64::INFINITY } else { d };
-            worst = i;
-        }
-        sa += x;
-        sb += y;
-    }
-    let (ma, mb) = (sa / n, sb / n);
-    let (mut sxx, mut syy, mut sxy) = (0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(&b) {
-        let (dx, dy) = (x as f64 - ma, y as f64 - mb);
-        sxx += dx * dx;
-        syy += dy * dy;
-        sxy += dx * dy;
-    }
-    let rel = if max_c > 0.0 {
-        max_d / max_c
-    } else if max_d == 0.0 {
-        0.0
-    } else {
-        f64::INFINITY
-    };
-    let corr = if max_d == 0.0 {
-        1.0
-    } else if sxx > 0.0 && syy > 0.0 {
-        sxy / (sxx * syy).sqrt()
-    } else {
-        // A constant image on either side: correlation is undefined; accept only agreement.
-        if rel <= MAX_REL_DIFF {
-            1.0
-        } else {
-            0.0
-        }
-    };
-    if max_c == 0.0 && max_d > 0.0 {
+    let (corr, rel, worst) = agreement(&a, &b, MAX_REL_DIFF);
+    if rel.is_infinite() && !b.iter().any(|v| *v != 0.0) {
         why.push("C image is all zero, ours is not".into());
     }
     if corr.is_nan() || corr < MIN_CORR {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{cases, f32_image, report, run_case, Case};
+use common::{agreement, cases, f32_image, report, run_case, Case};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -25,40 +25,7 @@ fn compare(ours: &[f32], theirs: &[f32]) -> Result<(f64, f64), String> {
     if let Some(i) = ours.iter().position(|v| !v.is_finite()) {
         return Err(format!("non-finite pixel {i}: {}", ours[i]));
     }
-    let n = ours.len().max(1) as f64;
-    let (mut max_c, mut max_d, mut sa, mut sb) = (0f64, 0f64, 0f64, 0f64);
-    for (&x, &y) in ours.iter().zip(theirs) {
-        let (x, y) = (x as f64, y as f64);
-        max_c = max_c.max(y.abs());
-        max_d = max_d.max((x - y).abs());
-        sa += x;
-        sb += y;
-    }
-    let (ma, mb) = (sa / n, sb / n);
-    let (mut sxx, mut syy, mut sxy) = (0f64, 0f64, 0f64);
-    for (&x, &y) in ours.iter().zip(theirs) {
-        let (dx, dy) = (x as f64 - ma, y as f64 - mb);
-        sxx += dx * dx;
-        syy += dy * dy;
-        sxy += dx * dy;
-    }
-    let rel = if max_c > 0.0 {
-        max_d / max_c
-    } else if max_d == 0.0 {
-        0.0
-    } else {
-        f64::INFINITY
-    };
-    let corr = if max_d == 0.0 || !(sxx > 0.0 && syy > 0.0) {
-        // identical, or a constant image: only the difference can judge
-        if rel <= MAX_REL_DIFF {
-            1.0
-        } else {
-            0.0
-        }
-    } else {
-        sxy / (sxx * syy).sqrt()
-    };
+    let (corr, rel, _) = agreement(ours, theirs, MAX_REL_DIFF);
     Ok((corr, rel))
 }
 

@@ -15,8 +15,8 @@
 //!   orientation ([`Shot`]), overlapping copy-back with compute.
 #![warn(missing_docs)]
 
-use nanobragg_core::setup::Plan;
-use nanobragg_core::vec3::{rotate_axis, rotate_umat};
+use nanobragg_core::setup::{rotated_cells, Plan};
+use nanobragg_core::vec3::rotate_umat;
 
 pub use nanobragg_core::render::RenderOutput;
 
@@ -122,31 +122,15 @@ impl Shot {
     /// and mosaic rotations, i.e. as if `u` had been applied after the misset:
     /// the phi × mosaic cells are rebuilt exactly as setup builds them.
     pub fn rotated(plan: &Plan, u: &[f64; 9]) -> Shot {
-        let a = rotate_umat(plan.cell.a_m, u);
-        let b = rotate_umat(plan.cell.b_m, u);
-        let c = rotate_umat(plan.cell.c_m, u);
-        let spindle = plan.detector.spindle;
-        let mut cells_m = Vec::with_capacity(plan.cells_m.len());
-        for phi_tic in 0..plan.phisteps {
-            let phi = plan.phi0_rad + plan.phistep_rad * phi_tic as f64;
-            let (ap, bp, cp) = if phi != 0.0 {
-                (
-                    rotate_axis(a, spindle, phi),
-                    rotate_axis(b, spindle, phi),
-                    rotate_axis(c, spindle, phi),
-                )
-            } else {
-                (a, b, c)
-            };
-            for m in &plan.mosaic_umats {
-                let (a, b, c) = if plan.mosaic_spread_rad > 0.0 {
-                    (rotate_umat(ap, m), rotate_umat(bp, m), rotate_umat(cp, m))
-                } else {
-                    (ap, bp, cp)
-                };
-                cells_m.push([a[0], a[1], a[2], b[0], b[1], b[2], c[0], c[1], c[2]]);
-            }
-        }
+        let cells_m = rotated_cells(
+            [plan.cell.a_m, plan.cell.b_m, plan.cell.c_m].map(|v| rotate_umat(v, u)),
+            plan.detector.spindle,
+            plan.phi0_rad,
+            plan.phistep_rad,
+            plan.phisteps,
+            &plan.mosaic_umats,
+            plan.mosaic_spread_rad > 0.0,
+        );
         let recip = [
             rotate_umat(plan.cell.a_star, u),
             rotate_umat(plan.cell.b_star, u),

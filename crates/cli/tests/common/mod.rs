@@ -478,3 +478,50 @@ pub fn stat_lines(stdout: &str, with_noise: bool) -> Vec<(&'static str, String)>
     }
     out
 }
+
+/// How closely two images agree: (Pearson correlation, max|a-b| / max|b|, index of the
+/// largest difference). A NaN difference counts as infinite. When either image is constant
+/// the correlation is undefined; it is then 1 if the relative difference is within
+/// `const_tol`, else 0.
+#[allow(dead_code)]
+pub fn agreement(a: &[f32], b: &[f32], const_tol: f64) -> (f64, f64, usize) {
+    let n = a.len().max(1) as f64;
+    let (mut max_c, mut max_d, mut sa, mut sb) = (0f64, 0f64, 0f64, 0f64);
+    let mut worst = 0usize;
+    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+        let (x, y) = (x as f64, y as f64);
+        max_c = max_c.max(y.abs());
+        let d = (x - y).abs();
+        if d > max_d || d.is_nan() {
+            max_d = if d.is_nan() { f64::INFINITY } else { d };
+            worst = i;
+        }
+        sa += x;
+        sb += y;
+    }
+    let (ma, mb) = (sa / n, sb / n);
+    let (mut sxx, mut syy, mut sxy) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (dx, dy) = (x as f64 - ma, y as f64 - mb);
+        sxx += dx * dx;
+        syy += dy * dy;
+        sxy += dx * dy;
+    }
+    let rel = if max_c > 0.0 {
+        max_d / max_c
+    } else if max_d == 0.0 {
+        0.0
+    } else {
+        f64::INFINITY
+    };
+    let corr = if max_d == 0.0 {
+        1.0
+    } else if sxx > 0.0 && syy > 0.0 {
+        sxy / (sxx * syy).sqrt()
+    } else if rel <= const_tol {
+        1.0
+    } else {
+        0.0
+    };
+    (corr, rel, worst)
+}

@@ -209,53 +209,37 @@ mod x86 {
     use crate::real::X2;
     use crate::render::simd::{avx2, avx512};
 
-    /// AVX2 + FMA. Only constructed after the CPU was checked.
-    pub(super) struct Avx2Rows<'p, V: Num, M: MathMode>(pub Kernel<'p, V, M>, pub &'p Plan);
+    /// A row driver compiled with the target features of one SIMD level; the
+    /// type is only constructed after the CPU was checked for them (`detect`).
+    macro_rules! simd_rows {
+        ($name:ident, $row:ident, $features:literal) => {
+            pub(super) struct $name<'p, V: Num, M: MathMode>(pub Kernel<'p, V, M>, pub &'p Plan);
 
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn row_avx2<V: Num, M: MathMode>(
-        plan: &Plan,
-        kernel: &Kernel<V, M>,
-        s: usize,
-        row: &mut [f32],
-        limit: Option<usize>,
-    ) -> RowOut {
-        row_lanes(plan, kernel, s, row, limit)
+            #[target_feature(enable = $features)]
+            unsafe fn $row<V: Num, M: MathMode>(
+                plan: &Plan,
+                kernel: &Kernel<V, M>,
+                s: usize,
+                row: &mut [f32],
+                limit: Option<usize>,
+            ) -> RowOut {
+                row_lanes(plan, kernel, s, row, limit)
+            }
+
+            impl<V: Num, M: MathMode> Rows for $name<'_, V, M> {
+                fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
+                    // SAFETY: built only when the CPU has these features (`detect`).
+                    unsafe { $row(self.1, &self.0, s, row, limit) }
+                }
+                fn interpolates(&self) -> bool {
+                    self.0.interpolates()
+                }
+            }
+        };
     }
 
-    impl<V: Num, M: MathMode> Rows for Avx2Rows<'_, V, M> {
-        fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
-            // SAFETY: built only when the CPU has AVX2 and FMA (`detect`).
-            unsafe { row_avx2(self.1, &self.0, s, row, limit) }
-        }
-        fn interpolates(&self) -> bool {
-            self.0.interpolates()
-        }
-    }
-
-    /// AVX-512F. Only constructed after the CPU was checked.
-    pub(super) struct Avx512Rows<'p, V: Num, M: MathMode>(pub Kernel<'p, V, M>, pub &'p Plan);
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn row_avx512<V: Num, M: MathMode>(
-        plan: &Plan,
-        kernel: &Kernel<V, M>,
-        s: usize,
-        row: &mut [f32],
-        limit: Option<usize>,
-    ) -> RowOut {
-        row_lanes(plan, kernel, s, row, limit)
-    }
-
-    impl<V: Num, M: MathMode> Rows for Avx512Rows<'_, V, M> {
-        fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
-            // SAFETY: built only when the CPU has AVX-512F (`detect`).
-            unsafe { row_avx512(self.1, &self.0, s, row, limit) }
-        }
-        fn interpolates(&self) -> bool {
-            self.0.interpolates()
-        }
-    }
+    simd_rows!(Avx2Rows, row_avx2, "avx2,fma");
+    simd_rows!(Avx512Rows, row_avx512, "avx512f,avx2,fma");
 
     /// Render with the best kernel for `level`, or `None` for scalar code.
     pub(super) fn render(
