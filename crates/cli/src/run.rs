@@ -12,12 +12,13 @@ use crate::report;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
-use nanobragg_core::render::{cpu, RenderOptions, RenderOutput};
+use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions, RenderOutput};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
 use nanobragg_core::stats::image_stats;
 use nanobragg_io::cfmt::g;
+use nanobragg_io::mapped::MappedFile;
 use nanobragg_io::smv::SmvHeaderFields;
 use nanobragg_io::IoError;
 use std::io::{IsTerminal, Write};
@@ -181,14 +182,32 @@ impl Staging {
     /// Renames every staged file onto its target (on failure, the ones not
     /// yet renamed are removed when `self` drops).
     fn commit(mut self) -> Result<()> {
-        while !self.pending.is_empty() {
-            let (tmp, target) = self.pending.remove(0);
-            if let Err(e) = std::fs::rename(&tmp, &target) {
-                let _ = std::fs::remove_file(&tmp);
-                bail!("cannot write '{}': {e}", target.display());
+        let pending = std::mem::take(&mut self.pending);
+        // Renaming over a large old output frees its pages inside rename()
+        // (tens of ms at 4096²): the files are renamed side by side (one by
+        // one with -threads 1).
+        let results: Vec<std::io::Result<()>> = if rayon::current_num_threads() == 1 {
+            pending.iter().map(|(tmp, target)| std::fs::rename(tmp, target)).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let jobs: Vec<_> = pending
+                    .iter()
+                    .map(|(tmp, target)| scope.spawn(move || std::fs::rename(tmp, target)))
+                    .collect();
+                jobs.into_iter()
+                    .map(|j| j.join().unwrap_or_else(|_| Err(std::io::Error::other("panicked"))))
+                    .collect()
+            })
+        };
+        let mut first_error = None;
+        for ((tmp, target), r) in pending.iter().zip(results) {
+            if let Err(e) = r {
+                let _ = std::fs::remove_file(tmp);
+                first_error
+                    .get_or_insert_with(|| anyhow!("cannot write '{}': {e}", target.display()));
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -259,31 +278,54 @@ fn with_progress<T: Send>(
     })
 }
 
+/// Whether this run renders on a GPU: `-device cuda`, or `-device auto` with
+/// a usable one.
+fn uses_gpu(inv: &Invocation) -> bool {
+    match inv.device {
+        Device::Cpu => false,
+        Device::Cuda => true,
+        Device::Auto => nanobragg_cuda::device_info().is_ok(),
+    }
+}
+
 /// Renders the float image on the chosen device, with a progress spinner when
-/// `show` (see [`with_progress`]). `-device auto` uses a GPU when one can be used.
-fn render_with_progress(plan: &Plan, inv: &Invocation, show: bool) -> Result<RenderOutput> {
+/// `show` (see [`with_progress`]). On the CPU it renders into `target` when
+/// one is given (zeros, the size of the image: the mapped output file) and
+/// returns no image of its own; otherwise it returns the new image.
+fn render_with_progress(
+    plan: &Plan,
+    inv: &Invocation,
+    show: bool,
+    gpu: bool,
+    target: Option<&mut [f32]>,
+) -> Result<(Option<Vec<f32>>, RenderInfo)> {
     let opts = RenderOptions { threads: inv.threads };
     let d = &plan.detector;
     let what =
         format!("rendering {} x {} pixels, {} samples each", d.fpixels, d.spixels, plan.steps);
-    let gpu = match inv.device {
-        Device::Cpu => false,
-        Device::Cuda => true,
-        Device::Auto => nanobragg_cuda::device_info().is_ok(),
-    };
     let gpu_dtype = match inv.dtype {
         Dtype::Float64 => nanobragg_cuda::Dtype::F64,
         Dtype::Float32 => nanobragg_cuda::Dtype::F32,
     };
+    let precision = match inv.dtype {
+        Dtype::Float64 if inv.exact => Precision::Exact64,
+        Dtype::Float64 => Precision::Fast64,
+        Dtype::Float32 => Precision::Fast32,
+    };
+    let split = |r: RenderOutput| {
+        let info =
+            RenderInfo { omega_sum: r.omega_sum, interpolation_fallback: r.interpolation_fallback };
+        (Some(r.image), info)
+    };
     with_progress(show, PROGRESS_DELAY, &what, || {
         if gpu {
             return nanobragg_cuda::render(plan, gpu_dtype)
+                .map(split)
                 .map_err(|e| anyhow!("-device cuda: {e}"));
         }
-        Ok(match inv.dtype {
-            Dtype::Float64 if inv.exact => cpu::render_exact(plan, opts),
-            Dtype::Float64 => cpu::render(plan, opts),
-            Dtype::Float32 => cpu::render_as::<f32>(plan, opts),
+        Ok(match target {
+            Some(image) => (None, cpu::render_into(plan, opts, precision, image)),
+            None => split(cpu::render_precision(plan, opts, precision)),
         })
     })
 }
@@ -295,7 +337,8 @@ fn print_traces(
     out: &mut impl Write,
     plan: &Plan,
     inv: &Invocation,
-    rendered: &RenderOutput,
+    image: &[f32],
+    rendered: &RenderInfo,
 ) -> Result<()> {
     let d = &plan.detector;
     let (fp, sp) = (d.fpixels, d.spixels);
@@ -326,7 +369,7 @@ fn print_traces(
             match trace {
                 Some(t) => {
                     warn_before(out, idx)?;
-                    write!(out, "{}", report::trace_text(&t, rendered.image[idx]))?;
+                    write!(out, "{}", report::trace_text(&t, image[idx]))?;
                 }
                 None if in_detector => eprintln!(
                     "warning: -printout_pixel {f} {s}: that pixel is not rendered (outside -roi or masked)"
@@ -344,7 +387,7 @@ fn print_traces(
                 for t in trace_range(plan, range, cutoff) {
                     let idx = t.spixel * fp + t.fpixel;
                     warn_before(out, idx)?;
-                    write!(out, "{}", report::trace_text(&t, rendered.image[idx]))?;
+                    write!(out, "{}", report::trace_text(&t, image[idx]))?;
                 }
             }
         }
@@ -356,6 +399,40 @@ fn print_traces(
     Ok(())
 }
 
+/// The float file's writer: finished, or running beside the other outputs.
+enum FloatJob<'s> {
+    Done(Result<()>),
+    Running(std::thread::ScopedJoinHandle<'s, Result<()>>),
+}
+
+/// The SMV header fields of this run's integer images.
+fn smv_header(plan: &Plan) -> SmvHeaderFields {
+    let d = &plan.detector;
+    SmvHeaderFields {
+        fpixels: d.fpixels,
+        spixels: d.spixels,
+        pixel_size_mm: d.pixel_size_m * 1000.0,
+        distance_mm: d.distance_m * 1000.0,
+        wavelength_a: plan.lambda0_m * 1e10,
+        beam_center_x_mm: d.xbeam_m * 1000.0,
+        beam_center_y_mm: d.ybeam_m * 1000.0,
+        adxv_center_x_mm: d.fbeam_m * 1000.0,
+        adxv_center_y_mm: (d.detsize_s_m - d.sbeam_m) * 1000.0,
+        mosflm_center_x_mm: (d.sbeam_m - 0.5 * d.pixel_size_m) * 1000.0,
+        mosflm_center_y_mm: (d.fbeam_m - 0.5 * d.pixel_size_m) * 1000.0,
+        denzo_x_beam_mm: (d.sbeam_m - 0.0 * d.pixel_size_m) * 1000.0,
+        denzo_y_beam_mm: (d.fbeam_m - 0.0 * d.pixel_size_m) * 1000.0,
+        dials_origin_mm: d.dials_origin_mm,
+        xds_orgx: d.orgx,
+        xds_orgy: d.orgy,
+        close_distance_mm: d.close_distance_m * 1000.0,
+        phi_deg: plan.phi0_rad * nanobragg_core::units::RTD,
+        osc_start_deg: plan.phi0_rad * nanobragg_core::units::RTD,
+        osc_range_deg: plan.osc_rad * nanobragg_core::units::RTD,
+        twotheta_deg: d.twotheta_rad * nanobragg_core::units::RTD,
+    }
+}
+
 /// Execute a parsed command line.
 pub fn run(inv: Invocation) -> Result<()> {
     if inv.help {
@@ -364,6 +441,10 @@ pub fn run(inv: Invocation) -> Result<()> {
     }
     for w in &inv.warnings {
         eprintln!("warning: {w}");
+    }
+    if inv.threads > 0 {
+        // every parallel pass (statistics, conversions) then keeps to -threads
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(inv.threads).build_global();
     }
     let clock = clock_seed();
     // nanoBragg.c keeps seeds negated; an absent -seed/-misset_seed means the clock
@@ -451,9 +532,38 @@ pub fn run(inv: Invocation) -> Result<()> {
     out.flush()?;
 
     let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
-    let rendered = render_with_progress(&plan, &inv, show_progress)?;
+    let d = &plan.detector;
+    let (fp, sp) = (d.fpixels, d.spixels);
+    let mask = plan.mask.as_deref();
+    let roi = d.roi;
+    let o = &inv.outputs;
+    let mut staging = Staging::default();
+    let float_tmp = staging.stage(&o.floatfile);
+    let int_tmp = staging.stage(&o.intfile);
+    let pgm_tmp = o.write_pgm.then(|| staging.stage(&o.pgmfile));
+    let noise_tmp = o.calculate_noise.then(|| staging.stage(&o.noisefile));
+    let gpu = uses_gpu(&inv);
+    // the CPU renders straight into the (unnamed, mapped) float file
+    let mut float_map = if gpu || is_special(&float_tmp) {
+        None
+    } else {
+        MappedFile::create_unnamed(&float_tmp, fp * sp * 4)
+            .map_err(|e| write_error("-floatfile", &o.floatfile, e))?
+    };
+    let (owned, rendered) = render_with_progress(
+        &plan,
+        &inv,
+        show_progress,
+        gpu,
+        float_map.as_mut().map(|m| m.values_mut::<f32>(0)),
+    )?;
+    let image: &[f32] = match (&owned, &float_map) {
+        (Some(image), _) => image,
+        (None, Some(map)) => map.values::<f32>(0),
+        (None, None) => unreachable!("a render without a target returns its image"),
+    };
     if inv.printout {
-        print_traces(&mut out, &plan, &inv, &rendered)?;
+        print_traces(&mut out, &plan, &inv, image, &rendered)?;
     } else if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
         write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
     }
@@ -466,97 +576,93 @@ pub fn run(inv: Invocation) -> Result<()> {
         g(100.0 * rendered.omega_sum / steps / 4.0 / std::f64::consts::PI)
     )?;
 
-    let d = &plan.detector;
-    let (fp, sp) = (d.fpixels, d.spixels);
-    let mask = plan.mask.as_deref();
-    let roi = d.roi;
-    let in_roi = |f: usize, s: usize| {
-        let (fi, si) = (f as i64, s as i64);
-        !(fi < roi[0] || fi > roi[1] || si < roi[2] || si > roi[3])
-    };
-    let stats = image_stats(&rendered.image, fp, roi, |f, s| {
-        in_roi(f, s) && mask.is_none_or(|m| m[s * fp + f] != 0)
-    });
-    let image = &rendered.image;
-    let mut staging = Staging::default();
-    let o = &inv.outputs;
-
-    writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
-    nanobragg_io::float::write_float_image(&staging.stage(&o.floatfile), image)
-        .map_err(|e| write_error("-floatfile", &o.floatfile, e))?;
-
-    let subpixel = d.pixel_size_m / plan.oversample as f64;
-    let last = (plan.oversample - 1) as f64;
-    let max_x = subpixel * (stats.max_f as f64 * plan.oversample as f64 + last) + subpixel / 2.0;
-    let max_y = subpixel * (stats.max_s as f64 * plan.oversample as f64 + last) + subpixel / 2.0;
-    let (max_x, max_y) =
-        if stats.count == 0 || stats.max_i <= 0.0 { (0.0, 0.0) } else { (max_x, max_y) };
-    writeln!(out, "max_I = {}  at {} {}", g(stats.max_i), g(max_x), g(max_y))?;
-    writeln!(out, "mean= {} rms= {} rmsd= {}", g(stats.mean), g(stats.rms), g(stats.rmsd))?;
-    let mut int_scale = o.int_scale;
-    if int_scale <= 0.0 {
-        int_scale = 1.0;
-        if stats.max_i > 0.0 {
-            int_scale = 55000.0 / stats.max_i;
-        }
-    }
-    writeln!(out, "intfile_scale = {}", g(int_scale))?;
-    let header = SmvHeaderFields {
-        fpixels: fp,
-        spixels: sp,
-        pixel_size_mm: d.pixel_size_m * 1000.0,
-        distance_mm: d.distance_m * 1000.0,
-        wavelength_a: plan.lambda0_m * 1e10,
-        beam_center_x_mm: d.xbeam_m * 1000.0,
-        beam_center_y_mm: d.ybeam_m * 1000.0,
-        adxv_center_x_mm: d.fbeam_m * 1000.0,
-        adxv_center_y_mm: (d.detsize_s_m - d.sbeam_m) * 1000.0,
-        mosflm_center_x_mm: (d.sbeam_m - 0.5 * d.pixel_size_m) * 1000.0,
-        mosflm_center_y_mm: (d.fbeam_m - 0.5 * d.pixel_size_m) * 1000.0,
-        denzo_x_beam_mm: (d.sbeam_m - 0.0 * d.pixel_size_m) * 1000.0,
-        denzo_y_beam_mm: (d.fbeam_m - 0.0 * d.pixel_size_m) * 1000.0,
-        dials_origin_mm: d.dials_origin_mm,
-        xds_orgx: d.orgx,
-        xds_orgy: d.orgy,
-        close_distance_mm: d.close_distance_m * 1000.0,
-        phi_deg: plan.phi0_rad * nanobragg_core::units::RTD,
-        osc_start_deg: plan.phi0_rad * nanobragg_core::units::RTD,
-        osc_range_deg: plan.osc_rad * nanobragg_core::units::RTD,
-        twotheta_deg: d.twotheta_rad * nanobragg_core::units::RTD,
-    };
-    let ints = nanobragg_io::pgm::int_image(image, fp, sp, roi, int_scale, o.adc_offset);
-    writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
-    nanobragg_io::smv::write_smv(&staging.stage(&o.intfile), &header, &ints)
-        .map_err(|e| write_error("-intfile", &o.intfile, e))?;
-    drop(ints);
-
-    if o.write_pgm {
-        let mut pgm_scale = o.pgm_scale;
-        if pgm_scale <= 0.0 {
-            pgm_scale = int_scale;
-            if stats.rmsd > 0.0 {
-                pgm_scale = 250.0 / (5.0 * stats.rmsd);
+    // Without a mapped float file (a GPU render, a device as the target, a
+    // filesystem that cannot map) the float file is written by its own thread
+    // while this one computes the statistics and writes the integer images,
+    // so its page-cache copies overlap that work (-threads 1 keeps to one).
+    std::thread::scope(|scope| -> Result<()> {
+        let write_float = || {
+            nanobragg_io::float::write_float_image(&float_tmp, image)
+                .map_err(|e| write_error("-floatfile", &o.floatfile, e))
+        };
+        let float_job = if float_map.is_some() {
+            FloatJob::Done(Ok(()))
+        } else if rayon::current_num_threads() > 1 {
+            FloatJob::Running(scope.spawn(write_float))
+        } else {
+            FloatJob::Done(write_float())
+        };
+        let rest = (|| -> Result<()> {
+            let stats = image_stats(image, fp, roi, mask);
+            writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
+            let subpixel = d.pixel_size_m / plan.oversample as f64;
+            let last = (plan.oversample - 1) as f64;
+            let at =
+                |i: usize| subpixel * (i as f64 * plan.oversample as f64 + last) + subpixel / 2.0;
+            let (max_x, max_y) = if stats.count == 0 || stats.max_i <= 0.0 {
+                (0.0, 0.0)
+            } else {
+                (at(stats.max_f), at(stats.max_s))
+            };
+            writeln!(out, "max_I = {}  at {} {}", g(stats.max_i), g(max_x), g(max_y))?;
+            writeln!(out, "mean= {} rms= {} rmsd= {}", g(stats.mean), g(stats.rms), g(stats.rmsd))?;
+            let mut int_scale = o.int_scale;
+            if int_scale <= 0.0 {
+                int_scale = 1.0;
+                if stats.max_i > 0.0 {
+                    int_scale = 55000.0 / stats.max_i;
+                }
             }
-        }
-        writeln!(out, "pgm_scale = {}", g(pgm_scale))?;
-        let bytes = nanobragg_io::pgm::pgm_bytes(image, fp, sp, roi, pgm_scale);
-        writeln!(out, "writing {} as 1-byte integers", o.pgmfile.display())?;
-        nanobragg_io::pgm::write_pgm(&staging.stage(&o.pgmfile), fp, sp, pgm_scale, &bytes)
-            .map_err(|e| write_error("-pgmfile", &o.pgmfile, e))?;
-    }
+            writeln!(out, "intfile_scale = {}", g(int_scale))?;
+            let header = smv_header(&plan);
+            writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
+            nanobragg_io::smv::write_smv_rows(&int_tmp, &header, |row, block| {
+                nanobragg_io::pgm::int_rows(image, fp, roi, int_scale, o.adc_offset, row, block)
+            })
+            .map_err(|e| write_error("-intfile", &o.intfile, e))?;
 
-    if o.calculate_noise {
-        let mut rng = NoiseRng::new(noise_idum);
-        let noise = nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
-        writeln!(
-            out,
-            "{} photons on noise image ({} overloads)",
-            nanobragg_io::cfmt::f(noise.photons, 0),
-            noise.overloads
-        )?;
-        writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
-        nanobragg_io::smv::write_smv(&staging.stage(&o.noisefile), &header, &noise.pixels)
-            .map_err(|e| write_error("-noisefile", &o.noisefile, e))?;
+            if let Some(pgm_tmp) = &pgm_tmp {
+                let mut pgm_scale = o.pgm_scale;
+                if pgm_scale <= 0.0 {
+                    pgm_scale = int_scale;
+                    if stats.rmsd > 0.0 {
+                        pgm_scale = 250.0 / (5.0 * stats.rmsd);
+                    }
+                }
+                writeln!(out, "pgm_scale = {}", g(pgm_scale))?;
+                let bytes = nanobragg_io::pgm::pgm_bytes(image, fp, sp, roi, pgm_scale);
+                writeln!(out, "writing {} as 1-byte integers", o.pgmfile.display())?;
+                nanobragg_io::pgm::write_pgm(pgm_tmp, fp, sp, pgm_scale, &bytes)
+                    .map_err(|e| write_error("-pgmfile", &o.pgmfile, e))?;
+            }
+
+            if let Some(noise_tmp) = &noise_tmp {
+                let mut rng = NoiseRng::new(noise_idum);
+                let noise =
+                    nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
+                writeln!(
+                    out,
+                    "{} photons on noise image ({} overloads)",
+                    nanobragg_io::cfmt::f(noise.photons, 0),
+                    noise.overloads
+                )?;
+                writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
+                nanobragg_io::smv::write_smv(noise_tmp, &header, &noise.pixels)
+                    .map_err(|e| write_error("-noisefile", &o.noisefile, e))?;
+            }
+            Ok(())
+        })();
+        let float = match float_job {
+            FloatJob::Done(done) => done,
+            FloatJob::Running(job) => {
+                job.join().map_err(|_| anyhow!("-floatfile: the writer panicked"))?
+            }
+        };
+        // the float file's error first: it is the first output, as in C
+        float.and(rest)
+    })?;
+    if let Some(map) = float_map {
+        map.persist(&float_tmp).map_err(|e| write_error("-floatfile", &o.floatfile, e))?;
     }
     staging.commit()?;
     crate::gradient::write(&inv, &plan, SetupSeeds { misset_idum }, &mut out)?;

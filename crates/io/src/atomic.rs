@@ -16,7 +16,7 @@ use crate::IoError;
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Name of the temporary file used while writing `path`.
-fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -27,6 +27,11 @@ fn temp_path(path: &Path) -> PathBuf {
         Some(dir) if !dir.as_os_str().is_empty() => dir.join(tmp_name),
         _ => PathBuf::from(tmp_name),
     }
+}
+
+/// Whether `path` is an existing device, pipe or socket (written in place).
+pub(crate) fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
 /// Writes `path` atomically: `fill` writes the content into a buffered temporary file,
@@ -41,7 +46,7 @@ where
     let wrap = |source| IoError::Write { path: path.to_path_buf(), source };
     // a device or pipe (such as /dev/null) is written in place: a rename would
     // replace it with a regular file
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+    if is_special(path) {
         let file = std::fs::OpenOptions::new().write(true).open(path).map_err(wrap)?;
         let mut writer = BufWriter::with_capacity(1 << 20, file);
         return fill(&mut writer).and_then(|()| writer.flush()).map_err(wrap);

@@ -1,7 +1,6 @@
 //! Raw `f32` images: little-endian IEEE-754 single precision values, fast index
 //! varying fastest, no header (the `-floatfile` format).
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::atomic::write_atomic;
@@ -14,12 +13,7 @@ pub fn float_bytes(values: &[f32]) -> Vec<u8> {
 
 /// Writes `values` to `path` as raw little-endian `f32` (atomically).
 pub fn write_float_image(path: &Path, values: &[f32]) -> Result<(), IoError> {
-    write_atomic(path, |w| {
-        for chunk in values.chunks(64 * 1024) {
-            w.write_all(&float_bytes(chunk))?;
-        }
-        Ok(())
-    })
+    write_atomic(path, |w| crate::le::write_le(w, values))
 }
 
 /// Reads a raw little-endian `f32` image.

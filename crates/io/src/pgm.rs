@@ -10,18 +10,14 @@ use crate::{cfmt, IoError};
 /// Region of interest `[xmin, xmax, ymin, ymax]` (fast and slow pixel indices, inclusive).
 pub type Roi = [i64; 4];
 
-fn in_roi(roi: &Roi, fpixel: usize, spixel: usize) -> bool {
-    let (f, s) = (fpixel as i64, spixel as i64);
-    f >= roi[0] && f <= roi[1] && s >= roi[2] && s <= roi[3]
-}
-
-/// Applies `convert` to every pixel inside `roi`; pixels outside are `T::default()`.
-fn map_roi<T: Copy + Default>(
+/// Applies `convert` (to a run of pixels at a time) to every pixel inside
+/// `roi`; pixels outside are `T::default()`.
+fn map_roi<T: Copy + Default + Send>(
     float_image: &[f32],
     fpixels: usize,
     spixels: usize,
     roi: Roi,
-    convert: impl Fn(f32) -> T,
+    convert: impl Fn(&[f32], &mut [T]) + Sync,
 ) -> Vec<T> {
     assert_eq!(
         float_image.len(),
@@ -29,15 +25,45 @@ fn map_roi<T: Copy + Default>(
         "float image length does not match fpixels*spixels"
     );
     let mut out = vec![T::default(); fpixels * spixels];
-    for spixel in 0..spixels {
-        for fpixel in 0..fpixels {
-            if in_roi(&roi, fpixel, spixel) {
-                let idx = spixel * fpixels + fpixel;
-                out[idx] = convert(float_image[idx]);
-            }
-        }
-    }
+    map_roi_rows(float_image, fpixels, roi, 0, &mut out, convert);
     out
+}
+
+/// [`map_roi`] of the whole rows from slow index `first_row` into `out`
+/// (whose length is a multiple of `fpixels`), rows in parallel.
+fn map_roi_rows<T: Copy + Default + Send>(
+    float_image: &[f32],
+    fpixels: usize,
+    roi: Roi,
+    first_row: usize,
+    out: &mut [T],
+    convert: impl Fn(&[f32], &mut [T]) + Sync,
+) {
+    use rayon::prelude::*;
+    if fpixels == 0 {
+        return;
+    }
+    let src = &float_image[first_row * fpixels..first_row * fpixels + out.len()];
+    // the ROI's columns as a range of each row (empty when it misses the image)
+    let f0 = roi[0].clamp(0, fpixels as i64) as usize;
+    let f1 = (roi[1].saturating_add(1)).clamp(f0 as i64, fpixels as i64) as usize;
+    // a few rows per task: enough work to pay for the scheduling
+    let rows_per_task = (16 * 1024 / fpixels).max(1);
+    out.par_chunks_mut(rows_per_task * fpixels)
+        .zip(src.par_chunks(rows_per_task * fpixels))
+        .enumerate()
+        .for_each(|(t, (dst, src))| {
+            for (r, (d, v)) in dst.chunks_mut(fpixels).zip(src.chunks(fpixels)).enumerate() {
+                let s = (first_row + t * rows_per_task + r) as i64;
+                if s < roi[2] || s > roi[3] {
+                    d.fill(T::default());
+                    continue;
+                }
+                d[..f0].fill(T::default());
+                d[f1..].fill(T::default());
+                convert(&v[f0..f1], &mut d[f0..f1]);
+            }
+        });
 }
 
 /// The PGM pixel bytes of the original program: inside `roi`, `value * pgm_scale` in
@@ -52,14 +78,48 @@ pub fn pgm_bytes(
     roi: Roi,
     pgm_scale: f64,
 ) -> Vec<u8> {
-    map_roi(float_image, fpixels, spixels, roi, |v| {
-        let mut test = v as f64 * pgm_scale;
-        if test > 255.0 {
-            test = 255.0;
+    map_roi(float_image, fpixels, spixels, roi, |src, dst| pgm_run(src, dst, pgm_scale))
+}
+
+/// Converts a run of pixels; compiled for AVX2 as well where the CPU has it
+/// (the loops vectorise), with the same results.
+macro_rules! run_converter {
+    ($name:ident, $any:ident, $avx2:ident, $t:ty, $pixel:ident, $($arg:ident),*) => {
+        fn $name(src: &[f32], dst: &mut [$t], $($arg: f64),*) {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                return unsafe { $avx2(src, dst, $($arg),*) };
+            }
+            $any(src, dst, $($arg),*)
         }
-        // `as u8` truncates toward zero and saturates negatives and NaN to 0
-        test as u8
-    })
+
+        #[inline(always)]
+        fn $any(src: &[f32], dst: &mut [$t], $($arg: f64),*) {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = $pixel(v, $($arg),*);
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        unsafe fn $avx2(src: &[f32], dst: &mut [$t], $($arg: f64),*) {
+            $any(src, dst, $($arg),*)
+        }
+    };
+}
+
+run_converter!(pgm_run, pgm_run_any, pgm_run_avx2, u8, pgm_pixel, scale);
+run_converter!(int_run, int_run_any, int_run_avx2, u16, int_pixel, scale, adc);
+
+/// One PGM pixel (see [`pgm_bytes`]).
+#[inline(always)]
+#[allow(clippy::manual_clamp)] // clamp would keep NaN
+fn pgm_pixel(v: f32, scale: f64) -> u8 {
+    // `max` also turns NaN into 0 (C: undefined; we give 0)
+    let test = (v as f64 * scale).max(0.0).min(255.0);
+    // SAFETY: test is in [0, 255], so the truncation fits
+    unsafe { test.to_int_unchecked::<i32>() as u8 }
 }
 
 /// The 16-bit SMV pixels of the original program's `-intfile`: inside `roi`,
@@ -76,12 +136,34 @@ pub fn int_image(
     scale: f64,
     adc: f64,
 ) -> Vec<u16> {
-    map_roi(float_image, fpixels, spixels, roi, |v| {
-        // clamp keeps NaN, which the final conversion turns into 0
-        let test = (v as f64 * scale + adc).clamp(0.0, 65535.0);
-        // floorf of a non-negative f32 then truncation: the cast alone truncates
-        ((test + 0.5) as f32) as u16
-    })
+    map_roi(float_image, fpixels, spixels, roi, |src, dst| int_run(src, dst, scale, adc))
+}
+
+/// [`int_image`]'s pixels of the whole rows from slow index `first_row`, into
+/// `out` (a multiple of `fpixels` long): one block of [`crate::smv::write_smv_rows`].
+pub fn int_rows(
+    float_image: &[f32],
+    fpixels: usize,
+    roi: Roi,
+    scale: f64,
+    adc: f64,
+    first_row: usize,
+    out: &mut [u16],
+) {
+    map_roi_rows(float_image, fpixels, roi, first_row, out, |src, dst| {
+        int_run(src, dst, scale, adc)
+    });
+}
+
+/// One `-intfile` pixel (see [`int_image`]).
+#[inline(always)]
+#[allow(clippy::manual_clamp)] // clamp would keep NaN
+fn int_pixel(v: f32, scale: f64, adc: f64) -> u16 {
+    // clipped to [0, 65535]; `max` also turns NaN into 0 (as C's cast gives)
+    let test = (v as f64 * scale + adc).max(0.0).min(65535.0);
+    // floorf of a non-negative f32 then truncation: the truncation alone;
+    // SAFETY: the value is in [0.5, 65535.5], so it fits
+    unsafe { ((test + 0.5) as f32).to_int_unchecked::<i32>() as u16 }
 }
 
 /// The PGM header text: `P5\n<f> <s>\n# pixels scaled by <%lg of scale>\n255\n`.

@@ -19,7 +19,7 @@ use crate::{cfmt, IoError};
 pub const SMV_BLOCK: usize = 512;
 
 /// The values written into an SMV header, in the units of the header.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SmvHeaderFields {
     /// `SIZE1`: pixels along the fast axis.
     pub fpixels: usize,
@@ -166,13 +166,61 @@ pub fn write_smv(path: &Path, fields: &SmvHeaderFields, pixels: &[u16]) -> Resul
     let header = smv_header_text(fields);
     write_atomic(path, |w| {
         w.write_all(header.as_bytes())?;
-        for chunk in pixels.chunks(64 * 1024) {
-            let bytes: Vec<u8> = chunk.iter().flat_map(|p| p.to_le_bytes()).collect();
-            w.write_all(&bytes)?;
+        crate::le::write_le(w, pixels)
+    })
+}
+
+/// Writes an SMV file (atomically) whose pixels are produced by
+/// `fill(first_row, out)`: it fills `out` (whole rows, fast index fastest)
+/// starting at slow index `first_row`. Where the file can be mapped
+/// ([`crate::mapped`]) `fill` is called once for the whole image, in place;
+/// otherwise a block of rows at a time into one reused buffer. Either way a
+/// large image is never held twice in memory.
+pub fn write_smv_rows(
+    path: &Path,
+    fields: &SmvHeaderFields,
+    mut fill: impl FnMut(usize, &mut [u16]),
+) -> Result<(), IoError> {
+    let header = smv_header_text(fields);
+    let n = fields.fpixels * fields.spixels;
+    if !crate::atomic::is_special(path) {
+        // the whole image at once, straight into the file's pages
+        if let Some(mut m) = crate::mapped::MappedFile::create_unnamed(path, header.len() + 2 * n)?
+        {
+            m.bytes_mut()[..header.len()].copy_from_slice(header.as_bytes());
+            fill(0, m.values_mut::<u16>(header.len()));
+            return m.persist(path);
+        }
+    }
+    write_smv_blocks(path, fields, &header, fill)
+}
+
+/// [`write_smv_rows`] through `write()`, a block of rows at a time.
+fn write_smv_blocks(
+    path: &Path,
+    fields: &SmvHeaderFields,
+    header: &str,
+    mut fill: impl FnMut(usize, &mut [u16]),
+) -> Result<(), IoError> {
+    let fp = fields.fpixels.max(1);
+    let rows = (BLOCK_PIXELS / fp).max(1);
+    let mut buf = vec![0u16; rows * fp];
+    write_atomic(path, |w| {
+        w.write_all(header.as_bytes())?;
+        let mut s = 0;
+        while s < fields.spixels {
+            let n = rows.min(fields.spixels - s);
+            let block = &mut buf[..n * fields.fpixels];
+            fill(s, block);
+            crate::le::write_le(w, block)?;
+            s += n;
         }
         Ok(())
     })
 }
+
+/// Pixels per block of [`write_smv_rows`] (512 KiB of 16-bit pixels).
+const BLOCK_PIXELS: usize = 256 * 1024;
 
 /// A decoded SMV image.
 #[derive(Debug, Clone, PartialEq)]
@@ -453,6 +501,27 @@ fn parse_hex(b: &[u8]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_writers_give_the_same_file() {
+        let dir = std::env::temp_dir().join(format!("nanobragg-io-smvrows-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // 700 x 900 pixels: the blocks (374 rows) do not divide the rows
+        let fields = SmvHeaderFields { fpixels: 700, spixels: 900, ..Default::default() };
+        let image: Vec<f32> = (0..700 * 900).map(|i| (i % 977) as f32 * 0.37).collect();
+        let roi = [5, 650, 3, 880];
+        let want = smv_bytes(&fields, &crate::pgm::int_image(&image, 700, 900, roi, 2.5, 40.0));
+        let fill = |row: usize, out: &mut [u16]| {
+            crate::pgm::int_rows(&image, 700, roi, 2.5, 40.0, row, out)
+        };
+        let (a, b) = (dir.join("a.img"), dir.join("b.img"));
+        write_smv_rows(&a, &fields, fill).unwrap();
+        write_smv_blocks(&b, &fields, &smv_header_text(&fields), fill).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), want);
+        assert_eq!(std::fs::read(&b).unwrap(), want);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn atof_like_c() {

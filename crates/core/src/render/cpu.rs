@@ -47,6 +47,26 @@ pub struct RenderOutput {
     pub interpolation_fallback: Option<([f64; 3], [i64; 3])>,
 }
 
+/// What a render into a caller's buffer ([`render_into`]) reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RenderInfo {
+    /// Sum of solid angles over all sub-pixel evaluations.
+    pub omega_sum: f64,
+    /// First point where tricubic interpolation left the grid (raster order):
+    /// (h, k, l) and (h0, k0, l0).
+    pub interpolation_fallback: Option<([f64; 3], [i64; 3])>,
+}
+
+impl RenderOutput {
+    fn from_info(image: Vec<f32>, info: RenderInfo) -> Self {
+        RenderOutput {
+            image,
+            omega_sum: info.omega_sum,
+            interpolation_fallback: info.interpolation_fallback,
+        }
+    }
+}
+
 /// The SIMD instruction sets the CPU backend can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SimdLevel {
@@ -246,26 +266,35 @@ mod x86 {
         plan: &Plan,
         precision: Precision,
         level: SimdLevel,
-    ) -> Option<RenderOutput> {
+        image: &mut [f32],
+    ) -> Option<RenderInfo> {
         // Two vectors per call: two independent dependency chains (measured
         // 1.4-1.6x faster than one on AVX2, 1.0-1.1x on AVX-512; see
         // docs/performance.md).
         let out = match (level, precision) {
             (SimdLevel::Scalar, _) => return None,
-            (SimdLevel::Avx2, Precision::Fast64) => {
-                render_with(plan, &Avx2Rows(Kernel::<X2<avx2::F64x4>, Fast>::new(plan), plan))
-            }
+            (SimdLevel::Avx2, Precision::Fast64) => render_with(
+                plan,
+                &Avx2Rows(Kernel::<X2<avx2::F64x4>, Fast>::new(plan), plan),
+                image,
+            ),
             // exact: libm per lane dominates; plain scalar code is as fast
             (_, Precision::Exact64) => return None,
-            (SimdLevel::Avx2, Precision::Fast32) => {
-                render_with(plan, &Avx2Rows(Kernel::<X2<avx2::F32x8>, Fast>::new(plan), plan))
-            }
-            (SimdLevel::Avx512, Precision::Fast64) => {
-                render_with(plan, &Avx512Rows(Kernel::<X2<avx512::F64x8>, Fast>::new(plan), plan))
-            }
-            (SimdLevel::Avx512, Precision::Fast32) => {
-                render_with(plan, &Avx512Rows(Kernel::<X2<avx512::F32x16>, Fast>::new(plan), plan))
-            }
+            (SimdLevel::Avx2, Precision::Fast32) => render_with(
+                plan,
+                &Avx2Rows(Kernel::<X2<avx2::F32x8>, Fast>::new(plan), plan),
+                image,
+            ),
+            (SimdLevel::Avx512, Precision::Fast64) => render_with(
+                plan,
+                &Avx512Rows(Kernel::<X2<avx512::F64x8>, Fast>::new(plan), plan),
+                image,
+            ),
+            (SimdLevel::Avx512, Precision::Fast32) => render_with(
+                plan,
+                &Avx512Rows(Kernel::<X2<avx512::F32x16>, Fast>::new(plan), plan),
+                image,
+            ),
         };
         Some(out)
     }
@@ -318,14 +347,15 @@ fn zeroed_image(n: usize) -> Vec<f32> {
     image
 }
 
-fn render_with<K: Rows>(plan: &Plan, kernel: &K) -> RenderOutput {
+/// Render into `image` (zeroed, `fpixels * spixels` long; pixels not
+/// rendered are left as they are).
+fn render_with<K: Rows>(plan: &Plan, kernel: &K, image: &mut [f32]) -> RenderInfo {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
-    let mut image = zeroed_image(fp * sp);
     let mut omega_rows = vec![0.0f64; sp];
     if fp == 0 || sp == 0 {
-        return RenderOutput { image, omega_sum: 0.0, interpolation_fallback: None };
+        return RenderInfo { omega_sum: 0.0, interpolation_fallback: None };
     }
-    let fallbacks = render_rows(kernel, fp, &mut image, &mut omega_rows, 0, None);
+    let fallbacks = render_rows(kernel, fp, image, &mut omega_rows, 0, None);
     let first = fallbacks.into_iter().flatten().min_by_key(|(i, _)| *i);
     let mut interpolation_fallback = None;
     if let Some((p, point)) = first {
@@ -341,7 +371,7 @@ fn render_with<K: Rows>(plan: &Plan, kernel: &K) -> RenderOutput {
         }
     }
     let omega_sum = omega_rows.iter().sum();
-    RenderOutput { image, omega_sum, interpolation_fallback }
+    RenderInfo { omega_sum, interpolation_fallback }
 }
 
 pub(crate) fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
@@ -367,25 +397,55 @@ pub fn render_on(
     precision: Precision,
     level: SimdLevel,
 ) -> RenderOutput {
+    let mut image = zeroed_image(plan.detector.fpixels * plan.detector.spixels);
+    let info = render_on_into(plan, opts, precision, level, &mut image);
+    RenderOutput::from_info(image, info)
+}
+
+/// Render into a caller's buffer, for example a memory-mapped output file:
+/// `image` must hold `fpixels * spixels` zeros (pixels outside the ROI or
+/// the mask are not written). Same image as [`render_precision`].
+///
+/// Panics if `image` has another length.
+pub fn render_into(
+    plan: &Plan,
+    opts: RenderOptions,
+    precision: Precision,
+    image: &mut [f32],
+) -> RenderInfo {
+    render_on_into(plan, opts, precision, simd_level(), image)
+}
+
+fn render_on_into(
+    plan: &Plan,
+    opts: RenderOptions,
+    precision: Precision,
+    level: SimdLevel,
+    image: &mut [f32],
+) -> RenderInfo {
+    let n = plan.detector.fpixels * plan.detector.spixels;
+    assert_eq!(image.len(), n, "render_into: the image must hold fpixels * spixels values");
     let level = level.min(detect());
     in_pool(opts.threads, || {
         #[cfg(target_arch = "x86_64")]
-        if let Some(out) = x86::render(plan, precision, level) {
-            return out;
+        if let Some(info) = x86::render(plan, precision, level, image) {
+            return info;
         }
         let _ = level;
         // Portable code: several scalars per call, which LLVM partly
         // vectorises with the baseline SSE2 (about 2x over plain scalars).
         match precision {
             Precision::Fast64 => {
-                render_with(plan, &Portable(Kernel::<X2<X2<f64>>, Fast>::new(plan), plan))
+                render_with(plan, &Portable(Kernel::<X2<X2<f64>>, Fast>::new(plan), plan), image)
             }
             Precision::Exact64 => {
-                render_with(plan, &Portable(Kernel::<f64, Exact>::new(plan), plan))
+                render_with(plan, &Portable(Kernel::<f64, Exact>::new(plan), plan), image)
             }
-            Precision::Fast32 => {
-                render_with(plan, &Portable(Kernel::<X2<X2<X2<f32>>>, Fast>::new(plan), plan))
-            }
+            Precision::Fast32 => render_with(
+                plan,
+                &Portable(Kernel::<X2<X2<X2<f32>>>, Fast>::new(plan), plan),
+                image,
+            ),
         }
     })
 }
@@ -411,7 +471,11 @@ pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
     if TypeId::of::<R>() == TypeId::of::<f64>() {
         return render_precision(plan, opts, Precision::Fast64);
     }
-    in_pool(opts.threads, || render_with(plan, &Portable(Kernel::<R, Fast>::new(plan), plan)))
+    let mut image = zeroed_image(plan.detector.fpixels * plan.detector.spixels);
+    let info = in_pool(opts.threads, || {
+        render_with(plan, &Portable(Kernel::<R, Fast>::new(plan), plan), &mut image)
+    });
+    RenderOutput::from_info(image, info)
 }
 
 #[cfg(test)]

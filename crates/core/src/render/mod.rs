@@ -7,6 +7,6 @@ pub(crate) mod simd;
 pub mod trace;
 
 pub use cpu::{
-    render, render_as, render_exact, render_on, render_precision, simd_level, Precision,
-    RenderOptions, RenderOutput, SimdLevel,
+    render, render_as, render_exact, render_into, render_on, render_precision, simd_level,
+    Precision, RenderInfo, RenderOptions, RenderOutput, SimdLevel,
 };

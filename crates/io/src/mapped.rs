@@ -1,0 +1,192 @@
+//! Output files filled in place through a shared memory mapping.
+//!
+//! A large image written with `write()` is copied into the page cache page by
+//! page; rendering straight into a mapping of the output file skips that copy
+//! and the separate image buffer (at 4096² this is most of the time nanobragg
+//! spends outside the render).
+//!
+//! The file is created unnamed (Linux `O_TMPFILE`) in the target's directory,
+//! so a run that is interrupted, however long its render, leaves nothing
+//! behind; [`MappedFile::persist`] gives it a name once it is complete. Its
+//! space is reserved with `posix_fallocate` first, so a full disk is an error
+//! here and never a `SIGBUS` later. Where any of this is not possible (not
+//! Linux, a filesystem without `O_TMPFILE` or fallocate),
+//! [`MappedFile::create_unnamed`] returns `None` and the caller writes the
+//! file the usual way.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use crate::IoError;
+
+/// An unnamed file of fixed length, created zero-filled and mapped for writing.
+pub struct MappedFile {
+    map: memmap2::MmapMut,
+    file: File,
+}
+
+impl MappedFile {
+    /// An unnamed file of `len` zero bytes in the directory of `target`,
+    /// mapped for writing. `Ok(None)` where that is not possible (`len` 0,
+    /// not Linux, a filesystem without unnamed files or space reservation);
+    /// an error, naming `target`, when the space is not there.
+    pub fn create_unnamed(target: &Path, len: usize) -> Result<Option<MappedFile>, IoError> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let Some(file) = unnamed_file(target) else { return Ok(None) };
+        let wrap = |source| IoError::Write { path: target.to_path_buf(), source };
+        if !reserve(&file, len).map_err(wrap)? {
+            return Ok(None);
+        }
+        // SAFETY: the file has no name, so no other process can open, change
+        // or truncate it while it is mapped, and its space is reserved.
+        match unsafe { memmap2::MmapMut::map_mut(&file) } {
+            Ok(map) => Ok(Some(MappedFile { map, file })),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The whole file.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+
+    /// The file from byte `offset` on as `T` values (the host's byte order,
+    /// little-endian wherever mapping is used). Panics if `offset` breaks
+    /// `T`'s alignment or the rest is not a whole number of `T`.
+    pub fn values_mut<T: crate::le::LePixel>(&mut self, offset: usize) -> &mut [T] {
+        let bytes = &mut self.map[offset..];
+        assert_eq!(bytes.len() % T::SIZE, 0, "mapped file: a partial value at the end");
+        // SAFETY: f32, u16 and u8 accept any bit pattern; the mapping is
+        // page-aligned and the assertion below rejects a misaligned offset.
+        let (head, values, tail) = unsafe { bytes.align_to_mut::<T>() };
+        assert!(head.is_empty() && tail.is_empty(), "mapped file: misaligned offset");
+        values
+    }
+
+    /// The file from byte `offset` on as `T` values (see [`Self::values_mut`]).
+    pub fn values<T: crate::le::LePixel>(&self, offset: usize) -> &[T] {
+        let bytes = &self.map[offset..];
+        assert_eq!(bytes.len() % T::SIZE, 0, "mapped file: a partial value at the end");
+        // SAFETY: as in `values_mut`.
+        let (head, values, tail) = unsafe { bytes.align_to::<T>() };
+        assert!(head.is_empty() && tail.is_empty(), "mapped file: misaligned offset");
+        values
+    }
+
+    /// Unmaps the file and puts it in place of `path` in one rename, as
+    /// [`crate::atomic::write_atomic`] does (where the system refuses to name
+    /// an unnamed file, its bytes are written through that function instead).
+    pub fn persist(self, path: &Path) -> Result<(), IoError> {
+        let MappedFile { map, file } = self;
+        let wrap = |source| IoError::Write { path: path.to_path_buf(), source };
+        let tmp = crate::atomic::temp_path(path);
+        if link(&file, &tmp).is_ok() {
+            drop(map);
+            return std::fs::rename(&tmp, path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                wrap(e)
+            });
+        }
+        crate::atomic::write_atomic(path, |w| w.write_all(&map))
+    }
+}
+
+/// `open(dir, O_TMPFILE)` in the directory of `target`.
+#[cfg(target_os = "linux")]
+fn unnamed_file(target: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::options().read(true).write(true).custom_flags(libc::O_TMPFILE).mode(0o666).open(dir).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unnamed_file(_target: &Path) -> Option<File> {
+    None
+}
+
+/// Reserves `len` bytes of disk for `file` (which also sets its length).
+/// `Ok(false)` where the filesystem cannot.
+#[cfg(target_os = "linux")]
+fn reserve(file: &File, len: usize) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(len) else { return Ok(false) };
+    // SAFETY: a plain syscall on a descriptor we own.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
+        0 => Ok(true),
+        libc::EOPNOTSUPP | libc::EINVAL | libc::ENODEV => Ok(false),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve(_file: &File, _len: usize) -> std::io::Result<bool> {
+    Ok(false)
+}
+
+/// Gives the unnamed `file` the name `path` (`linkat` through /proc).
+#[cfg(target_os = "linux")]
+fn link(file: &File, path: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let from = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let from = std::ffi::CString::new(from).map_err(std::io::Error::other)?;
+    let to = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(std::io::Error::other)?;
+    // SAFETY: both paths are valid NUL-terminated strings for the call.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn link(_file: &File, _path: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::other("unnamed files are Linux only"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_values_reach_the_file() {
+        let dir = std::env::temp_dir().join(format!("nanobragg-io-mapped-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.bin");
+        let Some(mut m) = MappedFile::create_unnamed(&path, 512 + 6).unwrap() else {
+            eprintln!("skipped: this system cannot map unnamed output files");
+            return;
+        };
+        // nothing is visible before persist
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        m.bytes_mut()[..3].copy_from_slice(b"abc");
+        m.values_mut::<u16>(512).copy_from_slice(&[1, 0x0203, 0xffff]);
+        m.persist(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 518);
+        assert_eq!(&bytes[..4], b"abc\0");
+        assert!(bytes[4..512].iter().all(|&b| b == 0));
+        assert_eq!(&bytes[512..], &[1, 0, 3, 2, 0xff, 0xff]);
+        assert!(MappedFile::create_unnamed(&path, 0).unwrap().is_none());
+        // an unfinished one vanishes
+        drop(MappedFile::create_unnamed(&dir.join("gone.bin"), 4096).unwrap());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
