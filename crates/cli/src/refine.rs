@@ -598,7 +598,7 @@ fn whitening(h: &[f64], n: usize) -> Vec<f64> {
                 s -= l[i * n + k] * l[j * n + k];
             }
             if i == j {
-                if !(s > 1e-12) {
+                if s.is_nan() || s <= 1e-12 {
                     return diag;
                 }
                 l[i * n + i] = s.sqrt();
@@ -818,6 +818,7 @@ mod tests {
         let mut cfg = SimConfig::default();
         cfg.crystal.cell = Some([50.0, 50.0, 50.0, 90.0, 90.0, 90.0]);
         cfg.crystal.misset = Misset::Angles([10.0, 20.0, 30.0]);
+        cfg.sf.default_f = 1.0;
         let m = Model::new(cfg, SetupSeeds { misset_idum: -1 }, MISSETS.to_vec()).unwrap();
         let psi = [10.0f64, 20.0, 30.0];
         let rot = |a: [f64; 3], v: [f64; 3]| {

@@ -287,7 +287,7 @@ pub fn spd_inverse(a: &[f64], n: usize) -> Option<Vec<f64>> {
                 sum -= l[i * n + k] * l[j * n + k];
             }
             if i == j {
-                if !(sum > 1e-13) {
+                if sum.is_nan() || sum <= 1e-13 {
                     return None;
                 }
                 l[i * n + i] = sum.sqrt();
