@@ -4,6 +4,7 @@ mod batch;
 mod flags;
 mod gradient;
 mod parse;
+mod refine;
 mod report;
 mod run;
 
@@ -11,7 +12,12 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match parse::parse_args(&args).map_err(anyhow::Error::from).and_then(run::run) {
+    // `nanobragg refine ...`: fit the model of the other flags to an image
+    let result = match args.first().map(String::as_str) {
+        Some("refine") => refine::main(&args[1..]),
+        _ => parse::parse_args(&args).map_err(anyhow::Error::from).and_then(run::run),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -8,18 +8,22 @@
 //! - [`dual`]: [`crate::real::Real`] for num-dual's types ([`DiffReal`],
 //!   [`Seeded`]);
 //! - [`leaves`]: the numbers the kernel reads, computed in any [`DiffReal`];
-//! - [`jacobian`]: derivative images through the exact render kernel.
+//! - [`jacobian`]: derivative images through the exact render kernel;
+//! - [`loss`]: a loss of the image against an observed one, its gradient and
+//!   the Fisher information (standard errors).
 //!
 //! See docs/derivatives.md.
 
 pub mod dual;
 pub mod jacobian;
 pub mod leaves;
+pub mod loss;
 pub mod param;
 
 pub use dual::{DiffReal, Seeded};
 pub use jacobian::{jacobian, jacobian_with, Jacobian};
 pub use leaves::Leaves;
+pub use loss::{loss_gradient, LossEval, LossKind};
 
 pub use param::{Deltas, Param};
 

@@ -14,6 +14,23 @@ pub fn sincg<R: Num>(x: R, n: R) -> R {
     R::select(x.cmp_eq(R::zero()), n, (x * n).sin() / x.sin())
 }
 
+/// The index the square lattice factor `sincg(πh, N)` takes: `h` for a
+/// whole `N` (nanoBragg.c's formula, whose magnitude is periodic in `h`), the
+/// fractional part `h − round(h)` when `reduce` (a fractional `N`, or one that
+/// carries a derivative). C's `sin(πNh)/sin(πh)` with a fractional `N` is not
+/// periodic and has a pole at every whole `h ≠ 0`; reduced, the factor is the
+/// continuous extension of the whole-`N` spots (same magnitude at whole `N`,
+/// the image uses its square), so spots grow smoothly with `N` and the
+/// derivative by `N` is that of the spot shape.
+#[inline(always)]
+pub fn grating_index<R: Num>(h: R, reduce: bool) -> R {
+    if reduce {
+        h - h.round()
+    } else {
+        h
+    }
+}
+
 /// Fourier transform of a sphere (`sinc3` in nanoBragg.c):
 /// `3 (sin x / x - cos x) / x²`, with the limit 1 at `x == 0`.
 #[inline(always)]
@@ -69,7 +86,7 @@ const SINC3_SERIES: [f64; 9] = [
 ///   the value is `(-1)^((N-1)n + m) sin(πg) / sin(πf)` with `Nf = m + g`, and
 ///   the limit `±N` where `f = 0`.
 /// - **general** (fractional `N`, possible only through the library):
-///   `sin(πNh) / sin(πh)` with range-reduced sines.
+///   `sin(πNf) / sin(πf)` of the fractional part `f` (see [`grating_index`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Grating<S> {
     n: S,
@@ -89,7 +106,7 @@ pub enum GratingForm {
     Polynomial,
     /// `± sin(πg) / sin(πf)` from the fractional parts.
     Reduced,
-    /// `sin(πNh) / sin(πh)`.
+    /// `sin(πNf) / sin(πf)`, `f = h − round(h)`.
     General,
 }
 
@@ -179,8 +196,9 @@ impl<S: Real> Grating<S> {
                 (num.negate_if_odd(k), den)
             }
             GratingForm::General => {
-                let at_zero = h.cmp_eq(V::zero());
-                (V::select(at_zero, n, sinpi(h * n)), V::select(at_zero, V::one(), sinpi(h)))
+                let f = grating_index(h, true);
+                let at_zero = f.cmp_eq(V::zero());
+                (V::select(at_zero, n, sinpi(f * n)), V::select(at_zero, V::one(), sinpi(f)))
             }
         }
     }
@@ -271,14 +289,14 @@ mod tests {
             let mut worst32: f64 = 0.0;
             for i in -20_000..=20_000 {
                 let h = i as f64 * 0.00123 + 1e-7;
-                let want = sincg(PI * h, n);
+                let want = sincg(PI * grating_index(h, n.fract() != 0.0), n);
                 // sincg itself loses digits near whole h (pi h is rounded)
                 // (a fractional N also rounds N h in the fast form)
                 let c = if n.fract() == 0.0 { 1e-14 } else { 1e-11 };
                 let tol = c * n * (n + 1.0) * (1.0 + PI * h.abs()) / (PI * h).sin().abs();
                 assert!((g.eval(h) - want).abs() <= tol, "N={n} h={h}: {} vs {want}", g.eval(h));
                 let h32 = h as f32;
-                let want32 = sincg(PI * h32 as f64, n);
+                let want32 = sincg(PI * grating_index(h32 as f64, n.fract() != 0.0), n);
                 worst32 = worst32.max((g32.eval(h32) as f64 - want32).abs() / n);
             }
             // a fractional N rounds N h: f32 loses digits near whole h

@@ -35,8 +35,8 @@
 
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
-    sinc3, sinc3_fast, sincg, Grating, GratingForm, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE,
-    TOPHAT_RADIUS_SQR,
+    grating_index, sinc3, sinc3_fast, sincg, Grating, GratingForm, GAUSS_XTAL_WIDTH,
+    ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
 use crate::physics::{polarization_factor_with, Polarization};
 use crate::real::{fast, Mask, Num, Real};
@@ -127,6 +127,8 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     na: V::Scalar,
     nb: V::Scalar,
     nc: V::Scalar,
+    /// Square spots of a fractional or moving N: fractional h ([`grating_index`]).
+    reduce_h: [bool; 3],
     /// Grating factors along a, b, c; `None` where N ≤ 1 (factor 1).
     gratings: [Option<Grating<V::Scalar>>; 3],
     /// Square crystal with three polynomial-form gratings (fast mode).
@@ -229,6 +231,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             na: c(plan.n_cells[0]),
             nb: c(plan.n_cells[1]),
             nc: c(plan.n_cells[2]),
+            reduce_h: plan.n_cells.map(|n| n.fract() != 0.0),
             gratings: plan.n_cells.map(grating),
             poly3: plan.shape == CrystalShape::Square
                 && plan
@@ -551,14 +554,15 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 } else {
                     let pi = V::c(PI);
                     let mut f = one;
+                    let r = self.reduce_h;
                     if self.na > V::Scalar::one() {
-                        f *= sincg(pi * h, na);
+                        f *= sincg(pi * grating_index(h, r[0]), na);
                     }
                     if self.nb > V::Scalar::one() {
-                        f *= sincg(pi * k, nb);
+                        f *= sincg(pi * grating_index(k, r[1]), nb);
                     }
                     if self.nc > V::Scalar::one() {
-                        f *= sincg(pi * l, nc);
+                        f *= sincg(pi * grating_index(l, r[2]), nc);
                     }
                     f
                 }
@@ -708,6 +712,9 @@ impl<'p, R: crate::diff::DiffReal> Kernel<'p, R, Exact> {
             na: l.n_cells[0],
             nb: l.n_cells[1],
             nc: l.n_cells[2],
+            reduce_h: l
+                .n_cells
+                .map(|n| n.val().fract() != 0.0 || !(n - c(n.val())).is_const_zero()),
             // fast mode only
             gratings: n_val.map(grating),
             poly3: false,

@@ -11,7 +11,7 @@
 
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
-    sinc3, sincg, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
+    grating_index, sinc3, sincg, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
 use crate::physics::polarization_factor;
 use crate::setup::{Interpolation, Plan};
@@ -84,14 +84,15 @@ fn lattice(plan: &Plan, h: f64, k: f64, l: f64, h0: f64, k0: f64, l0: f64) -> f6
     match plan.shape {
         CrystalShape::Square => {
             let mut f = 1.0;
+            let idx = |x: f64, n: f64| grating_index(x, n.fract() != 0.0);
             if na > 1.0 {
-                f *= sincg(PI * h, na);
+                f *= sincg(PI * idx(h, na), na);
             }
             if nb > 1.0 {
-                f *= sincg(PI * k, nb);
+                f *= sincg(PI * idx(k, nb), nb);
             }
             if nc > 1.0 {
-                f *= sincg(PI * l, nc);
+                f *= sincg(PI * idx(l, nc), nc);
             }
             f
         }

@@ -1,0 +1,849 @@
+//! `nanobragg refine`: fit chosen parameters of the model given by the usual
+//! flags to an observed image, by L-BFGS (argmin) on the loss gradient of
+//! [`nanobragg_core::diff::loss`]. See docs/refine.md.
+
+use crate::flags::{self, Arity};
+use crate::parse::{parse_args, Invocation};
+use anyhow::{anyhow, bail, Result};
+use argmin::core::observers::{Observe, ObserverMode};
+use argmin::core::{CostFunction, Error as ArgminError, Executor, Gradient, IterState, State, KV};
+use argmin::solver::linesearch::MoreThuenteLineSearch;
+use argmin::solver::quasinewton::LBFGS;
+use nanobragg_core::config::Misset;
+use nanobragg_core::diff::leaves::check_param;
+use nanobragg_core::diff::loss::{loss_gradient, spd_inverse, LossEval, LossKind};
+use nanobragg_core::diff::Param;
+use nanobragg_core::render::RenderOptions;
+use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::SimConfig;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// The flags only `refine` takes (each with one value).
+const REFINE_FLAGS: [(&str, &str); 6] = [
+    ("-observed", "the observed image: raw 4-byte floats (as -floatfile) or SMV (as -noisefile)"),
+    ("-refine", "parameters to refine, comma separated (names as for -gradient)"),
+    ("-loss", "sse or poisson (default: poisson for whole counts, else sse)"),
+    ("-maxiter", "most L-BFGS iterations (default 100)"),
+    ("-gtol", "stop when the scaled gradient's norm is below this (default 1e-6)"),
+    ("-history", "L-BFGS memory (default 8)"),
+];
+
+/// What `refine` was asked, besides the model's flags.
+#[derive(Debug)]
+struct Request {
+    observed: PathBuf,
+    params: Vec<Param>,
+    loss: Option<LossKind>,
+    maxiter: u64,
+    gtol: f64,
+    history: usize,
+    /// The model's flags as typed (refine's own removed).
+    model_args: Vec<String>,
+}
+
+fn usage() -> String {
+    let mut s = String::from(
+        "usage: nanobragg refine -observed FILE -refine NAME[,NAME...] [options] <model flags>\n\n\
+         Fits the named parameters of the model given by the usual flags (see nanobragg -h)\n\
+         to the observed image. Options:\n",
+    );
+    for (f, h) in REFINE_FLAGS {
+        s.push_str(&format!("  {f:<10} {h}\n"));
+    }
+    s.push_str("parameters: ");
+    s.push_str(&Param::ALL.map(|p| p.name()).join(", "));
+    s.push('\n');
+    s
+}
+
+/// Split refine's own flags from the model's.
+fn split_args(args: &[String]) -> Result<Option<Request>> {
+    let mut model_args = Vec::new();
+    let (mut observed, mut list, mut loss) = (None, None, None);
+    let (mut maxiter, mut gtol, mut history) = (100u64, 1e-6f64, 8usize);
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "-h" || a == "--help" || a == "-help" {
+            print!("{}", usage());
+            return Ok(None);
+        }
+        let Some((name, _)) = REFINE_FLAGS.iter().find(|(f, _)| *f == a) else {
+            model_args.push(args[i].clone());
+            i += 1;
+            continue;
+        };
+        let value = args.get(i + 1).ok_or_else(|| anyhow!("refine: {name} needs a value"))?.clone();
+        let bad = |what: &str| anyhow!("refine: {name}: '{value}' is not {what}");
+        match *name {
+            "-observed" => observed = Some(PathBuf::from(&value)),
+            "-refine" => list = Some(value.clone()),
+            "-loss" => loss = Some(value.parse::<LossKind>().map_err(|_| bad("sse or poisson"))?),
+            "-maxiter" => maxiter = value.parse().map_err(|_| bad("a whole number"))?,
+            "-gtol" => {
+                gtol = value.parse().ok().filter(|g: &f64| *g > 0.0).ok_or_else(|| bad("> 0"))?
+            }
+            _ => {
+                history = value.parse().ok().filter(|&m: &usize| m > 0).ok_or_else(|| bad("> 0"))?
+            }
+        }
+        i += 2;
+    }
+    let observed = observed.ok_or_else(|| anyhow!("refine: -observed FILE is required"))?;
+    let list = list.ok_or_else(|| anyhow!("refine: -refine NAME[,NAME...] is required"))?;
+    let params = Param::parse_list(&list).map_err(|e| anyhow!("refine: -refine: {}", msg(&e)))?;
+    Ok(Some(Request { observed, params, loss, maxiter, gtol, history, model_args }))
+}
+
+/// The message of a library error without its `invalid -gradient:` prefix.
+fn msg(e: &nanobragg_core::Error) -> String {
+    match e {
+        nanobragg_core::Error::Invalid { msg, .. } => msg.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// The observed image: pixel values (photons) and the pixels to skip.
+struct Observed {
+    values: Vec<f32>,
+    skip: Vec<bool>,
+    /// Whole counts (SMV, or a float file of whole numbers ≥ 0).
+    counts: bool,
+    what: String,
+}
+
+/// Read `-observed`: SMV (`.img`, `.smv`, or a `{` header) less the `-adc`
+/// offset, saturated pixels skipped; otherwise raw 4-byte floats.
+fn read_observed(path: &Path, inv: &Invocation, plan: &Plan) -> Result<Observed> {
+    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+    let n = fp * sp;
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("refine: -observed {shown}: {e}"))?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    if ext == "img" || ext == "smv" || bytes.first() == Some(&b'{') {
+        let img = nanobragg_io::smv::SmvImage::parse(&bytes, path)
+            .map_err(|e| anyhow!("refine: -observed {shown}: {e}"))?;
+        if (img.width, img.height) != (fp, sp) {
+            bail!(
+                "refine: -observed {shown}: the image is {} x {} pixels but the detector is {fp} x {sp}",
+                img.width,
+                img.height
+            );
+        }
+        let adc = inv.outputs.adc_offset;
+        let values = img.data.iter().map(|&v| (v as f64 - adc) as f32).collect();
+        let skip = img.data.iter().map(|&v| v == u16::MAX).collect();
+        return Ok(Observed {
+            values,
+            skip,
+            counts: true,
+            what: format!("SMV, {} ADU offset removed", nanobragg_io::cfmt::g(adc)),
+        });
+    }
+    if bytes.len() != 4 * n {
+        bail!(
+            "refine: -observed {shown}: {} bytes is not a {fp} x {sp} image of 4-byte floats ({} bytes)",
+            bytes.len(),
+            4 * n
+        );
+    }
+    let values: Vec<f32> =
+        bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if values.iter().any(|v| !v.is_finite()) {
+        bail!("refine: -observed {shown}: the image holds a non-finite value");
+    }
+    let counts = values.iter().all(|&v| v >= 0.0 && v.fract() == 0.0);
+    Ok(Observed { skip: vec![false; n], values, counts, what: "4-byte floats".into() })
+}
+
+/// The refined parameters as numbers, and the configuration they give.
+struct Model {
+    cfg0: SimConfig,
+    plan0: Plan,
+    seeds: SetupSeeds,
+    params: Vec<Param>,
+    start: Vec<f64>,
+    /// Parameters the Jacobian is taken by: the refined ones, with the three
+    /// crystal rotations in place of any `misset_*`.
+    query: Vec<Param>,
+}
+
+const MISSETS: [Param; 3] = [Param::MissetX, Param::MissetY, Param::MissetZ];
+
+impl Model {
+    fn new(cfg0: SimConfig, seeds: SetupSeeds, params: Vec<Param>) -> Result<Model> {
+        let plan0 = Plan::new(&cfg0, seeds)?;
+        let mut start = Vec::new();
+        for &p in &params {
+            check_param(&cfg0, &plan0, p).map_err(|e| anyhow!("refine: -refine {}", msg(&e)))?;
+            start.push(start_value(&cfg0, &plan0, p)?);
+        }
+        let mut query: Vec<Param> =
+            params.iter().copied().filter(|p| !MISSETS.contains(p)).collect();
+        if params.iter().any(|p| MISSETS.contains(p)) {
+            query.extend(MISSETS);
+        }
+        Ok(Model { cfg0, plan0, seeds, params, start, query })
+    }
+
+    /// The configuration with the parameters at `values`.
+    fn config(&self, values: &[f64]) -> Result<SimConfig> {
+        let mut cfg = self.cfg0.clone();
+        let mut misset = misset_angles(&self.cfg0);
+        for ((&p, &v), &s) in self.params.iter().zip(values).zip(&self.start) {
+            if let Some(i) = MISSETS.iter().position(|&m| m == p) {
+                misset[i] = v;
+            } else if v != s {
+                cfg = p.nudged(&cfg, &self.plan0, v - s)?;
+            }
+        }
+        if self.params.iter().any(|p| MISSETS.contains(p)) {
+            cfg.crystal.misset = Misset::Angles(misset);
+        }
+        Ok(cfg)
+    }
+
+    /// `d/d params = M · d/d query` (row-major `params × query`): the
+    /// identity but for the misset angles. Their derivatives come as small
+    /// rotations about the lab axes after the orientation; the angle ψx of
+    /// `-misset` (rotations x, then y, then z) turns about Rz(ψz)·Ry(ψy)·x,
+    /// ψy about Rz(ψz)·y, ψz about z.
+    fn chain(&self, values: &[f64]) -> Vec<f64> {
+        let (np, nq) = (self.params.len(), self.query.len());
+        let mut m = vec![0.0; np * nq];
+        let mut psi = misset_angles(&self.cfg0);
+        for (&p, &v) in self.params.iter().zip(values) {
+            if let Some(i) = MISSETS.iter().position(|&m| m == p) {
+                psi[i] = v;
+            }
+        }
+        let r = psi.map(f64::to_radians);
+        let axes = [
+            rot_z(rot_y([1.0, 0.0, 0.0], r[1]), r[2]),
+            rot_z([0.0, 1.0, 0.0], r[2]),
+            [0.0, 0.0, 1.0],
+        ];
+        for (i, &p) in self.params.iter().enumerate() {
+            if let Some(a) = MISSETS.iter().position(|&m| m == p) {
+                for (j, &q) in MISSETS.iter().enumerate() {
+                    let col = self.query.iter().position(|&x| x == q).unwrap();
+                    m[i * nq + col] = axes[a][j];
+                }
+            } else {
+                m[i * nq + self.query.iter().position(|&x| x == p).unwrap()] = 1.0;
+            }
+        }
+        m
+    }
+
+    /// Loss, gradient, Gauss–Newton Hessian and information by the refined
+    /// parameters at `values`.
+    fn evaluate(&self, values: &[f64], job: &Job) -> Result<Eval> {
+        let cfg = self.config(values)?;
+        let ev = loss_gradient(
+            &cfg,
+            &self.query,
+            self.seeds,
+            job.opts,
+            job.kind,
+            &job.observed.values,
+            Some(&job.observed.skip),
+        )?;
+        let m = self.chain(values);
+        let (np, nq) = (self.params.len(), self.query.len());
+        let gradient =
+            (0..np).map(|i| (0..nq).map(|k| m[i * nq + k] * ev.gradient[k]).sum()).collect();
+        let sandwich = |a: &[f64]| -> Vec<f64> {
+            let mut out = vec![0.0; np * np];
+            for i in 0..np {
+                for j in 0..np {
+                    let mut s = 0.0;
+                    for k in 0..nq {
+                        for l in 0..nq {
+                            s += m[i * nq + k] * a[k * nq + l] * m[j * nq + l];
+                        }
+                    }
+                    out[i * np + j] = s;
+                }
+            }
+            out
+        };
+        Ok(Eval {
+            value: ev.value,
+            gradient,
+            hessian: sandwich(&ev.hessian),
+            covariance: covariance(&ev, &sandwich),
+            pixels: ev.pixels,
+            sigma2: ev.sigma2,
+        })
+    }
+}
+
+/// The covariance by the refined parameters (see [`LossEval::covariance`]).
+fn covariance(ev: &LossEval, sandwich: &dyn Fn(&[f64]) -> Vec<f64>) -> Option<Vec<f64>> {
+    let n = (sandwich(&ev.information).len() as f64).sqrt() as usize;
+    if ev.kind == LossKind::Sse {
+        let jtj: Vec<f64> = sandwich(&ev.hessian).iter().map(|h| h / 2.0).collect();
+        return spd_inverse(&jtj, n).map(|c| c.iter().map(|x| x * ev.sigma2).collect());
+    }
+    spd_inverse(&sandwich(&ev.information), n)
+}
+
+fn rot_y(v: [f64; 3], a: f64) -> [f64; 3] {
+    let (s, c) = a.sin_cos();
+    [v[0] * c + v[2] * s, v[1], -v[0] * s + v[2] * c]
+}
+
+fn rot_z(v: [f64; 3], a: f64) -> [f64; 3] {
+    let (s, c) = a.sin_cos();
+    [v[0] * c - v[1] * s, v[0] * s + v[1] * c, v[2]]
+}
+
+fn misset_angles(cfg: &SimConfig) -> [f64; 3] {
+    match cfg.crystal.misset {
+        Misset::Angles(a) => a,
+        _ => [0.0; 3],
+    }
+}
+
+/// The value a parameter has in the run (what [`Param::nudged`] moves).
+fn start_value(cfg: &SimConfig, plan: &Plan, p: Param) -> Result<f64> {
+    let d = &cfg.detector;
+    let det = &plan.detector;
+    let cr = &cfg.crystal;
+    Ok(match p {
+        Param::Distance => d.distance_mm,
+        Param::CloseDistance => {
+            let ratio = det.close_distance_m / det.distance_m;
+            d.close_distance_mm.unwrap_or((ratio * d.distance_mm).abs())
+        }
+        Param::Xbeam => d.xbeam_mm.unwrap_or(det.xbeam_m * 1000.0),
+        Param::Ybeam => d.ybeam_mm.unwrap_or(det.ybeam_m * 1000.0),
+        Param::DetectorRotX => d.rotx_deg,
+        Param::DetectorRotY => d.roty_deg,
+        Param::DetectorRotZ => d.rotz_deg,
+        Param::Twotheta => d.twotheta_deg,
+        Param::CellA
+        | Param::CellB
+        | Param::CellC
+        | Param::CellAlpha
+        | Param::CellBeta
+        | Param::CellGamma => cr.cell.map(|c| c[p as usize - Param::CellA as usize]).unwrap_or(0.0),
+        Param::MissetX | Param::MissetY | Param::MissetZ => {
+            if cr.misset == Misset::Random {
+                bail!("refine: -refine {p}: needs -misset angles (not random)");
+            }
+            misset_angles(cfg)[p as usize - Param::MissetX as usize]
+        }
+        Param::Na | Param::Nb | Param::Nc => {
+            let i = p as usize - Param::Na as usize;
+            if cr.size_mm[i] > 0.0 {
+                bail!("refine: -refine {p}: the cell count comes from the crystal size (-xtalsize ...); give -N/-Na/-Nb/-Nc instead");
+            }
+            plan.n_cells[i]
+        }
+        Param::Mosaic => cr.mosaic_deg,
+        Param::Phi => cr.phi0_deg,
+        Param::Osc => cr.osc_deg,
+        Param::Lambda => cfg.beam.lambda_a,
+        Param::Dispersion => cfg.beam.dispersion_pct,
+        Param::Divergence => cfg.beam.hdivrange_mrad,
+        Param::Polar => cfg.beam.kahn_factor,
+        Param::Fluence => plan.fluence,
+        Param::Water => cfg.sampling.water_um,
+        Param::DefaultF => cfg.sf.default_f,
+        Param::Fudge => cr.fudge,
+    })
+}
+
+/// What one evaluation returns, by the refined parameters.
+#[derive(Debug, Clone)]
+struct Eval {
+    value: f64,
+    gradient: Vec<f64>,
+    hessian: Vec<f64>,
+    covariance: Option<Vec<f64>>,
+    pixels: usize,
+    sigma2: f64,
+}
+
+/// The fixed inputs of the loss.
+struct Job {
+    kind: LossKind,
+    observed: Observed,
+    opts: RenderOptions,
+}
+
+/// The problem argmin sees: `values = start + T x`, the loss as is. `T`
+/// whitens the Gauss–Newton Hessian at the start (`Tᵀ H T = 1`): one unit of
+/// x is one "typical step" of the loss in every direction, whatever the
+/// parameters' units and however correlated they are.
+/// One render gives both the loss and its gradient: the last point is kept,
+/// and so is the best one seen (the answer if the line search gives up).
+struct Problem<'a> {
+    model: &'a Model,
+    job: &'a Job,
+    /// `T`, row-major `params × params`.
+    map: Vec<f64>,
+    last: Mutex<Option<(Vec<f64>, Eval)>>,
+    best: &'a Mutex<Option<(Vec<f64>, Eval)>>,
+    evaluations: &'a Mutex<usize>,
+}
+
+impl Problem<'_> {
+    fn values(&self, x: &[f64]) -> Vec<f64> {
+        values_at(&self.model.start, &self.map, x)
+    }
+
+    fn eval(&self, x: &[f64]) -> std::result::Result<Eval, ArgminError> {
+        if x.iter().any(|v| !v.is_finite()) {
+            return Err(ArgminError::msg("the line search proposed a non-finite step"));
+        }
+        if let Some((px, e)) = self.last.lock().unwrap().as_ref() {
+            if px == x {
+                return Ok(e.clone());
+            }
+        }
+        let values = self.values(x);
+        let e =
+            self.model.evaluate(&values, self.job).map_err(|e| ArgminError::msg(e.to_string()))?;
+        *self.evaluations.lock().unwrap() += 1;
+        *self.last.lock().unwrap() = Some((x.to_vec(), e.clone()));
+        let mut best = self.best.lock().unwrap();
+        if e.value.is_finite() && best.as_ref().is_none_or(|(_, b)| e.value < b.value) {
+            *best = Some((x.to_vec(), e.clone()));
+        }
+        Ok(e)
+    }
+}
+
+impl CostFunction for Problem<'_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+    fn cost(&self, x: &Vec<f64>) -> std::result::Result<f64, ArgminError> {
+        Ok(self.eval(x)?.value)
+    }
+}
+
+impl Gradient for Problem<'_> {
+    type Param = Vec<f64>;
+    type Gradient = Vec<f64>;
+    fn gradient(&self, x: &Vec<f64>) -> std::result::Result<Vec<f64>, ArgminError> {
+        let e = self.eval(x)?;
+        let n = e.gradient.len();
+        // d/dx = Tᵀ d/d values
+        Ok((0..n).map(|j| (0..n).map(|i| self.map[i * n + j] * e.gradient[i]).sum()).collect())
+    }
+}
+
+type St = IterState<Vec<f64>, Vec<f64>, (), (), (), f64>;
+
+/// One line per iteration: iteration, loss, norm of the scaled gradient.
+struct Progress;
+
+impl Observe<St> for Progress {
+    fn observe_iter(&mut self, state: &St, _kv: &KV) -> std::result::Result<(), ArgminError> {
+        let g = state.get_gradient().map(|g| g.iter().map(|x| x * x).sum::<f64>().sqrt());
+        println!(
+            "iteration {:>4}  loss {:<22}  |gradient| {}",
+            state.get_iter(),
+            format!("{:.12e}", state.get_cost()),
+            g.map(|g| format!("{g:.3e}")).unwrap_or_else(|| "-".into())
+        );
+        Ok(())
+    }
+}
+
+/// Run `nanobragg refine ARGS` (the arguments after `refine`).
+pub fn main(args: &[String]) -> Result<()> {
+    let Some(req) = split_args(args)? else { return Ok(()) };
+    let inv = parse_args(&req.model_args)?;
+    if inv.help {
+        print!("{}", usage());
+        return Ok(());
+    }
+    if inv.batch_path.is_some() {
+        bail!("refine: -batch is not supported (refine one image at a time)");
+    }
+    if inv.gradient.is_some() {
+        bail!("refine: -gradient is not supported here (refine computes its own derivatives)");
+    }
+    for w in &inv.warnings {
+        eprintln!("warning: {w}");
+    }
+    let misset_idum = match inv.config.crystal.misset_seed {
+        Some(s) => -s,
+        None if inv.config.crystal.misset == Misset::Random => {
+            bail!("refine: -misset random needs -misset_seed (the model must not change between renders)")
+        }
+        None => -1,
+    };
+    let seeds = SetupSeeds { misset_idum };
+    let model = Model::new(inv.config.clone(), seeds, req.params.clone())
+        .map_err(|e| anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")))?;
+    let observed = read_observed(&req.observed, &inv, &model.plan0)?;
+    let kind = req.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
+    let job = Job { kind, observed, opts: RenderOptions { threads: inv.threads } };
+    println!(
+        "refining {} against {} ({}), {} loss",
+        req.params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
+        req.observed.display(),
+        job.observed.what,
+        kind
+    );
+    let t0 = Instant::now();
+    let first = model.evaluate(&model.start, &job)?;
+    for (i, &p) in req.params.iter().enumerate() {
+        let h = first.hessian[i * req.params.len() + i];
+        if !(h > 0.0 && h.is_finite()) {
+            bail!("refine: {p} does not change the pixels used (no curvature); leave it out");
+        }
+    }
+    let map = whitening(&first.hessian, req.params.len());
+    println!("{} pixels used; start loss {:.12e}", first.pixels, first.value);
+    let (best, evaluations) = (Mutex::new(None), Mutex::new(0));
+    let problem = Problem {
+        model: &model,
+        job: &job,
+        map: map.clone(),
+        last: Mutex::new(None),
+        best: &best,
+        evaluations: &evaluations,
+    };
+    let linesearch = MoreThuenteLineSearch::new();
+    let solver = LBFGS::new(linesearch, req.history)
+        .with_tolerance_grad(req.gtol)?
+        .with_tolerance_cost(0.0)?;
+    let x0 = vec![0.0; req.params.len()];
+    let run = Executor::new(problem, solver)
+        .configure(|s| s.param(x0).max_iters(req.maxiter))
+        .add_observer(Progress, ObserverMode::Always)
+        .run();
+    let (iterations, stop) = match &run {
+        Ok(r) => {
+            (r.state().get_iter(), r.state().get_termination_reason().map(|t| t.text().to_string()))
+        }
+        Err(e) => (0, Some(format!("stopped: {e}"))),
+    };
+    let (bx, _) = best.lock().unwrap().clone().expect("the start was evaluated");
+    let values = values_at(&model.start, &map, &bx);
+    let fin = model.evaluate(&values, &job)?;
+    let elapsed = t0.elapsed().as_secs_f64();
+    println!(
+        "{} after {iterations} iterations, {} renders, {elapsed:.2} s",
+        stop.unwrap_or_else(|| "finished".into()),
+        *evaluations.lock().unwrap() + 1,
+    );
+    let np = req.params.len();
+    let se: Vec<Option<f64>> = match &fin.covariance {
+        Some(c) => (0..np).map(|i| Some(c[i * np + i].max(0.0).sqrt())).collect(),
+        None => vec![None; np],
+    };
+    println!();
+    println!(
+        "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
+        "parameter", "unit", "start", "refined", "std. error", "shift"
+    );
+    for (i, &p) in req.params.iter().enumerate() {
+        println!(
+            "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
+            p.name(),
+            p.unit(),
+            format!("{:.10}", model.start[i]),
+            format!("{:.10}", values[i]),
+            se[i].map(|s| format!("{s:.4e}")).unwrap_or_else(|| "singular".into()),
+            format!("{:.4e}", values[i] - model.start[i]),
+        );
+    }
+    println!();
+    println!("final loss {:.12e} ({kind}, {} pixels)", fin.value, fin.pixels);
+    if kind == LossKind::Sse {
+        println!("residual rms {:.6e} photons (standard errors scaled by it)", fin.sigma2.sqrt());
+    }
+    if fin.covariance.is_none() {
+        println!("note: the information matrix is singular: some parameters are not determined");
+    }
+    let (line, notes) = refined_command_line(&req.model_args, &model, &values, &se);
+    println!("refined command line:");
+    println!("nanobragg {}", line.join(" "));
+    for n in notes {
+        println!("note: {n}");
+    }
+    Ok(())
+}
+
+/// `start + T x`.
+fn values_at(start: &[f64], map: &[f64], x: &[f64]) -> Vec<f64> {
+    let n = start.len();
+    (0..n).map(|i| start[i] + (0..n).map(|j| map[i * n + j] * x[j]).sum::<f64>()).collect()
+}
+
+/// `T` with `Tᵀ H T = 1` (`T = L⁻ᵀ`, `H = L Lᵀ`), for a positive-definite
+/// `H`; where `H` is (nearly) singular, the diagonal scaling `1/sqrt(Hᵢᵢ)`.
+fn whitening(h: &[f64], n: usize) -> Vec<f64> {
+    let d: Vec<f64> = (0..n).map(|i| 1.0 / h[i * n + i].sqrt()).collect();
+    let mut diag = vec![0.0; n * n];
+    for i in 0..n {
+        diag[i * n + i] = d[i];
+    }
+    // Cholesky of the unit-diagonal D H D = L Lᵀ; then T = D L⁻ᵀ
+    let m: Vec<f64> = (0..n * n).map(|ij| h[ij] * d[ij / n] * d[ij % n]).collect();
+    let mut l = vec![0.0f64; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let mut s = m[i * n + j];
+            for k in 0..j {
+                s -= l[i * n + k] * l[j * n + k];
+            }
+            if i == j {
+                if s.is_nan() || s <= 1e-12 {
+                    return diag;
+                }
+                l[i * n + i] = s.sqrt();
+            } else {
+                l[i * n + j] = s / l[j * n + j];
+            }
+        }
+    }
+    // L⁻ᵀ: solve Lᵀ X = 1 column by column (X upper triangular)
+    let mut x = vec![0.0f64; n * n];
+    for c in 0..n {
+        for i in (0..n).rev() {
+            let mut s = if i == c { 1.0 } else { 0.0 };
+            for k in i + 1..n {
+                s -= l[k * n + i] * x[k * n + c];
+            }
+            x[i * n + c] = s / l[i * n + i];
+        }
+    }
+    (0..n * n).map(|ij| d[ij / n] * x[ij]).collect()
+}
+
+/// Digits after the point for a value with standard error `se`.
+fn decimals(v: f64, se: Option<f64>) -> usize {
+    let err = se.filter(|s| *s > 0.0).unwrap_or(v.abs().max(1e-300) * 1e-10);
+    ((-(err * 1e-3).log10()).ceil().max(0.0) as usize).min(15)
+}
+
+/// How many values follow the flag at `args[i]` (as the parser counts them).
+fn arity_at(args: &[String], i: usize, arity: Arity) -> usize {
+    let rest = &args[i + 1..];
+    match arity {
+        Arity::Zero => 0,
+        Arity::Exactly(n) => n.min(rest.len()),
+        Arity::Cell => rest.iter().take(6).take_while(|a| !a.starts_with('-')).count(),
+        Arity::Misset => {
+            if rest.first().is_some_and(|a| a.starts_with("rand")) {
+                1
+            } else {
+                3.min(rest.len())
+            }
+        }
+    }
+}
+
+/// The model's flags with the refined values put in (the last occurrence of a
+/// flag is replaced; a flag not given is put first, so that flags given later
+/// keep their side effects, such as the detector pivot), and notes on what
+/// the command line cannot carry.
+fn refined_command_line(
+    args: &[String],
+    model: &Model,
+    values: &[f64],
+    se: &[Option<f64>],
+) -> (Vec<String>, Vec<String>) {
+    let mut notes = Vec::new();
+    let fmt = |v: f64, i: usize| format!("{:.*}", decimals(v, se[i]), v);
+    // flag name → values
+    let mut set: Vec<(&'static str, Vec<String>)> = Vec::new();
+    let mut put =
+        |name: &'static str, vals: Vec<String>| match set.iter_mut().find(|(n, _)| *n == name) {
+            Some(e) => e.1 = vals,
+            None => set.push((name, vals)),
+        };
+    let refined_cfg = model.config(values).ok();
+    for (i, &p) in model.params.iter().enumerate() {
+        let v = values[i];
+        match p {
+            Param::CellA
+            | Param::CellB
+            | Param::CellC
+            | Param::CellAlpha
+            | Param::CellBeta
+            | Param::CellGamma => {
+                let cell = refined_cfg.as_ref().and_then(|c| c.crystal.cell).unwrap_or([0.0; 6]);
+                let vals = (0..6)
+                    .map(|k| {
+                        let j = model
+                            .params
+                            .iter()
+                            .position(|&q| q as usize == Param::CellA as usize + k);
+                        match j {
+                            Some(j) => fmt(values[j], j),
+                            None => format!("{}", cell[k]),
+                        }
+                    })
+                    .collect();
+                put("-cell", vals);
+            }
+            Param::MissetX | Param::MissetY | Param::MissetZ => {
+                let mut a = misset_angles(&model.cfg0).map(|x| format!("{x}"));
+                for (j, &q) in model.params.iter().enumerate() {
+                    if let Some(k) = MISSETS.iter().position(|&m| m == q) {
+                        a[k] = fmt(values[j], j);
+                    }
+                }
+                put("-misset", a.to_vec());
+            }
+            Param::Na | Param::Nb | Param::Nc => {
+                let flag = ["-Na", "-Nb", "-Nc"][p as usize - Param::Na as usize];
+                let whole = v.round().max(1.0);
+                put(flag, vec![format!("{whole}")]);
+                if (v - whole).abs() > 1e-9 {
+                    notes.push(format!(
+                        "{flag} takes whole cells (the flag truncates like nanoBragg.c): {p} refined to {} is written as {whole}",
+                        fmt(v, i)
+                    ));
+                }
+            }
+            Param::Divergence => {
+                let shift = v - model.start[i];
+                let h = model.cfg0.beam.hdivrange_mrad + shift;
+                let vv = model.cfg0.beam.vdivrange_mrad + shift;
+                put("-hdivrange", vec![fmt(h, i)]);
+                put("-vdivrange", vec![fmt(vv, i)]);
+            }
+            Param::Fluence => {
+                put("-fluence", vec![format!("{v:e}")]);
+                if args.iter().any(|a| a == "-flux") {
+                    notes.push("-flux was given: the refined -fluence replaces the fluence it implies; drop -flux".into());
+                }
+            }
+            _ => {
+                let flag = match p {
+                    Param::Distance => "-distance",
+                    Param::CloseDistance => "-close_distance",
+                    Param::Xbeam => "-Xbeam",
+                    Param::Ybeam => "-Ybeam",
+                    Param::DetectorRotX => "-detector_rotx",
+                    Param::DetectorRotY => "-detector_roty",
+                    Param::DetectorRotZ => "-detector_rotz",
+                    Param::Twotheta => "-twotheta",
+                    Param::Mosaic => "-mosaic",
+                    Param::Phi => "-phi",
+                    Param::Osc => "-osc",
+                    Param::Lambda => "-lambda",
+                    Param::Dispersion => "-dispersion",
+                    Param::Polar => "-polar",
+                    Param::Water => "-water",
+                    Param::DefaultF => "-default_F",
+                    _ => "-fudge",
+                };
+                put(flag, vec![fmt(v, i)]);
+            }
+        }
+    }
+    // where each flag occurs
+    let mut out: Vec<String> = args.to_vec();
+    let mut front = Vec::new();
+    for (name, vals) in set {
+        let mut last = None;
+        let mut i = 0;
+        while i < out.len() {
+            match flags::lookup(&out[i]) {
+                Some(f) => {
+                    let k = arity_at(&out, i, f.arity);
+                    if f.name == name {
+                        last = Some((i, k));
+                    }
+                    i += 1 + k;
+                }
+                None => i += 1,
+            }
+        }
+        match last {
+            Some((i, k)) => {
+                out.splice(i + 1..i + 1 + k, vals);
+            }
+            None => {
+                front.push(name.to_string());
+                front.extend(vals);
+            }
+        }
+    }
+    front.extend(out);
+    (front, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn refine_flags_are_split_off() {
+        let r = split_args(&s(&[
+            "-distance",
+            "90",
+            "-observed",
+            "o.bin",
+            "-refine",
+            "distance,Na",
+            "-maxiter",
+            "7",
+            "-N",
+            "3",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.model_args, s(&["-distance", "90", "-N", "3"]));
+        assert_eq!(r.params, vec![Param::Distance, Param::Na]);
+        assert_eq!((r.maxiter, r.loss), (7, None));
+        let e = split_args(&s(&["-refine", "distance"])).unwrap_err();
+        assert!(e.to_string().contains("-observed FILE is required"), "{e}");
+        let e = split_args(&s(&["-observed", "x", "-refine", "bogus"])).unwrap_err();
+        assert!(e.to_string().contains("unknown parameter 'bogus'"), "{e}");
+        let e = split_args(&s(&["-observed", "x", "-refine", "Na", "-loss", "l1"])).unwrap_err();
+        assert!(e.to_string().contains("-loss: 'l1' is not sse or poisson"), "{e}");
+    }
+
+    #[test]
+    fn misset_chain_rule_matches_the_composed_rotation() {
+        // d/dψ of Rz Ry Rx(ψ) v against the generators about the lab axes
+        let mut cfg = SimConfig::default();
+        cfg.crystal.cell = Some([50.0, 50.0, 50.0, 90.0, 90.0, 90.0]);
+        cfg.crystal.misset = Misset::Angles([10.0, 20.0, 30.0]);
+        cfg.sf.default_f = 1.0;
+        let m = Model::new(cfg, SetupSeeds { misset_idum: -1 }, MISSETS.to_vec()).unwrap();
+        let psi = [10.0f64, 20.0, 30.0];
+        let rot = |a: [f64; 3], v: [f64; 3]| {
+            let r = a.map(f64::to_radians);
+            let (sx, cx) = r[0].sin_cos();
+            let v = [v[0], v[1] * cx - v[2] * sx, v[1] * sx + v[2] * cx];
+            rot_z(rot_y(v, r[1]), r[2])
+        };
+        let v0 = [0.3, -0.5, 0.8];
+        let v = rot(psi, v0);
+        let c = m.chain(&psi);
+        for i in 0..3 {
+            let h = 1e-6;
+            let (mut up, mut dn) = (psi, psi);
+            up[i] += h;
+            dn[i] -= h;
+            let (a, b) = (rot(up, v0), rot(dn, v0));
+            let fd: Vec<f64> = (0..3).map(|k| (a[k] - b[k]) / (2.0 * h)).collect();
+            // ω × v per degree
+            let w = [c[i * 3], c[i * 3 + 1], c[i * 3 + 2]].map(f64::to_radians);
+            let cross =
+                [w[1] * v[2] - w[2] * v[1], w[2] * v[0] - w[0] * v[2], w[0] * v[1] - w[1] * v[0]];
+            for k in 0..3 {
+                assert!((cross[k] - fd[k]).abs() < 1e-8, "ψ{i}: {cross:?} vs {fd:?}");
+            }
+        }
+    }
+}
