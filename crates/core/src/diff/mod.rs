@@ -8,17 +8,21 @@
 //! - [`dual`]: [`crate::real::Real`] for num-dual's types ([`DiffReal`],
 //!   [`Seeded`]);
 //! - [`leaves`]: the numbers the kernel reads, computed in any [`DiffReal`];
-//! - [`jacobian`]: derivative images through the exact render kernel.
+//! - [`jacobian`]: derivative images through the exact render kernel, in
+//!   f64 or f32 ([`DualFloat`]);
+//! - [`hessian`]: second-derivative images (hyper-dual numbers).
 //!
 //! See docs/derivatives.md.
 
 pub mod dual;
+pub mod hessian;
 pub mod jacobian;
 pub mod leaves;
 pub mod param;
 
 pub use dual::{DiffReal, Seeded};
-pub use jacobian::{jacobian, jacobian_with, Jacobian};
+pub use hessian::{hessian_with, Hessian};
+pub use jacobian::{jacobian, jacobian_in, jacobian_with, DualFloat, Jacobian};
 pub use leaves::Leaves;
 
 pub use param::{Deltas, Param};

@@ -35,8 +35,8 @@
 
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
-    sinc3, sinc3_fast, sincg, Grating, GratingForm, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE,
-    TOPHAT_RADIUS_SQR,
+    sinc3, sinc3_fast, sincg, sincg_pi_reduced, Grating, GratingForm, GAUSS_XTAL_WIDTH,
+    ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
 use crate::physics::{polarization_factor_with, Polarization};
 use crate::real::{fast, Mask, Num, Real};
@@ -550,15 +550,24 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                     }
                 } else {
                     let pi = V::c(PI);
+                    // f64: the C program's formula; below f64 (f32 duals)
+                    // whole h, k, l come out first (the same function)
+                    let g = |x: V, n: V| {
+                        if <V::Scalar as Real>::MANTISSA_DIGITS < 53 {
+                            sincg_pi_reduced(x, n)
+                        } else {
+                            sincg(pi * x, n)
+                        }
+                    };
                     let mut f = one;
                     if self.na > V::Scalar::one() {
-                        f *= sincg(pi * h, na);
+                        f *= g(h, na);
                     }
                     if self.nb > V::Scalar::one() {
-                        f *= sincg(pi * k, nb);
+                        f *= g(k, nb);
                     }
                     if self.nc > V::Scalar::one() {
-                        f *= sincg(pi * l, nc);
+                        f *= g(l, nc);
                     }
                     f
                 }
