@@ -1,6 +1,7 @@
 //! Derivative images: every pixel differentiated by chosen parameters with
 //! forward-mode dual numbers through the exact render kernel.
 
+use super::dense::{Dense32, Dense64};
 use super::dual::Seeded;
 use super::leaves::{check_param, Leaves};
 use super::param::{Deltas, Param};
@@ -10,7 +11,6 @@ use crate::real::Real;
 use crate::render::cpu::{in_pool, render_exact, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::{Plan, SetupSeeds};
-use num_dual::{Derivative, DualSVec32, DualSVec64};
 use rayon::prelude::*;
 
 /// An image and its derivatives by parameters.
@@ -31,7 +31,7 @@ pub fn jacobian(cfg: &SimConfig, params: &[Param], seeds: SetupSeeds) -> Result<
 }
 
 /// [`jacobian`] with render options (threads), in f64. Parameters are
-/// carried eight at a time (a smaller dual type for the last few); rows run
+/// carried eight at a time in a [`Dense64`] (a smaller dual type for the last few); rows run
 /// in parallel, each pixel by one thread in a fixed order, so the result
 /// does not depend on the number of threads.
 pub fn jacobian_with(
@@ -109,24 +109,21 @@ fn chunk_images<const N: usize>(
     seeds: SetupSeeds,
     params: &[Param],
 ) -> Result<Images> {
-    let leaves = Leaves::new(cfg, plan, seeds, &seeded::<DualSVec64<N>>(params))?;
-    let kernel = Kernel::<DualSVec64<N>, Exact>::from_leaves(plan, &leaves);
+    let leaves = Leaves::new(cfg, plan, seeds, &seeded::<Dense64<N>>(params))?;
+    let kernel = Kernel::<Dense64<N>, Exact>::from_leaves(plan, &leaves);
     Ok(split(render_images(plan, &kernel, params.len() + 1, value_and_derivatives)))
 }
 
 /// [`chunk_images`] in single precision: the leaves (setup) in f64 as for
-/// the f32 render, the kernel in `DualSVec32<N>`.
+/// the f32 render, the kernel in `Dense32<N>`.
 fn chunk_images_f32<const N: usize>(
     cfg: &SimConfig,
     plan: &Plan,
     seeds: SetupSeeds,
     params: &[Param],
 ) -> Result<Images> {
-    let leaves = Leaves::new(cfg, plan, seeds, &seeded::<DualSVec64<N>>(params))?;
-    let leaves = leaves.map(|x| {
-        DualSVec32::<N>::new(x.re as f32, Derivative::new(x.eps.0.map(|m| m.map(|d| d as f32))))
-    });
-    let kernel = Kernel::<DualSVec32<N>, Exact>::from_leaves(plan, &leaves);
+    let leaves = Leaves::new(cfg, plan, seeds, &seeded::<Dense64<N>>(params))?;
+    let kernel = Kernel::<Dense32<N>, Exact>::from_leaves(plan, &leaves.map(Dense64::to_f32));
     Ok(split(render_images(plan, &kernel, params.len() + 1, value_and_derivatives)))
 }
 
