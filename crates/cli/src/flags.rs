@@ -16,7 +16,7 @@
 
 use nanobragg_core::config::{Convention, CrystalShape, Misset, Pivot};
 
-use crate::parse::{Device, Dtype, Invocation, Occurrence, Value};
+use crate::parse::{Curvatures, Device, Dtype, Invocation, Occurrence, Value};
 
 /// Sections of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -755,6 +755,10 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.gradfile = o.text(0).to_string())
         .vals("prefix")
         .dflt("grad"),
+    Flag::switch("-curvatures", O, "with -gradient: also write the second derivative of every pixel by each parameter, PREFIX_NAME_NAME.bin",
+        |inv, _| inv.curvatures = inv.curvatures.max(Curvatures::Diagonal)),
+    Flag::switch("-curvatures_mixed", O, "as -curvatures, and the mixed second derivatives of every pair of parameters, PREFIX_A_B.bin (one render per pair)",
+        |inv, _| inv.curvatures = Curvatures::Mixed),
     Flag::switch("-printout", O, "print every rendered pixel's intermediate values (position, hkl, F_cell, F_latt, polarization, solid angle, cell vectors) to stdout",
         |inv, _| inv.printout = true),
     Flag {

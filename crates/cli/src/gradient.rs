@@ -1,10 +1,11 @@
 //! `-gradient`: derivative images of every pixel by chosen parameters,
-//! written next to the usual outputs (see docs/derivatives.md).
+//! written next to the usual outputs; `-curvatures`: second derivatives
+//! (see docs/derivatives.md).
 
-use crate::parse::Invocation;
+use crate::parse::{Curvatures, Dtype, Invocation};
 use anyhow::{anyhow, Result};
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::{jacobian_with, Param};
+use nanobragg_core::diff::{hessian_with, jacobian_in, DualFloat, Param};
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::io::Write;
@@ -13,7 +14,12 @@ use std::path::PathBuf;
 /// The parameters of `-gradient`, each checked against the plan; `None`
 /// without the flag. Errors name the flag and the parameter.
 pub fn params(inv: &Invocation, plan: &Plan) -> Result<Option<Vec<Param>>> {
-    let Some(list) = &inv.gradient else { return Ok(None) };
+    let Some(list) = &inv.gradient else {
+        if inv.curvatures != Curvatures::None {
+            return Err(anyhow!("invalid -curvatures: needs -gradient (the parameters)"));
+        }
+        return Ok(None);
+    };
     if inv.batch_path.is_some() {
         return Err(anyhow!("invalid -gradient: not with -batch"));
     }
@@ -29,22 +35,51 @@ pub fn file_name(prefix: &str, p: Param) -> PathBuf {
     PathBuf::from(format!("{prefix}_{}.bin", p.name()))
 }
 
-/// Compute and write the derivative images of `-gradient` (nothing without
-/// the flag), reporting each file on `out`.
+/// The file of the second derivative by `a` and `b`: `PREFIX_A_B.bin`.
+pub fn file_name2(prefix: &str, a: Param, b: Param) -> PathBuf {
+    PathBuf::from(format!("{prefix}_{}_{}.bin", a.name(), b.name()))
+}
+
+/// What a derivative image holds, for the report.
+fn per(a: Param, b: Option<Param>) -> String {
+    match b {
+        None => format!("d pixel / d {a}, photons {}", a.per_unit()),
+        Some(b) if a == b => format!("d² pixel / d {a}², photons {} squared", a.per_unit()),
+        Some(b) => format!("d² pixel / d {a} d {b}, photons {} {}", a.per_unit(), b.per_unit()),
+    }
+}
+
+/// Compute and write the derivative images of `-gradient` and
+/// `-curvatures` (nothing without the flag), reporting each file on `out`.
 pub fn write(inv: &Invocation, plan: &Plan, seeds: SetupSeeds, out: &mut impl Write) -> Result<()> {
     let Some(params) = params(inv, plan)? else { return Ok(()) };
     let opts = RenderOptions { threads: inv.threads };
-    let j = jacobian_with(&inv.config, &params, seeds, opts)?;
-    for (p, d) in params.iter().zip(&j.derivatives) {
-        let path = file_name(&inv.gradfile, *p);
-        writeln!(
-            out,
-            "writing {} as {} 4-byte floats (d pixel / d {p}, photons {})",
-            path.display(),
-            d.len(),
-            p.per_unit()
-        )?;
-        nanobragg_io::float::write_float_image(&path, d)
+    let mut files: Vec<(PathBuf, String, Vec<f32>)> = Vec::new();
+    if inv.curvatures == Curvatures::None {
+        let float = match inv.dtype {
+            Dtype::Float64 => DualFloat::F64,
+            Dtype::Float32 => DualFloat::F32,
+        };
+        let j = jacobian_in(&inv.config, &params, seeds, opts, float)?;
+        for (p, d) in params.iter().zip(j.derivatives) {
+            files.push((file_name(&inv.gradfile, *p), per(*p, None), d));
+        }
+    } else {
+        // the hyper-dual renders carry the first derivatives too
+        let mixed = inv.curvatures == Curvatures::Mixed;
+        let h = hessian_with(&inv.config, &params, seeds, opts, mixed)?;
+        for ((p, g), d2) in params.iter().zip(h.gradient).zip(h.diagonal) {
+            files.push((file_name(&inv.gradfile, *p), per(*p, None), g));
+            files.push((file_name2(&inv.gradfile, *p, *p), per(*p, Some(*p)), d2));
+        }
+        for (i, j, d2) in h.mixed {
+            let (a, b) = (params[i], params[j]);
+            files.push((file_name2(&inv.gradfile, a, b), per(a, Some(b)), d2));
+        }
+    }
+    for (path, what, d) in &files {
+        writeln!(out, "writing {} as {} 4-byte floats ({what})", path.display(), d.len())?;
+        nanobragg_io::float::write_float_image(path, d)
             .map_err(|e| anyhow!("-gradfile {}: {e}", path.display()))?;
     }
     out.flush()?;

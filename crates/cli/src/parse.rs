@@ -165,6 +165,17 @@ impl Default for Outputs {
     }
 }
 
+/// Second-derivative images of `-gradient` (`-curvatures`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Curvatures {
+    /// None (default).
+    None,
+    /// d² pixel / d p² for each parameter.
+    Diagonal,
+    /// Also d² pixel / d a d b for each pair.
+    Mixed,
+}
+
 /// Floating-point precision of the render (`-dtype`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Dtype {
@@ -227,6 +238,8 @@ pub struct Invocation {
     pub exact: bool,
     /// `-gradient`: the parameter list as given (checked when run).
     pub gradient: Option<String>,
+    /// `-curvatures`, `-curvatures_mixed`: second derivatives to write.
+    pub curvatures: Curvatures,
     /// `-gradfile`: prefix of the derivative images (default `grad`).
     pub gradfile: String,
     /// `-device`.
@@ -259,6 +272,7 @@ impl Default for Invocation {
             threads: 0,
             exact: false,
             gradient: None,
+            curvatures: Curvatures::None,
             gradfile: "grad".into(),
             device: Device::Cpu,
             warnings: Vec::new(),

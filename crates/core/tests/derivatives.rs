@@ -4,7 +4,9 @@
 
 use nanobragg_core::config::{CrystalShape, Misset, SfSource, SimConfig};
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::{jacobian, Deltas, Leaves, Param, Seeded};
+use nanobragg_core::diff::{
+    hessian_with, jacobian, jacobian_in, Deltas, DualFloat, Leaves, Param, Seeded,
+};
 use nanobragg_core::real::Real;
 use nanobragg_core::render::kernel::{Exact, Kernel};
 use nanobragg_core::render::{render_exact, RenderOptions};
@@ -129,6 +131,147 @@ fn image_f64(cfg: &SimConfig) -> Vec<f64> {
     (0..fp * sp).map(|i| k.pixel(i % fp, i / fp, &mut interp).value).collect()
 }
 
+/// The derivative image by `p` in f64 (no rounding to f32), pixel by pixel
+/// in raster order as [`image_f64`].
+fn derivative_f64(cfg: &SimConfig, p: Param) -> Vec<f64> {
+    type D1 = DualSVec64<1>;
+    let plan = Plan::new(cfg, SEEDS).unwrap();
+    let mut deltas = Deltas::<D1>::zero();
+    deltas.set(p, D1::seed(0.0, 0));
+    let leaves = Leaves::new(cfg, &plan, SEEDS, &deltas).unwrap();
+    let k = Kernel::<D1, Exact>::from_leaves(&plan, &leaves);
+    let mut interp = k.interpolates();
+    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+    (0..fp * sp)
+        .map(|i| k.pixel(i % fp, i / fp, &mut interp).value)
+        .map(|x| Seeded::derivative(x, 0))
+        .collect()
+}
+
+/// Relative L2 distance of `a` from the reference `r`.
+fn rel_l2(a: &[f32], r: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (&a, &r) in a.iter().zip(r) {
+        num += (a as f64 - r).powi(2);
+        den += r * r;
+    }
+    if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    }
+}
+
+/// The parameters of `cfg` the image tests differentiate by.
+fn image_params(cfg: &SimConfig, skip: &[Param]) -> Vec<Param> {
+    let plan = Plan::new(cfg, SEEDS).unwrap();
+    Param::ALL
+        .into_iter()
+        .filter(|&p| check_param(cfg, &plan, p).is_ok())
+        .filter(|&p| p.nudged(cfg, &plan, 0.0).is_ok())
+        .filter(|p| !skip.contains(p))
+        // without water the derivative by its size is 0 (size cubed)
+        .filter(|&p| p != Param::Water || cfg.sampling.water_um > 0.0)
+        .collect()
+}
+
+/// Central finite difference by `a` of the f64 derivative image by `b`
+/// (long steps with Richardson extrapolation for the mosaic spread, whose
+/// domain angles are drawn in f32).
+fn fd_second(cfg: &SimConfig, a: Param, b: Param, step_scale: f64) -> Vec<f64> {
+    let plan = Plan::new(cfg, SEEDS).unwrap();
+    let h = image_step(a, &plan) * step_scale;
+    let central = |h: f64| -> Vec<f64> {
+        let up = derivative_f64(&a.nudged(cfg, &plan, h).unwrap(), b);
+        let down = derivative_f64(&a.nudged(cfg, &plan, -h).unwrap(), b);
+        up.iter().zip(&down).map(|(u, w)| (u - w) / (2.0 * h)).collect()
+    };
+    if a == Param::Mosaic {
+        let (d1, d2) = (central(h), central(h / 2.0));
+        d1.iter().zip(&d2).map(|(x, y)| (4.0 * y - x) / 3.0).collect()
+    } else {
+        central(h)
+    }
+}
+
+/// Second derivatives of [`hessian_with`]: the diagonal by every applicable
+/// parameter (not in `skip`) and the mixed derivatives of `pairs` against
+/// finite differences of f64 first-derivative images; returns the worst
+/// relative L2 error.
+fn check_curvatures(
+    name: &str,
+    cfg: &SimConfig,
+    skip: &[Param],
+    step_scale: f64,
+    pairs: &[(Param, Param)],
+    tol: f64,
+) -> f64 {
+    let params = image_params(cfg, skip);
+    let hs = hessian_with(cfg, &params, SEEDS, RenderOptions::default(), false).unwrap();
+    assert!(hs.mixed.is_empty());
+    let j = jacobian(cfg, &params, SEEDS).unwrap();
+    // the hyper-dual value and first derivatives are the dual ones
+    assert_eq!(hs.image, j.image);
+    for (p, (g, d)) in params.iter().zip(hs.gradient.iter().zip(&j.derivatives)) {
+        let d: Vec<f64> = d.iter().map(|&x| x as f64).collect();
+        assert!(rel_l2(g, &d) < 1e-6, "{name} {p}: gradient {:e}", rel_l2(g, &d));
+    }
+    let mut worst = 0.0f64;
+    for (&p, d2) in params.iter().zip(&hs.diagonal) {
+        if matches!(p, Param::Fluence | Param::Polar) {
+            // the image is linear in these: the second derivative is exactly 0
+            assert!(d2.iter().all(|&x| x == 0.0), "{name} {p}: not linear");
+            continue;
+        }
+        let err = rel_l2(d2, &fd_second(cfg, p, p, step_scale));
+        eprintln!("{name} {p:>14}: second derivative relative error {err:.2e}");
+        worst = worst.max(err);
+    }
+    for &(a, b) in pairs {
+        let hm = hessian_with(cfg, &[a, b], SEEDS, RenderOptions { threads: 1 }, true).unwrap();
+        assert_eq!((hm.mixed.len(), hm.mixed[0].0, hm.mixed[0].1), (1, 0, 1));
+        // the diagonal does not depend on the other parameters asked for
+        let i = params.iter().position(|&p| p == a).unwrap();
+        assert_eq!(hm.diagonal[0], hs.diagonal[i]);
+        let fd = fd_second(cfg, a, b, step_scale);
+        let err = rel_l2(&hm.mixed[0].2, &fd);
+        // and it is symmetric; not checked for two misset angles: a misset
+        // flag nudged by `b` is applied before the rotation by `a`
+        let misset = [Param::MissetX, Param::MissetY, Param::MissetZ];
+        let sym = if misset.contains(&a) && misset.contains(&b) {
+            0.0
+        } else {
+            rel_l2(&hm.mixed[0].2, &fd_second(cfg, b, a, step_scale))
+        };
+        eprintln!(
+            "{name} {a:>14} {b:>14}: mixed relative error {err:.2e} ({sym:.2e} the other way)"
+        );
+        assert!(fd.iter().any(|&x| x != 0.0), "{name} {a} {b}: zero");
+        worst = worst.max(err).max(sym);
+    }
+    assert!(worst <= tol, "{name}: worst second-derivative relative error {worst:e}");
+    worst
+}
+
+/// Derivative images in f32 duals against the f64 ones; returns the worst
+/// relative L2 error over the image and every parameter.
+fn check_f32(name: &str, cfg: &SimConfig, tol: f64) -> f64 {
+    let params = image_params(cfg, &[]);
+    let j64 = jacobian(cfg, &params, SEEDS).unwrap();
+    let j32 = jacobian_in(cfg, &params, SEEDS, RenderOptions::default(), DualFloat::F32).unwrap();
+    let image: Vec<f64> = j64.image.iter().map(|&x| x as f64).collect();
+    let mut worst = rel_l2(&j32.image, &image);
+    eprintln!("{name} image: f32 relative error {worst:.2e}");
+    for (p, (a, b)) in params.iter().zip(j32.derivatives.iter().zip(&j64.derivatives)) {
+        let b: Vec<f64> = b.iter().map(|&x| x as f64).collect();
+        let err = rel_l2(a, &b);
+        eprintln!("{name} {p:>14}: f32 relative error {err:.2e}");
+        worst = worst.max(err);
+    }
+    assert!(worst <= tol, "{name}: worst f32 relative error {worst:e}");
+    worst
+}
+
 /// Finite-difference step of each parameter for images.
 fn image_step(p: Param, plan: &Plan) -> f64 {
     match p {
@@ -144,14 +287,7 @@ fn image_step(p: Param, plan: &Plan) -> f64 {
 /// error.
 fn check_images(name: &str, cfg: &SimConfig, skip: &[Param], step_scale: f64, tol: f64) -> f64 {
     let plan = Plan::new(cfg, SEEDS).unwrap();
-    let params: Vec<Param> = Param::ALL
-        .into_iter()
-        .filter(|&p| check_param(cfg, &plan, p).is_ok())
-        .filter(|&p| p.nudged(cfg, &plan, 0.0).is_ok())
-        .filter(|p| !skip.contains(p))
-        // without water the derivative by its size is 0 (size cubed)
-        .filter(|&p| p != Param::Water || cfg.sampling.water_um > 0.0)
-        .collect();
+    let params = image_params(cfg, skip);
     let j = jacobian(cfg, &params, SEEDS).unwrap();
     // the image is the exact render's (the duals' values to rounding)
     let exact = render_exact(&plan, RenderOptions::default()).image;
@@ -207,15 +343,33 @@ fn cubic_leaves() {
     eprintln!("cubic: worst {w:e}");
 }
 
-#[test]
-fn cubic_images() {
+fn cubic_image() -> SimConfig {
     let mut cfg = base();
     (cfg.detector.fpixels, cfg.detector.spixels) = (40, 40);
     cfg.sampling.water_um = 0.0;
     cfg.crystal.mosaic_deg = 0.5;
     cfg.crystal.mosaic_domains = 4;
-    let w = check_images("cubic", &cfg, &[], 1.0, 1e-5);
+    cfg
+}
+
+#[test]
+fn cubic_images() {
+    let w = check_images("cubic", &cubic_image(), &[], 1.0, 1e-5);
     eprintln!("cubic images: worst {w:e}");
+}
+
+#[test]
+fn cubic_second_derivatives() {
+    use Param::*;
+    let pairs = [(Distance, Lambda), (CellA, Na), (MissetX, MissetY), (Xbeam, Mosaic)];
+    let w = check_curvatures("cubic", &cubic_image(), &[], 1.0, &pairs, 1e-4);
+    eprintln!("cubic second derivatives: worst {w:e}");
+}
+
+#[test]
+fn cubic_f32_derivatives() {
+    let w = check_f32("cubic", &cubic_image(), 1e-3);
+    eprintln!("cubic f32: worst {w:e}");
 }
 
 fn triclinic() -> SimConfig {
@@ -240,19 +394,38 @@ fn triclinic_mosaic_phi_leaves() {
     eprintln!("triclinic: worst {w:e}");
 }
 
-#[test]
-fn triclinic_mosaic_phi_images() {
+fn triclinic_image() -> SimConfig {
     let mut cfg = triclinic();
     (cfg.detector.fpixels, cfg.detector.spixels) = (40, 40);
     cfg.sampling.water_um = 0.0;
     // gauss spots of a non-orthogonal cell jump where the nearest (h, k, l)
     // switches (see docs/derivatives.md); square spots are smooth
     cfg.crystal.shape = CrystalShape::Square;
+    cfg
+}
+
+#[test]
+fn triclinic_mosaic_phi_images() {
     // tricubic interpolation has kinks at whole h, k, l: short steps; the
     // mosaic spread needs long ones (f32 domain angles), so it is checked
     // on the smooth cubic crystal instead
-    let w = check_images("triclinic", &cfg, &[Param::Mosaic], 0.1, 1e-5);
+    let w = check_images("triclinic", &triclinic_image(), &[Param::Mosaic], 0.1, 1e-5);
     eprintln!("triclinic images: worst {w:e}");
+}
+
+#[test]
+fn triclinic_second_derivatives() {
+    use Param::*;
+    let pairs = [(CellAlpha, Twotheta), (Phi, Osc), (CellC, Lambda), (Nc, Distance)];
+    let cfg = triclinic_image();
+    let w = check_curvatures("triclinic", &cfg, &[Mosaic], 0.1, &pairs, 1e-4);
+    eprintln!("triclinic second derivatives: worst {w:e}");
+}
+
+#[test]
+fn triclinic_f32_derivatives() {
+    let w = check_f32("triclinic", &triclinic_image(), 1e-3);
+    eprintln!("triclinic f32: worst {w:e}");
 }
 
 fn tilted() -> SimConfig {
@@ -278,14 +451,34 @@ fn tilted() -> SimConfig {
     cfg
 }
 
-#[test]
-fn tilted_detector_images() {
+fn tilted_image() -> SimConfig {
     let mut cfg = tilted();
     (cfg.detector.fpixels, cfg.detector.spixels) = (32, 32);
     cfg.sampling.water_um = 1.0;
+    cfg
+}
+
+#[test]
+fn tilted_detector_images() {
     // round spots have kinks where the nearest (h, k, l) switches: short steps
-    let w = check_images("tilted", &cfg, &[], 0.1, 1e-5);
+    let w = check_images("tilted", &tilted_image(), &[], 0.1, 1e-5);
     eprintln!("tilted images: worst {w:e}");
+}
+
+#[test]
+fn tilted_detector_second_derivatives() {
+    use Param::*;
+    let pairs = [(Twotheta, Lambda), (Divergence, Dispersion), (Polar, Xbeam), (Fudge, Na)];
+    // round spots' kinks: a step of 1e-5 (0.1) moves one sub-pixel sample
+    // across one and its second difference blows up (2.5e-2); 3e-6 does not
+    let w = check_curvatures("tilted", &tilted_image(), &[], 0.03, &pairs, 1e-4);
+    eprintln!("tilted second derivatives: worst {w:e}");
+}
+
+#[test]
+fn tilted_detector_f32_derivatives() {
+    let w = check_f32("tilted", &tilted_image(), 1e-3);
+    eprintln!("tilted f32: worst {w:e}");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! carries its exact derivative. `mul_add` is the plain multiply and add.
 
 use crate::real::{Num, Real};
-use num_dual::{Dual64, DualNum, DualSVec64, HyperDual64};
+use num_dual::{Dual64, DualNum, DualSVec32, DualSVec64, HyperDual64};
 
 /// A [`Real`] that can say whether it is an exact constant zero.
 ///
@@ -43,7 +43,7 @@ fn pow2(n: f64) -> f64 {
 }
 
 macro_rules! impl_real_dual {
-    ([$($gen:tt)*], $t:ty, |$z:ident| $is_zero:expr) => {
+    ([$($gen:tt)*], $t:ty, $s:ty, |$z:ident| $is_zero:expr) => {
         impl<$($gen)*> Num for $t {
             type Scalar = Self;
             type Mask = bool;
@@ -62,7 +62,7 @@ macro_rules! impl_real_dual {
             }
             #[inline(always)]
             fn c(x: f64) -> Self {
-                <$t>::from(x)
+                <$t>::from(x as $s)
             }
             #[inline(always)]
             fn sin(self) -> Self {
@@ -102,15 +102,15 @@ macro_rules! impl_real_dual {
             }
             #[inline(always)]
             fn floor(self) -> Self {
-                Self::c(self.re.floor())
+                <$t>::from(self.re.floor())
             }
             #[inline(always)]
             fn ceil(self) -> Self {
-                Self::c(self.re.ceil())
+                <$t>::from(self.re.ceil())
             }
             #[inline(always)]
             fn round(self) -> Self {
-                Self::c(self.re.round_ties_even())
+                <$t>::from(self.re.round_ties_even())
             }
             #[inline(always)]
             fn mul_add(self, a: Self, b: Self) -> Self {
@@ -158,14 +158,15 @@ macro_rules! impl_real_dual {
             }
             #[inline(always)]
             fn mul_pow2(self, n: Self) -> Self {
-                self * pow2(n.re)
+                self * (pow2(n.re as f64) as $s)
             }
         }
 
         impl<$($gen)*> Real for $t {
+            const MANTISSA_DIGITS: u32 = <$s>::MANTISSA_DIGITS;
             #[inline(always)]
             fn val(self) -> f64 {
-                self.re
+                self.re as f64
             }
         }
 
@@ -179,10 +180,12 @@ macro_rules! impl_real_dual {
     };
 }
 
-impl_real_dual!([const N: usize], DualSVec64<N>, |x| x.re == 0.0
+impl_real_dual!([const N: usize], DualSVec64<N>, f64, |x| x.re == 0.0
     && x.eps.0.is_none_or(|m| m.iter().all(|&d| d == 0.0)));
-impl_real_dual!([], Dual64, |x| x.re == 0.0 && x.eps == 0.0);
-impl_real_dual!([], HyperDual64, |x| x.re == 0.0
+impl_real_dual!([const N: usize], DualSVec32<N>, f32, |x| x.re == 0.0
+    && x.eps.0.is_none_or(|m| m.iter().all(|&d| d == 0.0)));
+impl_real_dual!([], Dual64, f64, |x| x.re == 0.0 && x.eps == 0.0);
+impl_real_dual!([], HyperDual64, f64, |x| x.re == 0.0
     && x.eps1 == 0.0
     && x.eps2 == 0.0
     && x.eps1eps2 == 0.0);
@@ -206,6 +209,18 @@ impl<const N: usize> Seeded for DualSVec64<N> {
     #[inline(always)]
     fn derivative(self, dir: usize) -> f64 {
         self.eps.0.map_or(0.0, |m| m[dir])
+    }
+}
+
+impl<const N: usize> Seeded for DualSVec32<N> {
+    const DIRECTIONS: usize = N;
+    #[inline]
+    fn seed(value: f64, dir: usize) -> Self {
+        DualSVec32::<N>::from_re(value as f32).derivative(dir)
+    }
+    #[inline(always)]
+    fn derivative(self, dir: usize) -> f64 {
+        self.eps.0.map_or(0.0, |m| m[dir] as f64)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Derivative images: every pixel differentiated by chosen parameters with
 //! forward-mode dual numbers through the exact render kernel.
 
+use super::dense::{Dense32, Dense64};
 use super::dual::Seeded;
 use super::leaves::{check_param, Leaves};
 use super::param::{Deltas, Param};
@@ -10,7 +11,6 @@ use crate::real::Real;
 use crate::render::cpu::{in_pool, render_exact, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::{Plan, SetupSeeds};
-use num_dual::DualSVec64;
 use rayon::prelude::*;
 
 /// An image and its derivatives by parameters.
@@ -30,15 +30,37 @@ pub fn jacobian(cfg: &SimConfig, params: &[Param], seeds: SetupSeeds) -> Result<
     jacobian_with(cfg, params, seeds, RenderOptions::default())
 }
 
-/// [`jacobian`] with render options (threads). Parameters are carried eight
-/// at a time (a smaller dual type for the last few); rows run in parallel,
-/// each pixel by one thread in a fixed order, so the result does not depend
-/// on the number of threads.
+/// [`jacobian`] with render options (threads), in f64. Parameters are
+/// carried eight at a time in a [`Dense64`] (a smaller dual type for the last few); rows run
+/// in parallel, each pixel by one thread in a fixed order, so the result
+/// does not depend on the number of threads.
 pub fn jacobian_with(
     cfg: &SimConfig,
     params: &[Param],
     seeds: SetupSeeds,
     opts: RenderOptions,
+) -> Result<Jacobian> {
+    jacobian_in(cfg, params, seeds, opts, DualFloat::F64)
+}
+
+/// The number type derivative images are computed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DualFloat {
+    /// Dual numbers over f64 (setup and kernel).
+    #[default]
+    F64,
+    /// Setup in f64 (as the f32 render), the kernel in dual numbers over
+    /// f32: the image is then the exact kernel's f32 image.
+    F32,
+}
+
+/// [`jacobian_with`] in the given precision.
+pub fn jacobian_in(
+    cfg: &SimConfig,
+    params: &[Param],
+    seeds: SetupSeeds,
+    opts: RenderOptions,
+    precision: DualFloat,
 ) -> Result<Jacobian> {
     let plan = Plan::new(cfg, seeds)?;
     for &p in params {
@@ -49,11 +71,13 @@ pub fn jacobian_with(
         let mut image = None;
         let mut derivatives = Vec::with_capacity(params.len());
         for chunk in params.chunks(8) {
-            let (img, d) = match chunk.len() {
-                1 => chunk_images::<1>(cfg, &plan, seeds, chunk)?,
-                2 => chunk_images::<2>(cfg, &plan, seeds, chunk)?,
-                3 | 4 => chunk_images::<4>(cfg, &plan, seeds, chunk)?,
-                _ => chunk_images::<8>(cfg, &plan, seeds, chunk)?,
+            let (img, d) = match (precision, chunk.len()) {
+                (DualFloat::F64, 1) => chunk_images::<1>(cfg, &plan, seeds, chunk)?,
+                (DualFloat::F64, 2) => chunk_images::<2>(cfg, &plan, seeds, chunk)?,
+                (DualFloat::F64, 3 | 4) => chunk_images::<4>(cfg, &plan, seeds, chunk)?,
+                (DualFloat::F64, _) => chunk_images::<8>(cfg, &plan, seeds, chunk)?,
+                (DualFloat::F32, 1..=4) => chunk_images_f32::<4>(cfg, &plan, seeds, chunk)?,
+                (DualFloat::F32, _) => chunk_images_f32::<8>(cfg, &plan, seeds, chunk)?,
             };
             image.get_or_insert(img);
             derivatives.extend(d);
@@ -69,6 +93,15 @@ pub fn jacobian_with(
 
 type Images = (Vec<f32>, Vec<Vec<f32>>);
 
+/// Deltas seeding `params[i]` along direction `i` of `R`.
+fn seeded<R: Seeded>(params: &[Param]) -> Deltas<R> {
+    let mut deltas = Deltas::<R>::zero();
+    for (i, &p) in params.iter().enumerate() {
+        deltas.set(p, R::seed(0.0, i));
+    }
+    deltas
+}
+
 /// The image and the derivative images by up to `N` parameters.
 fn chunk_images<const N: usize>(
     cfg: &SimConfig,
@@ -76,52 +109,87 @@ fn chunk_images<const N: usize>(
     seeds: SetupSeeds,
     params: &[Param],
 ) -> Result<Images> {
-    type D<const N: usize> = DualSVec64<N>;
-    let mut deltas = Deltas::<D<N>>::zero();
-    for (i, &p) in params.iter().enumerate() {
-        deltas.set(p, D::<N>::seed(0.0, i));
+    let leaves = Leaves::new(cfg, plan, seeds, &seeded::<Dense64<N>>(params))?;
+    let kernel = Kernel::<Dense64<N>, Exact>::from_leaves(plan, &leaves);
+    Ok(split(render_images(plan, &kernel, params.len() + 1, value_and_derivatives)))
+}
+
+/// [`chunk_images`] in single precision: the leaves (setup) in f64 as for
+/// the f32 render, the kernel in `Dense32<N>`.
+fn chunk_images_f32<const N: usize>(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+) -> Result<Images> {
+    let leaves = Leaves::new(cfg, plan, seeds, &seeded::<Dense64<N>>(params))?;
+    let kernel = Kernel::<Dense32<N>, Exact>::from_leaves(plan, &leaves.map(Dense64::to_f32));
+    Ok(split(render_images(plan, &kernel, params.len() + 1, value_and_derivatives)))
+}
+
+/// Output `o` of a pixel: its value (0), else the derivative along `o - 1`.
+fn value_and_derivatives<R: Seeded>(px: R, o: usize) -> f64 {
+    if o == 0 {
+        px.val()
+    } else {
+        px.derivative(o - 1)
     }
-    let leaves = Leaves::new(cfg, plan, seeds, &deltas)?;
-    let kernel = Kernel::<D<N>, Exact>::from_leaves(plan, &leaves);
+}
+
+fn split(mut images: Vec<Vec<f32>>) -> Images {
+    let rest = images.split_off(1);
+    (images.pop().unwrap_or_default(), rest)
+}
+
+/// Render every pixel of `plan` with `kernel` (rows in parallel, each pixel
+/// by one thread), keeping `outputs` numbers per pixel: `extract(pixel, o)`
+/// for `o < outputs`. Returns one image per output. nanoBragg.c's shared
+/// tricubic flag is handled as the f64 render handles it: every pixel after
+/// the first out-of-range point is re-rendered nearest-neighbour.
+pub(crate) fn render_images<R: Real>(
+    plan: &Plan,
+    kernel: &Kernel<R, Exact>,
+    outputs: usize,
+    extract: impl Fn(R, usize) -> f64 + Sync,
+) -> Vec<Vec<f32>> {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
-    let width = fp * (N + 1);
-    // per row: the values, then N rows of derivatives
+    let width = fp * outputs;
+    // per row: `outputs` rows of fp numbers
     let mut buf = vec![0.0f32; width * sp];
     if fp > 0 && sp > 0 {
-        let first = render_rows(plan, &kernel, &mut buf, 0, None);
+        let first = render_rows(plan, kernel, &mut buf, 0, None, outputs, &extract);
         if let Some(p) = first.into_iter().flatten().min() {
             if kernel.interpolates() {
-                // nanoBragg.c's shared interpolation flag: every pixel after
-                // the first out-of-range point is nearest-neighbour
                 let row = p / fp;
-                render_rows(plan, &kernel, &mut buf[row * width..], row, Some(p));
+                let rest = &mut buf[row * width..];
+                render_rows(plan, kernel, rest, row, Some(p), outputs, &extract);
             }
         }
     }
-    let mut image = vec![0.0f32; fp * sp];
-    let mut ders = vec![vec![0.0f32; fp * sp]; params.len()];
+    let mut images = vec![vec![0.0f32; fp * sp]; outputs];
     for (s, chunk) in buf.chunks(width.max(1)).enumerate().take(sp) {
-        image[s * fp..(s + 1) * fp].copy_from_slice(&chunk[..fp]);
-        for (i, d) in ders.iter_mut().enumerate() {
-            d[s * fp..(s + 1) * fp].copy_from_slice(&chunk[(i + 1) * fp..(i + 2) * fp]);
+        for (o, img) in images.iter_mut().enumerate() {
+            img[s * fp..(s + 1) * fp].copy_from_slice(&chunk[o * fp..(o + 1) * fp]);
         }
     }
-    Ok((image, ders))
+    images
 }
 
-/// Render rows `first_row..` into `buf` (rows of `fpixels × (N + 1)`);
+/// Render rows `first_row..` into `buf` (rows of `fpixels × outputs`);
 /// returns each row's first interpolation fallback (image index).
-fn render_rows<const N: usize>(
+fn render_rows<R: Real>(
     plan: &Plan,
-    kernel: &Kernel<DualSVec64<N>, Exact>,
+    kernel: &Kernel<R, Exact>,
     buf: &mut [f32],
     first_row: usize,
     limit: Option<usize>,
+    outputs: usize,
+    extract: &(impl Fn(R, usize) -> f64 + Sync),
 ) -> Vec<Option<usize>> {
     let fp = plan.detector.fpixels;
     let roi = plan.detector.roi;
     let start_on = kernel.interpolates();
-    buf.par_chunks_mut(fp * (N + 1))
+    buf.par_chunks_mut(fp * outputs)
         .enumerate()
         .map(|(r, row)| {
             let s = first_row + r;
@@ -139,9 +207,8 @@ fn render_rows<const N: usize>(
                 }
                 let mut interp = start_on && limit.is_none_or(|p| idx <= p);
                 let px = kernel.pixel(f, s, &mut interp);
-                row[f] = Real::val(px.value) as f32;
-                for i in 0..N {
-                    row[(i + 1) * fp + f] = Seeded::derivative(px.value, i) as f32;
+                for o in 0..outputs {
+                    row[o * fp + f] = extract(px.value, o) as f32;
                 }
                 if first.is_none() && px.out_of_range.is_some() {
                     first = Some(idx);

@@ -148,6 +148,38 @@ impl<R: DiffReal> Leaves<R> {
     }
 }
 
+impl<R: Copy> Leaves<R> {
+    /// Every number passed through `f` (e.g. to lower the precision of
+    /// leaves computed in f64, as the f32 render takes an f64 plan).
+    pub fn map<S>(&self, f: impl Fn(R) -> S) -> Leaves<S> {
+        let v = |x: V3<R>| x.map(&f);
+        Leaves {
+            pixel: f(self.pixel),
+            fdet: v(self.fdet),
+            sdet: v(self.sdet),
+            odet: v(self.odet),
+            pix0: v(self.pix0),
+            beam: v(self.beam),
+            distance: f(self.distance),
+            close_distance: f(self.close_distance),
+            polar_axis: v(self.polar_axis),
+            sources: self
+                .sources
+                .iter()
+                .map(|s| LeafSource { incident: v(s.incident), lambda: f(s.lambda) })
+                .collect(),
+            cells: self.cells.iter().map(|c| c.map(v)).collect(),
+            recip: self.recip.map(v),
+            n_cells: self.n_cells.map(&f),
+            fudge: f(self.fudge),
+            kahn: f(self.kahn),
+            scale: f(self.scale),
+            i_bg: f(self.i_bg),
+            default_f: f(self.default_f),
+        }
+    }
+}
+
 /// Fails with a clear message when the image of `plan` is not differentiable
 /// by `p` (or the derivative would be identically zero by construction).
 pub fn check_param(cfg: &SimConfig, plan: &Plan, p: Param) -> Result<()> {

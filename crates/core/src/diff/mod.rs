@@ -7,21 +7,29 @@
 //!   perturbations ([`Deltas`]) setup adds where each parameter enters;
 //! - [`dual`]: [`crate::real::Real`] for num-dual's types ([`DiffReal`],
 //!   [`Seeded`]);
+//! - [`dense`]: the dense dual numbers derivative images are rendered with
+//!   ([`Dense64`], [`Dense32`]);
 //! - [`leaves`]: the numbers the kernel reads, computed in any [`DiffReal`];
-//! - [`jacobian`]: derivative images through the exact render kernel;
+//! - [`jacobian`]: derivative images through the exact render kernel, in
+//!   f64 or f32 ([`DualFloat`]);
+//! - [`hessian`]: second-derivative images (hyper-dual numbers);
 //! - [`loss`]: a loss of the image against an observed one, its gradient and
 //!   the Fisher information (standard errors).
 //!
 //! See docs/derivatives.md.
 
+pub mod dense;
 pub mod dual;
+pub mod hessian;
 pub mod jacobian;
 pub mod leaves;
 pub mod loss;
 pub mod param;
 
+pub use dense::{Dense32, Dense64};
 pub use dual::{DiffReal, Seeded};
-pub use jacobian::{jacobian, jacobian_with, Jacobian};
+pub use hessian::{hessian_with, Hessian};
+pub use jacobian::{jacobian, jacobian_in, jacobian_with, DualFloat, Jacobian};
 pub use leaves::Leaves;
 pub use loss::{loss_gradient, LossEval, LossKind};
 

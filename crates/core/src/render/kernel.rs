@@ -35,8 +35,8 @@
 
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
-    grating_index, sinc3, sinc3_fast, sincg, Grating, GratingForm, GAUSS_XTAL_WIDTH,
-    ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
+    grating_index, sinc3, sinc3_fast, sincg, sincg_pi_reduced, Grating, GratingForm,
+    GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
 use crate::physics::{polarization_factor_with, Polarization};
 use crate::real::{fast, Mask, Num, Real};
@@ -553,16 +553,29 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                     }
                 } else {
                     let pi = V::c(PI);
+                    // a fractional N, or one that carries a derivative: the
+                    // continuous spot shape (see `grating_index`); otherwise
+                    // f64 takes the C program's formula and below f64 (f32
+                    // duals) whole h, k, l come out first (the same function)
+                    let g = |x: V, n: V, reduce: bool| {
+                        if reduce {
+                            sincg(pi * grating_index(x, true), n)
+                        } else if <V::Scalar as Real>::MANTISSA_DIGITS < 53 {
+                            sincg_pi_reduced(x, n)
+                        } else {
+                            sincg(pi * x, n)
+                        }
+                    };
                     let mut f = one;
                     let r = self.reduce_h;
                     if self.na > V::Scalar::one() {
-                        f *= sincg(pi * grating_index(h, r[0]), na);
+                        f *= g(h, na, r[0]);
                     }
                     if self.nb > V::Scalar::one() {
-                        f *= sincg(pi * grating_index(k, r[1]), nb);
+                        f *= g(k, nb, r[1]);
                     }
                     if self.nc > V::Scalar::one() {
-                        f *= sincg(pi * grating_index(l, r[2]), nc);
+                        f *= g(l, nc, r[2]);
                     }
                     f
                 }
