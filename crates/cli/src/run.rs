@@ -16,7 +16,7 @@ use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions, RenderOu
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
-use nanobragg_core::stats::image_stats;
+use nanobragg_core::stats::{image_stats, stats_from_rows};
 use nanobragg_io::cfmt::g;
 use nanobragg_io::mapped::MappedFile;
 use nanobragg_io::smv::SmvHeaderFields;
@@ -313,8 +313,11 @@ fn render_with_progress(
         Dtype::Float32 => Precision::Fast32,
     };
     let split = |r: RenderOutput| {
-        let info =
-            RenderInfo { omega_sum: r.omega_sum, interpolation_fallback: r.interpolation_fallback };
+        let info = RenderInfo {
+            omega_sum: r.omega_sum,
+            interpolation_fallback: r.interpolation_fallback,
+            rows: Vec::new(),
+        };
         (Some(r.image), info)
     };
     with_progress(show, PROGRESS_DELAY, &what, || {
@@ -325,7 +328,11 @@ fn render_with_progress(
         }
         Ok(match target {
             Some(image) => (None, cpu::render_into(plan, opts, precision, image)),
-            None => split(cpu::render_precision(plan, opts, precision)),
+            None => {
+                let mut image = vec![0.0f32; d.fpixels * d.spixels];
+                let info = cpu::render_into(plan, opts, precision, &mut image);
+                (Some(image), info)
+            }
         })
     })
 }
@@ -593,7 +600,12 @@ pub fn run(inv: Invocation) -> Result<()> {
             FloatJob::Done(write_float())
         };
         let rest = (|| -> Result<()> {
-            let stats = image_stats(image, fp, roi, mask);
+            // the CPU render gathered each row's sums as it went
+            let stats = if rendered.rows.len() == sp {
+                stats_from_rows(image, fp, roi, &rendered.rows)
+            } else {
+                image_stats(image, fp, roi, mask)
+            };
             writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
             let subpixel = d.pixel_size_m / plan.oversample as f64;
             let last = (plan.oversample - 1) as f64;

@@ -19,63 +19,103 @@ pub struct ImageStats {
     pub count: usize,
 }
 
-/// Rows per block of the parallel passes. Blocks are fixed by the image size,
-/// never by the thread count, and their partial sums are combined in row
-/// order, so the statistics are the same for any number of threads.
-const BLOCK_ROWS: usize = 8;
-
-/// Partial statistics of a block of rows.
-#[derive(Clone, Copy)]
-struct Part {
-    max_i: f64,
-    /// Tie-break rank and position of the maximum (`None` while it is 0).
-    best: Option<((usize, usize), usize, usize)>,
-    sum: f64,
-    sumsqr: f64,
-    n: usize,
+/// What a row contributes to [`ImageStats`]: sums over its rendered pixels
+/// and its largest value. The CPU render gathers these as it writes each row
+/// (the row is still in cache); [`stats_from_rows`] combines them in row
+/// order, so the statistics do not depend on the number of threads or on
+/// whether the render or [`image_stats`] gathered them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RowStats {
+    /// Sum of the rendered pixels.
+    pub sum: f64,
+    /// Sum of their squares.
+    pub sumsqr: f64,
+    /// Number of rendered pixels.
+    pub n: usize,
+    /// The largest rendered value if positive, else 0 (NaN never counts).
+    pub max: f32,
+    /// Fast index of the first pixel holding `max` (when `max > 0`).
+    pub max_f: usize,
 }
 
-impl Part {
-    const EMPTY: Part = Part { max_i: 0.0, best: None, sum: 0.0, sumsqr: 0.0, n: 0 };
+/// The columns `[f0, f1)` and rows `[s0, s1)` of `roi` inside the image.
+fn roi_ranges(roi: [i64; 4], fpixels: usize, spixels: usize) -> (usize, usize, usize, usize) {
+    let f0 = roi[0].clamp(0, fpixels as i64) as usize;
+    let f1 = roi[1].saturating_add(1).clamp(f0 as i64, fpixels as i64) as usize;
+    let s0 = roi[2].clamp(0, spixels as i64) as usize;
+    let s1 = roi[3].saturating_add(1).clamp(s0 as i64, spixels as i64) as usize;
+    (f0, f1, s0, s1)
+}
 
-    /// Take the larger maximum (the smaller rank on equal ones); add the sums.
-    fn merge(mut self, o: Part) -> Part {
-        if o.max_i > self.max_i || (o.max_i == self.max_i && rank_lt(o.best, self.best)) {
-            self.max_i = o.max_i;
-            self.best = o.best;
-        }
-        self.sum += o.sum;
-        self.sumsqr += o.sumsqr;
-        self.n += o.n;
-        self
+/// [`RowStats`] of row `s` (`row` holds its `fpixels` values): the pixels
+/// inside `roi` and, with a `mask` (the whole image's), where it is nonzero.
+pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats {
+    let fpixels = row.len();
+    if (s as i64) < roi[2] || (s as i64) > roi[3] {
+        return RowStats::default();
     }
-}
-
-fn rank_lt(
-    a: Option<((usize, usize), usize, usize)>,
-    b: Option<((usize, usize), usize, usize)>,
-) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a.0 < b.0,
-        (Some(_), None) => true,
-        _ => false,
+    let (f0, f1, _, _) = roi_ranges(roi, fpixels, usize::MAX >> 1);
+    let row = &row[f0..f1];
+    // four interleaved partial sums: a fixed order the compiler can vectorise
+    let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
+    let mut max = 0.0f32;
+    let n;
+    let mut first = None;
+    match mask {
+        None => {
+            let mut quads = row.chunks_exact(4);
+            for q in &mut quads {
+                for i in 0..4 {
+                    let v = q[i] as f64;
+                    sum[i] += v;
+                    sumsqr[i] += v * v;
+                }
+            }
+            for &v in quads.remainder() {
+                sum[0] += v as f64;
+                sumsqr[0] += v as f64 * v as f64;
+            }
+            // `>` is false for NaN: NaN pixels never become the maximum, as in C
+            max = row.iter().fold(0.0f32, |m, &v| if v > m { v } else { m });
+            n = row.len();
+        }
+        Some(m) => {
+            let m = &m[s * fpixels + f0..s * fpixels + f1];
+            let mut count = 0;
+            for (i, (&v, &keep)) in row.iter().zip(m).enumerate() {
+                if keep != 0 {
+                    let v64 = v as f64;
+                    sum[i % 4] += v64;
+                    sumsqr[i % 4] += v64 * v64;
+                    if v > max {
+                        max = v;
+                        first = Some(i);
+                    }
+                    count += 1;
+                }
+            }
+            n = count;
+        }
+    }
+    let max_f = match first {
+        Some(i) => f0 + i,
+        None if max > 0.0 => f0 + row.iter().position(|&v| v == max).unwrap_or(0),
+        None => 0,
+    };
+    RowStats {
+        sum: (sum[0] + sum[1]) + (sum[2] + sum[3]),
+        sumsqr: (sumsqr[0] + sumsqr[1]) + (sumsqr[2] + sumsqr[3]),
+        n,
+        max,
+        max_f,
     }
 }
 
 /// Compute max, mean, RMS and RMSD the way nanoBragg.c does: max/mean/rms over
 /// rendered pixels (inside `roi` and, with a `mask`, where it is nonzero), rmsd
 /// over every pixel of the ROI (masked pixels included, as in C), with its
-/// (n-1) denominators.
-///
-/// Equal maxima: nanoBragg.c updates its shared maximum from OpenMP threads
-/// without a reduction, so the pixel it reports among equal maxima is the one
-/// its threads reach first. We pin that down as the reference build ran it,
-/// two threads over equal halves of the rows: the pixel with the smallest
-/// offset from the start of its half wins.
-///
-/// Rows are processed in parallel blocks (see [`BLOCK_ROWS`]) and summed in
-/// four interleaved partial sums per row; the result does not depend on the
-/// number of threads.
+/// (n-1) denominators. Rows in parallel; the result does not depend on the
+/// number of threads (see [`RowStats`]).
 pub fn image_stats(
     image: &[f32],
     fpixels: usize,
@@ -83,121 +123,79 @@ pub fn image_stats(
     mask: Option<&[u16]>,
 ) -> ImageStats {
     use rayon::prelude::*;
-    if fpixels == 0 || image.is_empty() {
-        return finish(Part::EMPTY, (0.0, 0), 0.0);
+    if fpixels == 0 {
+        return stats_from_rows(image, 0, roi, &[]);
     }
-    let spixels = image.len() / fpixels;
-    let f0 = roi[0].clamp(0, fpixels as i64) as usize;
-    let f1 = roi[1].saturating_add(1).clamp(f0 as i64, fpixels as i64) as usize;
-    let s0 = roi[2].clamp(0, spixels as i64) as usize;
-    let s1 = roi[3].saturating_add(1).clamp(s0 as i64, spixels as i64) as usize;
-    let half = spixels.div_ceil(2).max(1);
-    let rank = |f: usize, s: usize| ((s % half) * fpixels + f, s / half);
-    // the blocks of ROI rows, fixed by the image alone
-    let blocks: Vec<usize> = (s0..s1).step_by(BLOCK_ROWS).collect();
-    let rows_of = |b: usize| b..(b + BLOCK_ROWS).min(s1);
-    let parts: Vec<Part> = blocks
-        .par_iter()
-        .map(|&b| {
-            let mut p = Part::EMPTY;
-            for s in rows_of(b) {
-                let row = &image[s * fpixels + f0..s * fpixels + f1];
-                let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
-                let mut row_max = 0.0f32;
-                let mut n = 0;
-                match mask {
-                    None => {
-                        let mut quads = row.chunks_exact(4);
-                        for q in &mut quads {
-                            for i in 0..4 {
-                                let v = q[i] as f64;
-                                sum[i] += v;
-                                sumsqr[i] += v * v;
-                            }
-                        }
-                        for &v in quads.remainder() {
-                            sum[0] += v as f64;
-                            sumsqr[0] += v as f64 * v as f64;
-                        }
-                        // NaN pixels never become the maximum (`>` is false), as in C
-                        row_max = row.iter().fold(0.0f32, |m, &v| if v > m { v } else { m });
-                        n = row.len();
-                    }
-                    Some(m) => {
-                        let m = &m[s * fpixels + f0..s * fpixels + f1];
-                        for (i, (&v, &keep)) in row.iter().zip(m).enumerate() {
-                            if keep != 0 {
-                                let v64 = v as f64;
-                                sum[i % 4] += v64;
-                                sumsqr[i % 4] += v64 * v64;
-                                if v > row_max {
-                                    row_max = v;
-                                }
-                                n += 1;
-                            }
-                        }
-                    }
-                }
-                p.sum += (sum[0] + sum[1]) + (sum[2] + sum[3]);
-                p.sumsqr += (sumsqr[0] + sumsqr[1]) + (sumsqr[2] + sumsqr[3]);
-                p.n += n;
-                let rm = row_max as f64;
-                if rm > 0.0 && rm >= p.max_i {
-                    // the first such pixel of the row has the row's smallest rank
-                    let f = (0..row.len())
-                        .find(|&i| {
-                            row[i] == row_max && mask.is_none_or(|m| m[s * fpixels + f0 + i] != 0)
-                        })
-                        .map_or(0, |i| f0 + i);
-                    let best = Some((rank(f, s), f, s));
-                    if rm > p.max_i || rank_lt(best, p.best) {
-                        p.max_i = rm;
-                        p.best = best;
-                    }
-                }
-            }
-            p
-        })
+    let rows: Vec<RowStats> = image
+        .par_chunks(fpixels)
+        .enumerate()
+        .map(|(s, row)| row_stats(row, s, roi, mask))
         .collect();
-    let all = parts.into_iter().fold(Part::EMPTY, Part::merge);
-    let mean = all.sum / all.n.max(1) as f64;
-    let devs: Vec<(f64, usize)> = blocks
-        .par_iter()
-        .map(|&b| {
-            let mut dev = 0.0f64;
-            for s in rows_of(b) {
-                let row = &image[s * fpixels + f0..s * fpixels + f1];
-                let mut d = [0.0f64; 4];
-                let mut quads = row.chunks_exact(4);
-                for q in &mut quads {
-                    for i in 0..4 {
-                        let t = q[i] as f64 - mean;
-                        d[i] += t * t;
-                    }
-                }
-                for &v in quads.remainder() {
-                    let t = v as f64 - mean;
-                    d[0] += t * t;
-                }
-                dev += (d[0] + d[1]) + (d[2] + d[3]);
-            }
-            (dev, rows_of(b).len() * (f1 - f0))
-        })
-        .collect();
-    let dev = devs.into_iter().fold((0.0, 0), |(d, m), (d2, m2)| (d + d2, m + m2));
-    finish(all, dev, mean)
+    stats_from_rows(image, fpixels, roi, &rows)
 }
 
-/// The statistics from the combined partial sums, with C's denominators.
-fn finish(all: Part, (dev, m): (f64, usize), mean: f64) -> ImageStats {
-    let n = all.n;
-    let (max_f, max_s) = all.best.map_or((0, 0), |(_, f, s)| (f, s));
+/// [`image_stats`] from the rows' [`RowStats`] (one per row of `image`),
+/// combined in row order, and one parallel pass over `image` for the RMSD.
+///
+/// Equal maxima: nanoBragg.c updates its shared maximum from OpenMP threads
+/// without a reduction, so the pixel it reports among equal maxima is the one
+/// its threads reach first. We pin that down as the reference build ran it,
+/// two threads over equal halves of the rows: the pixel with the smallest
+/// offset from the start of its half wins.
+pub fn stats_from_rows(
+    image: &[f32],
+    fpixels: usize,
+    roi: [i64; 4],
+    rows: &[RowStats],
+) -> ImageStats {
+    use rayon::prelude::*;
+    let spixels = rows.len();
+    let half = spixels.div_ceil(2).max(1);
+    let rank = |f: usize, s: usize| ((s % half) * fpixels + f, s / half);
+    let (mut sum, mut sumsqr, mut n) = (0.0f64, 0.0f64, 0usize);
+    let (mut max_i, mut best) = (0.0f32, None::<((usize, usize), usize, usize)>);
+    for (s, r) in rows.iter().enumerate() {
+        sum += r.sum;
+        sumsqr += r.sumsqr;
+        n += r.n;
+        if r.max > 0.0 && r.max >= max_i {
+            let cand = (rank(r.max_f, s), r.max_f, s);
+            if r.max > max_i || best.is_none_or(|b| cand.0 < b.0) {
+                max_i = r.max;
+                best = Some(cand);
+            }
+        }
+    }
+    let (max_f, max_s) = best.map_or((0, 0), |(_, f, s)| (f, s));
     let nd = n.max(1);
+    let mean = sum / nd as f64;
     let nr = if nd <= 1 { 2 } else { nd };
-    let rms = (all.sumsqr / (nr - 1) as f64).sqrt();
+    let rms = (sumsqr / (nr - 1) as f64).sqrt();
+    let (f0, f1, s0, s1) = roi_ranges(roi, fpixels, spixels);
+    let devs: Vec<f64> = (s0..s1)
+        .into_par_iter()
+        .map(|s| {
+            let row = &image[s * fpixels + f0..s * fpixels + f1];
+            let mut d = [0.0f64; 4];
+            let mut quads = row.chunks_exact(4);
+            for q in &mut quads {
+                for i in 0..4 {
+                    let t = q[i] as f64 - mean;
+                    d[i] += t * t;
+                }
+            }
+            for &v in quads.remainder() {
+                let t = v as f64 - mean;
+                d[0] += t * t;
+            }
+            (d[0] + d[1]) + (d[2] + d[3])
+        })
+        .collect();
+    let dev: f64 = devs.iter().fold(0.0, |a, &d| a + d);
+    let m = (s1 - s0) * (f1 - f0);
     let m = if m <= 1 { 2 } else { m };
     let rmsd = (dev / (m - 1) as f64).sqrt();
-    ImageStats { max_i: all.max_i, max_f, max_s, mean, rms, rmsd, count: n }
+    ImageStats { max_i: max_i as f64, max_f, max_s, mean, rms, rmsd, count: n }
 }
 
 #[cfg(test)]

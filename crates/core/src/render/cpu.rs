@@ -11,6 +11,7 @@
 use super::kernel::{Exact, Fallback, Fast, Kernel, MathMode};
 use crate::real::{Mask, Num, Real, X2};
 use crate::setup::Plan;
+use crate::stats::{row_stats, RowStats};
 use rayon::prelude::*;
 use std::any::TypeId;
 
@@ -48,13 +49,16 @@ pub struct RenderOutput {
 }
 
 /// What a render into a caller's buffer ([`render_into`]) reports.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RenderInfo {
     /// Sum of solid angles over all sub-pixel evaluations.
     pub omega_sum: f64,
     /// First point where tricubic interpolation left the grid (raster order):
     /// (h, k, l) and (h0, k0, l0).
     pub interpolation_fallback: Option<([f64; 3], [i64; 3])>,
+    /// Each row's contribution to the image statistics, gathered while the
+    /// row was rendered (see [`crate::stats::stats_from_rows`]).
+    pub rows: Vec<RowStats>,
 }
 
 impl RenderOutput {
@@ -301,20 +305,26 @@ mod x86 {
 }
 
 fn render_rows<K: Rows>(
+    plan: &Plan,
     kernel: &K,
-    fp: usize,
     image: &mut [f32],
     omega_rows: &mut [f64],
+    stats: &mut [RowStats],
     first_row: usize,
     limit: Option<usize>,
 ) -> Vec<Option<(usize, Fallback)>> {
+    let fp = plan.detector.fpixels;
+    let (roi, mask) = (plan.detector.roi, plan.mask.as_deref());
     image
         .par_chunks_mut(fp)
         .zip(omega_rows.par_iter_mut())
+        .zip(stats.par_iter_mut())
         .enumerate()
-        .map(|(r, (row, omega))| {
+        .map(|(r, ((row, omega), stats))| {
             let (o, first) = kernel.row(first_row + r, row, limit);
             *omega = o;
+            // while the row is in cache
+            *stats = row_stats(row, first_row + r, roi, mask);
             first
         })
         .collect()
@@ -352,10 +362,11 @@ fn zeroed_image(n: usize) -> Vec<f32> {
 fn render_with<K: Rows>(plan: &Plan, kernel: &K, image: &mut [f32]) -> RenderInfo {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
     let mut omega_rows = vec![0.0f64; sp];
+    let mut rows = vec![RowStats::default(); sp];
     if fp == 0 || sp == 0 {
-        return RenderInfo { omega_sum: 0.0, interpolation_fallback: None };
+        return RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows };
     }
-    let fallbacks = render_rows(kernel, fp, image, &mut omega_rows, 0, None);
+    let fallbacks = render_rows(plan, kernel, image, &mut omega_rows, &mut rows, 0, None);
     let first = fallbacks.into_iter().flatten().min_by_key(|(i, _)| *i);
     let mut interpolation_fallback = None;
     if let Some((p, point)) = first {
@@ -366,12 +377,12 @@ fn render_with<K: Rows>(plan: &Plan, kernel: &K, image: &mut [f32]) -> RenderInf
             // Re-render from that row on: pixels up to p start interpolating (and
             // give the same values as before), later ones start in nearest mode.
             let row = p / fp;
-            let (img, om) = (&mut image[row * fp..], &mut omega_rows[row..]);
-            render_rows(kernel, fp, img, om, row, Some(p));
+            let (img, om, st) = (&mut image[row * fp..], &mut omega_rows[row..], &mut rows[row..]);
+            render_rows(plan, kernel, img, om, st, row, Some(p));
         }
     }
     let omega_sum = omega_rows.iter().sum();
-    RenderInfo { omega_sum, interpolation_fallback }
+    RenderInfo { omega_sum, interpolation_fallback, rows }
 }
 
 pub(crate) fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
@@ -532,6 +543,24 @@ mod tests {
     fn worst(a: &[f32], b: &[f32]) -> f64 {
         let max = b.iter().fold(0f64, |m, &v| m.max(v.abs() as f64));
         a.iter().zip(b).fold(0f64, |m, (&x, &y)| m.max((x as f64 - y as f64).abs())) / max
+    }
+
+    #[test]
+    fn rendered_row_statistics_are_those_of_the_image() {
+        // this plan's tricubic interpolation runs off the grid, so rows are
+        // re-rendered: their statistics must follow
+        let plan = plan(0);
+        let n = plan.detector.fpixels * plan.detector.spixels;
+        let mut image = vec![0.0f32; n];
+        let info = render_into(&plan, RenderOptions::default(), Precision::Fast64, &mut image);
+        assert!(info.interpolation_fallback.is_some());
+        let (fp, roi, mask) = (plan.detector.fpixels, plan.detector.roi, plan.mask.as_deref());
+        let rows: Vec<RowStats> =
+            image.chunks(fp).enumerate().map(|(s, r)| row_stats(r, s, roi, mask)).collect();
+        assert_eq!(info.rows, rows);
+        let from_rows = crate::stats::stats_from_rows(&image, fp, roi, &info.rows);
+        assert_eq!(from_rows, crate::stats::image_stats(&image, fp, roi, mask));
+        assert!(from_rows.max_i > 0.0 && from_rows.count > 0);
     }
 
     #[test]
