@@ -98,6 +98,34 @@ pub struct KCell<R> {
 /// Where tricubic interpolation left the grid: (h, k, l) and (h0, k0, l0).
 pub type Fallback = ([f64; 3], [i64; 3]);
 
+/// Watches a pixel's intermediate values as the kernel computes them: the
+/// `-printout` trace ([`super::trace`]) is the kernel run with a recording
+/// probe. Every method defaults to doing nothing, and [`NoProbe`] is what
+/// the renders pass, so their code is unchanged.
+pub trait Probe<V: Num> {
+    /// A sub-pixel's position (m).
+    #[inline(always)]
+    fn position(&mut self, _pos: &V3<V>) {}
+    /// A source's scattering vector (1/m), before the `-dmin` cut.
+    #[inline(always)]
+    fn scattering(&mut self, _scattering: &V3<V>) {}
+    /// A cell's fractional (h, k, l) and lattice factor.
+    #[inline(always)]
+    fn lattice(&mut self, _cell: &KCell<V::Scalar>, _hkl: [V; 3], _f_latt: V) {}
+    /// The structure factor looked up for the lanes in `hit`.
+    #[inline(always)]
+    fn structure_factor(&mut self, _f_cell: V, _hit: V::Mask) {}
+    /// The pixel's accumulated intensity and its last polarization, solid
+    /// angle and capture fraction.
+    #[inline(always)]
+    fn finish(&mut self, _i: V, _polar: V, _omega: V, _capture_fraction: V) {}
+}
+
+/// The probe that watches nothing.
+pub struct NoProbe;
+
+impl<V: Num> Probe<V> for NoProbe {}
+
 /// The plan's numbers in the kernel's lane type.
 #[derive(Debug, Clone)]
 pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
@@ -255,6 +283,11 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         }
     }
 
+    /// The plan this kernel renders.
+    pub fn plan(&self) -> &'p Plan {
+        self.plan
+    }
+
     /// Whether every pixel is one sample of one source: one sensor layer,
     /// oversample 1, one source (see [`Kernel::lanes_with`]).
     pub fn single_sample(&self) -> bool {
@@ -314,6 +347,18 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         f0: usize,
         spixel: usize,
         interp: &mut u32,
+    ) -> LaneResult<V> {
+        self.lanes_probed::<SINGLE>(f0, spixel, interp, &mut NoProbe)
+    }
+
+    /// [`Kernel::lanes_with`], showing its intermediate values to `probe`.
+    #[inline(always)]
+    pub fn lanes_probed<const SINGLE: bool>(
+        &self,
+        f0: usize,
+        spixel: usize,
+        interp: &mut u32,
+        probe: &mut impl Probe<V>,
     ) -> LaneResult<V> {
         let plan = self.plan;
         let fast = M::FAST;
@@ -375,6 +420,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                             rotate_axis(nv, sv(self.fdet), a2)
                         };
                     }
+                    probe.position(&pos);
                     // unit vector to the sub-pixel, distance, and 1/distance (fast)
                     let (mut diffracted, airpath, inv_airpath) = if fast {
                         let airpath = magnitude_fma(pos);
@@ -424,6 +470,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                 (diffracted[i] - s(src.incident[i])) / s(src.lambda)
                             })
                         };
+                        probe.scattering(&scattering);
                         let mut active = V::Mask::splat(true);
                         if self.dmin > V::Scalar::zero() {
                             // stol only feeds this cut
@@ -472,6 +519,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                 )
                             };
                             let f_latt = self.lattice(h, k, l);
+                            probe.lattice(cell, [h, k, l], f_latt);
                             let mut hit = active;
                             if plan.water_size_m == 0.0 {
                                 hit = hit & f_latt.cmp_ne(zero);
@@ -485,6 +533,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                             } else {
                                 self.structure_factor([h, k, l], hit, interp, &mut out_of_range)
                             };
+                            probe.structure_factor(f_cell, hit);
                             let mut i_new = i_acc + f_cell * f_cell * f_latt * f_latt;
                             if plan.oversample_thick {
                                 i_new *= capture_fraction;
@@ -501,6 +550,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 }
             }
         }
+        probe.finish(i_acc, polar, omega_pixel, capture_fraction);
         let mut value = if fast {
             s(self.scale_per_step) * i_acc
         } else {

@@ -1,25 +1,16 @@
 //! One pixel, re-evaluated with its intermediate values kept: the data behind
 //! `-printout` / `-printout_pixel`.
 //!
-//! This is a debugging aid, not a render path. [`trace_pixel`] is a plain
-//! scalar f64 copy of the loop structure of [`super::kernel::Kernel::pixel`]
-//! (sensor layers, sub-pixels, sources, phi × mosaic cells, in the same order
-//! and with the same arithmetic), so that the kernel itself stays free of
-//! tracing branches and can be optimised independently. The values reported
-//! are those nanoBragg.c leaves in its variables after the pixel: the ones of
-//! the last sub-pixel, source and cell evaluated.
+//! The trace is the render's exact f64 kernel ([`Kernel::lanes_probed`] on
+//! one lane) with a probe that records what it computes, so it cannot drift
+//! from the physics. The values reported are those nanoBragg.c leaves in its
+//! variables after the pixel: the ones of the last sub-pixel, source and cell
+//! evaluated.
 
-use crate::config::CrystalShape;
-use crate::physics::lattice::{
-    grating_index, sinc3, sincg, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
-};
-use crate::physics::polarization_factor;
+use super::kernel::{Exact, KCell, Kernel, Probe};
 use crate::setup::{Interpolation, Plan};
-use crate::sf::polin3;
-use crate::units::R_E_SQR;
-use crate::vec3::{dot, magnitude, rotate_axis, unitize, V3};
+use crate::vec3::{magnitude, V3};
 use rayon::prelude::*;
-use std::f64::consts::PI;
 
 /// The intermediate values of one pixel, as nanoBragg.c prints them with
 /// `-printout`. Quantities that depend on the sub-pixel, source or cell are
@@ -78,105 +69,38 @@ fn rendered(plan: &Plan, f: usize, s: usize) -> bool {
     plan.mask.as_ref().is_none_or(|m| m[s * d.fpixels + f] != 0)
 }
 
-fn lattice(plan: &Plan, h: f64, k: f64, l: f64, h0: f64, k0: f64, l0: f64) -> f64 {
-    let [na, nb, nc] = plan.n_cells;
-    let fudge = plan.fudge;
-    match plan.shape {
-        CrystalShape::Square => {
-            let mut f = 1.0;
-            let idx = |x: f64, n: f64| grating_index(x, n.fract() != 0.0);
-            if na > 1.0 {
-                f *= sincg(PI * idx(h, na), na);
-            }
-            if nb > 1.0 {
-                f *= sincg(PI * idx(k, nb), nb);
-            }
-            if nc > 1.0 {
-                f *= sincg(PI * idx(l, nc), nc);
-            }
-            f
-        }
-        CrystalShape::Round => {
-            let (dh, dk, dl) = (h - h0, k - k0, l - l0);
-            let hrad_sqr = dh * dh * na * na + dk * dk * nb * nb + dl * dl * nc * nc;
-            na * nb * nc * ROUND_XTAL_SCALE * sinc3(PI * (hrad_sqr * fudge).sqrt())
-        }
-        CrystalShape::Gauss | CrystalShape::Tophat => {
-            let (dh, dk, dl) = (h - h0, k - k0, l - l0);
-            let (a, b, c) = (plan.cell.a_star, plan.cell.b_star, plan.cell.c_star);
-            let dx = dh * a[0] + dk * b[0] + dl * c[0];
-            let dy = dh * a[1] + dk * b[1] + dl * c[1];
-            let dz = dh * a[2] + dk * b[2] + dl * c[2];
-            let rad_star_sqr = (dx * dx + dy * dy + dz * dz) * na * na * nb * nb * nc * nc;
-            if plan.shape == CrystalShape::Gauss {
-                na * nb * nc * (-(rad_star_sqr / GAUSS_XTAL_WIDTH * fudge)).exp()
-            } else if rad_star_sqr * fudge < TOPHAT_RADIUS_SQR {
-                na * nb * nc
-            } else {
-                0.0
-            }
-        }
-    }
+/// Records what nanoBragg.c leaves in its variables after a pixel: the
+/// values of the last sub-pixel, source and cell evaluated.
+struct Recorder {
+    position: V3<f64>,
+    scattering: V3<f64>,
+    hkl: V3<f64>,
+    cell_m: [V3<f64>; 3],
+    f_latt: f64,
+    f_cell: f64,
+    finish: [f64; 4],
 }
 
-fn structure_factor(
-    plan: &Plan,
-    hkl: V3<f64>,
-    hkl0: [i64; 3],
-    interpolate: &mut bool,
-    out_of_range: &mut Option<([f64; 3], [i64; 3])>,
-) -> f64 {
-    let [h, k, l] = hkl;
-    if *interpolate {
-        if let Some(g) = &plan.grid {
-            let (hmin, kmin, lmin) = (g.h_min as f64, g.k_min as f64, g.l_min as f64);
-            if (h - hmin + 3.0) > g.h_range() as f64
-                || (h - 2.0 < hmin)
-                || (k - kmin + 3.0) > g.k_range() as f64
-                || (k - 2.0 < kmin)
-                || (l - lmin + 3.0) > g.l_range() as f64
-                || (l - 2.0 < lmin)
-            {
-                if out_of_range.is_none() {
-                    *out_of_range = Some((hkl, hkl0));
-                }
-                *interpolate = false;
-            } else {
-                let (hf, kf, lf) = (h.floor() as i32, k.floor() as i32, l.floor() as i32);
-                let axis = |x: i32| [(x - 1) as f64, x as f64, (x + 1) as f64, (x + 2) as f64];
-                let mut sub = [[[0.0f64; 4]; 4]; 4];
-                for (i1, plane) in sub.iter_mut().enumerate() {
-                    for (i2, row) in plane.iter_mut().enumerate() {
-                        for (i3, v) in row.iter_mut().enumerate() {
-                            *v = g.at(
-                                hf - 1 + i1 as i32 - g.h_min,
-                                kf - 1 + i2 as i32 - g.k_min,
-                                lf - 1 + i3 as i32 - g.l_min,
-                            );
-                        }
-                    }
-                }
-                return polin3(&axis(hf), &axis(kf), &axis(lf), &sub, h, k, l);
-            }
-        } else {
-            *interpolate = false;
+impl Probe<f64> for Recorder {
+    fn position(&mut self, pos: &V3<f64>) {
+        self.position = *pos;
+    }
+    fn scattering(&mut self, scattering: &V3<f64>) {
+        self.scattering = *scattering;
+    }
+    fn lattice(&mut self, cell: &KCell<f64>, hkl: [f64; 3], f_latt: f64) {
+        self.cell_m = [cell.a, cell.b, cell.c];
+        self.hkl = hkl;
+        self.f_latt = f_latt;
+    }
+    fn structure_factor(&mut self, f_cell: f64, hit: bool) {
+        if hit {
+            self.f_cell = f_cell;
         }
     }
-    let [h0, k0, l0] = hkl0;
-    if let Some(g) = &plan.grid {
-        if plan.hkls > 0
-            && (g.h_min as i64..=g.h_max as i64).contains(&h0)
-            && (g.k_min as i64..=g.k_max as i64).contains(&k0)
-            && (g.l_min as i64..=g.l_max as i64).contains(&l0)
-        {
-            return g.at(
-                (h0 - g.h_min as i64) as i32,
-                (k0 - g.k_min as i64) as i32,
-                (l0 - g.l_min as i64) as i32,
-            );
-        }
+    fn finish(&mut self, i: f64, polar: f64, omega: f64, capture_fraction: f64) {
+        self.finish = [i, polar, omega, capture_fraction];
     }
-    plan.default_f
 }
 
 /// Re-evaluates pixel (`fpixel`, `spixel`) and returns its intermediate values,
@@ -193,131 +117,55 @@ pub fn trace_pixel(
     spixel: usize,
     interpolate: &mut bool,
 ) -> Option<PixelTrace> {
+    trace_with(&Kernel::new(plan), fpixel, spixel, interpolate)
+}
+
+/// [`trace_pixel`] with the exact f64 kernel of the plan: the render's own
+/// code, watched by a [`Recorder`].
+fn trace_with(
+    kernel: &Kernel<f64, Exact>,
+    fpixel: usize,
+    spixel: usize,
+    interpolate: &mut bool,
+) -> Option<PixelTrace> {
+    let plan = kernel.plan();
     if !rendered(plan, fpixel, spixel) {
         return None;
     }
-    let d = &plan.detector;
-    let os = plan.oversample;
-    let subpixel = d.pixel_size_m / os as f64;
-    let thick_zero = d.thick_m == 0.0;
-    let mut out_of_range = None;
-    let mut i_acc = plan.i_bg;
-    let mut polar = if plan.nopolar { 1.0 } else { 0.0 };
-    let mut omega = 0.0;
-    let mut capture_fraction = 0.0;
-    let mut position = [0.0; 3];
-    let mut stol = 0.0;
-    let mut hkl = [0.0; 3];
-    let mut hkl0 = [0i64; 3];
-    let mut f_cell = 0.0;
-    let mut f_latt = 0.0;
-    let mut cell_m = [plan.cell.a_m, plan.cell.b_m, plan.cell.c_m];
-    for thick_tic in 0..d.thicksteps {
-        let odet_pos = thick_tic as f64 * d.thickstep_m;
-        capture_fraction = if thick_zero { 1.0 } else { 0.0 };
-        for sub_s in 0..os {
-            for sub_f in 0..os {
-                let fdet_pos = subpixel * (fpixel * os + sub_f) as f64 + subpixel / 2.0;
-                let sdet_pos = subpixel * (spixel * os + sub_s) as f64 + subpixel / 2.0;
-                let mut pos: V3<f64> = std::array::from_fn(|i| {
-                    fdet_pos * d.fdet[i] + sdet_pos * d.sdet[i] + odet_pos * d.odet[i] + d.pix0[i]
-                });
-                if d.curved {
-                    let v = d.beam.map(|b| d.distance_m * b);
-                    let nv = rotate_axis(v, d.sdet, pos[1] / d.distance_m);
-                    pos = rotate_axis(nv, d.fdet, pos[2] / d.distance_m);
-                }
-                position = pos;
-                let (mut diffracted, airpath) = unitize(pos);
-                if omega == 0.0 || plan.oversample_omega {
-                    omega = d.pixel_size_m * d.pixel_size_m / airpath / airpath
-                        * d.close_distance_m
-                        / airpath;
-                    if d.point_pixel {
-                        omega = 1.0 / airpath / airpath;
-                    }
-                }
-                if capture_fraction == 0.0 || plan.oversample_thick {
-                    let parallax = dot(diffracted, d.odet);
-                    let t = thick_tic as f64;
-                    capture_fraction = (-t * d.thickstep_m * d.mu_per_m / parallax).exp()
-                        - (-(t + 1.0) * d.thickstep_m * d.mu_per_m / parallax).exp();
-                }
-                for src in &plan.sources.list {
-                    let incident = src.dir.map(|x| -x);
-                    let lambda = src.lambda_m;
-                    let scattering: V3<f64> =
-                        std::array::from_fn(|i| (diffracted[i] - incident[i]) / lambda);
-                    stol = 0.5 * magnitude(scattering);
-                    if plan.dmin_m > 0.0 && stol > 0.0 && plan.dmin_m > 0.5 / stol {
-                        continue;
-                    }
-                    if polar == 0.0 || plan.oversample_polar {
-                        polar =
-                            polarization_factor(plan.kahn_factor, incident, diffracted, d.polar);
-                        diffracted = unitize(diffracted).0;
-                    }
-                    for m in &plan.cells_m {
-                        let a = [m[0], m[1], m[2]];
-                        let b = [m[3], m[4], m[5]];
-                        let c = [m[6], m[7], m[8]];
-                        cell_m = [a, b, c];
-                        hkl = [dot(a, scattering), dot(b, scattering), dot(c, scattering)];
-                        let h0 = (hkl[0] - 0.5).ceil();
-                        let k0 = (hkl[1] - 0.5).ceil();
-                        let l0 = (hkl[2] - 0.5).ceil();
-                        hkl0 = [h0 as i64, k0 as i64, l0 as i64];
-                        f_latt = lattice(plan, hkl[0], hkl[1], hkl[2], h0, k0, l0);
-                        if f_latt == 0.0 && plan.water_size_m == 0.0 {
-                            continue;
-                        }
-                        f_cell = structure_factor(plan, hkl, hkl0, interpolate, &mut out_of_range);
-                        i_acc += f_cell * f_cell * f_latt * f_latt;
-                        if plan.oversample_thick {
-                            i_acc *= capture_fraction;
-                        }
-                        if plan.oversample_polar {
-                            i_acc *= polar;
-                        }
-                        if plan.oversample_omega {
-                            i_acc *= omega;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let steps = plan.steps as f64;
-    let mut value = R_E_SQR * plan.fluence * i_acc / steps;
-    if !plan.oversample_thick {
-        value *= capture_fraction;
-    }
-    if !plan.oversample_polar {
-        value *= polar;
-    }
-    if !plan.oversample_omega {
-        value *= omega;
-    }
+    let mut rec = Recorder {
+        position: [0.0; 3],
+        scattering: [0.0; 3],
+        hkl: [0.0; 3],
+        cell_m: [plan.cell.a_m, plan.cell.b_m, plan.cell.c_m],
+        f_latt: 0.0,
+        f_cell: 0.0,
+        finish: [0.0; 4],
+    };
+    let mut bits = *interpolate as u32;
+    let r = kernel.lanes_probed::<false>(fpixel, spixel, &mut bits, &mut rec);
+    *interpolate = bits & 1 != 0;
+    let [i, polar, omega, capture_fraction] = rec.finish;
+    let position = rec.position;
     let twotheta =
         (position[1] * position[1] + position[2] * position[2]).sqrt().atan2(position[0]);
     Some(PixelTrace {
         fpixel,
         spixel,
-        stol,
+        stol: 0.5 * magnitude(rec.scattering),
         stol_geometric: (twotheta / 2.0).sin() / (plan.lambda0_m * 1e10),
         position,
-        hkl,
-        hkl0,
-        f_cell,
-        f_latt,
-        i: i_acc,
-        steps,
+        hkl: rec.hkl,
+        hkl0: rec.hkl.map(|x| (x - 0.5).ceil() as i64),
+        f_cell: rec.f_cell,
+        f_latt: rec.f_latt,
+        i,
+        steps: plan.steps as f64,
         polar,
         omega,
         capture_fraction,
-        value,
-        cell_m,
-        out_of_range,
+        value: r.value,
+        cell_m: rec.cell_m,
+        out_of_range: r.out_of_range.map(|(_, p)| p),
     })
 }
 
@@ -331,9 +179,11 @@ pub fn interpolation_cutoff(plan: &Plan) -> Option<usize> {
         return None;
     }
     let fp = plan.detector.fpixels;
+    let kernel = Kernel::new(plan);
     (0..fp * plan.detector.spixels).into_par_iter().find_first(|&idx| {
         let mut interp = true;
-        trace_pixel(plan, idx % fp, idx / fp, &mut interp).is_some_and(|t| t.out_of_range.is_some())
+        trace_with(&kernel, idx % fp, idx / fp, &mut interp)
+            .is_some_and(|t| t.out_of_range.is_some())
     })
 }
 
@@ -347,11 +197,12 @@ pub fn trace_range(
 ) -> Vec<PixelTrace> {
     let fp = plan.detector.fpixels.max(1);
     let start_on = plan.interpolation == Interpolation::Tricubic;
+    let kernel = Kernel::new(plan);
     range
         .into_par_iter()
         .filter_map(|idx| {
             let mut interp = start_on && cutoff.is_none_or(|c| idx <= c);
-            trace_pixel(plan, idx % fp, idx / fp, &mut interp)
+            trace_with(&kernel, idx % fp, idx / fp, &mut interp)
         })
         .collect()
 }
@@ -359,6 +210,7 @@ pub fn trace_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::CrystalShape;
     use crate::config::SimConfig;
     use crate::render::{render, RenderOptions};
     use crate::setup::SetupSeeds;
