@@ -173,8 +173,13 @@ struct Model {
 const MISSETS: [Param; 3] = [Param::MissetX, Param::MissetY, Param::MissetZ];
 
 impl Model {
-    fn new(cfg0: SimConfig, seeds: SetupSeeds, params: Vec<Param>) -> Result<Model> {
+    fn new(mut cfg0: SimConfig, seeds: SetupSeeds, params: Vec<Param>) -> Result<Model> {
         let plan0 = Plan::new(&cfg0, seeds)?;
+        // The automatic oversampling is a whole number that jumps with the
+        // geometry (distance, cell, N): the fit keeps the starting model's.
+        if plan0.oversample_auto {
+            cfg0.sampling.oversample = plan0.oversample as i64;
+        }
         let mut start = Vec::new();
         for &p in &params {
             check_param(&cfg0, &plan0, p).map_err(|e| anyhow!("refine: -refine {}", msg(&e)))?;
@@ -744,6 +749,15 @@ fn refined_command_line(
                 put(flag, vec![fmt(v, i)]);
             }
         }
+    }
+    if model.plan0.oversample_auto {
+        // the fit used the starting model's automatic choice; at the refined
+        // values nanoBragg's rule may pick another
+        put("-oversample", vec![model.plan0.oversample.to_string()]);
+        notes.push(format!(
+            "-oversample {} is the automatic choice of the starting model, kept fixed in the fit",
+            model.plan0.oversample
+        ));
     }
     // where each flag occurs
     let mut out: Vec<String> = args.to_vec();
