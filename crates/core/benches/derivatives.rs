@@ -4,14 +4,15 @@
 //! [--reps N] [--case cubic|triclinic]`: renders a SIZE² image (default
 //! 1024) of the case with the default (fast SIMD) and the exact f64 kernel,
 //! then the derivative images by 1, 8 and every applicable parameter
-//! ([`diff::jacobian_with`], f64 and f32), and prints the best of `reps`
-//! times with the ratios to both images. `cubic`: 100 Å cell, N = 5,
+//! ([`diff::jacobian_with`], f64 and f32: dual numbers over SIMD lanes on
+//! AVX2 / AVX-512, `NANOBRAGG_SIMD=scalar` for the scalar duals), and prints
+//! the best of `reps` times with the ratios to both images. `cubic`: 100 Å cell, N = 5,
 //! default_F, 10 µm water; `triclinic`: 70 80 90 75 85 95, 3 phi steps × 4
 //! mosaic domains (square spots, default_F).
 
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::{jacobian_in, DualFloat, Param};
-use nanobragg_core::render::{render, render_exact, RenderOptions};
+use nanobragg_core::render::{render, render_exact, simd_level, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::SimConfig;
 use std::time::Instant;
@@ -69,7 +70,7 @@ fn main() {
     } else {
         threads
     };
-    println!("{case}, {size}², {threads_used} threads, best of {reps}");
+    println!("{case}, {size}², {threads_used} threads, {:?}, best of {reps}", simd_level());
     let fast = best(reps, || drop(render(&plan, opts)));
     let exact = best(reps, || drop(render_exact(&plan, opts)));
     println!("{:<22} {fast:9.3} s", "image, fast f64");

@@ -33,7 +33,14 @@ pub fn magnitude<R: Num>(v: V3<R>) -> R {
 pub fn unitize<R: Num>(v: V3<R>) -> (V3<R>, R) {
     let mag = magnitude(v);
     let nonzero = mag.cmp_ne(R::zero());
-    (v.map(|x| R::select(nonzero, x / mag, R::zero())), mag)
+    // written out (no closure), so that it inlines into SIMD row functions
+    let zero = R::zero();
+    let u = [
+        R::select(nonzero, v[0] / mag, zero),
+        R::select(nonzero, v[1] / mag, zero),
+        R::select(nonzero, v[2] / mag, zero),
+    ];
+    (u, mag)
 }
 
 /// Scale by a factor (`vector_scale` in nanoBragg.c).

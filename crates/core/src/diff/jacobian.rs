@@ -1,8 +1,9 @@
 //! Derivative images: every pixel differentiated by chosen parameters with
 //! forward-mode dual numbers through the exact render kernel.
 
-use super::dense::{Dense32, Dense64};
+use super::dense::Dense64;
 use super::dual::Seeded;
+use super::lanes::{render_dense32, render_dense64};
 use super::leaves::{check_param, Leaves};
 use super::param::{Deltas, Param};
 use crate::config::SimConfig;
@@ -110,8 +111,7 @@ fn chunk_images<const N: usize>(
     params: &[Param],
 ) -> Result<Images> {
     let leaves = Leaves::new(cfg, plan, seeds, &seeded::<Dense64<N>>(params))?;
-    let kernel = Kernel::<Dense64<N>, Exact>::from_leaves(plan, &leaves);
-    Ok(split(render_images(plan, &kernel, params.len() + 1, value_and_derivatives)))
+    Ok(split(render_dense64(plan, &leaves, params.len() + 1)))
 }
 
 /// [`chunk_images`] in single precision: the leaves (setup) in f64 as for
@@ -123,17 +123,7 @@ fn chunk_images_f32<const N: usize>(
     params: &[Param],
 ) -> Result<Images> {
     let leaves = Leaves::new(cfg, plan, seeds, &seeded::<Dense64<N>>(params))?;
-    let kernel = Kernel::<Dense32<N>, Exact>::from_leaves(plan, &leaves.map(Dense64::to_f32));
-    Ok(split(render_images(plan, &kernel, params.len() + 1, value_and_derivatives)))
-}
-
-/// Output `o` of a pixel: its value (0), else the derivative along `o - 1`.
-fn value_and_derivatives<R: Seeded>(px: R, o: usize) -> f64 {
-    if o == 0 {
-        px.val()
-    } else {
-        px.derivative(o - 1)
-    }
+    Ok(split(render_dense32(plan, &leaves.map(Dense64::to_f32), params.len() + 1)))
 }
 
 fn split(mut images: Vec<Vec<f32>>) -> Images {

@@ -22,6 +22,7 @@ pub mod dense;
 pub mod dual;
 pub mod hessian;
 pub mod jacobian;
+pub(crate) mod lanes;
 pub mod leaves;
 pub mod loss;
 pub mod param;

@@ -47,6 +47,28 @@ use std::f64::consts::PI;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
+/// `[e(0), e(1), e(2)]` written out with `$i` = 0, 1, 2: no closure, so the
+/// expression inlines into SIMD row functions however large the number type
+/// (dual numbers over lanes) makes it.
+macro_rules! v3 {
+    ($i:ident => $e:expr) => {
+        [
+            {
+                let $i = 0;
+                $e
+            },
+            {
+                let $i = 1;
+                $e
+            },
+            {
+                let $i = 2;
+                $e
+            },
+        ]
+    };
+}
+
 /// How the kernel evaluates its functions (see the module documentation).
 pub trait MathMode: Copy + Debug + Default + Send + Sync + 'static {
     /// Whether this is the fast mode.
@@ -363,7 +385,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         let plan = self.plan;
         let fast = M::FAST;
         let s = V::splat;
-        let sv = |v: V3<V::Scalar>| v.map(V::splat);
+        let sv = splat3::<V>;
         let zero = V::zero();
         let one = V::one();
         let half = V::c(0.5);
@@ -392,14 +414,14 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         + s(self.subpixel) / V::c(2.0);
                     let mut pos: V3<V> = if fast {
                         // the slow/thickness part is the same for every lane
-                        std::array::from_fn(|i| {
+                        v3!(i => {
                             let base = sdet_pos * s(self.sdet[i])
                                 + odet_pos * s(self.odet[i])
                                 + s(self.pix0[i]);
                             fdet_pos.mul_add(s(self.fdet[i]), base)
                         })
                     } else {
-                        std::array::from_fn(|i| {
+                        v3!(i => {
                             fdet_pos * s(self.fdet[i])
                                 + sdet_pos * s(self.sdet[i])
                                 + odet_pos * s(self.odet[i])
@@ -461,12 +483,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                     }
                     for src in sources {
                         let scattering: V3<V> = if fast {
-                            std::array::from_fn(|i| {
+                            v3!(i => {
                                 diffracted[i]
                                     .mul_add(s(src.inv_lambda), -s(src.incident_over_lambda[i]))
                             })
                         } else {
-                            std::array::from_fn(|i| {
+                            v3!(i => {
                                 (diffracted[i] - s(src.incident[i])) / s(src.lambda)
                             })
                         };
@@ -499,7 +521,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                                 polar = V::select(recompute, p, polar);
                                 // nanoBragg.c's polarization_factor unitizes in place
                                 let u = unitize(diffracted).0;
-                                diffracted = std::array::from_fn(|i| {
+                                diffracted = v3!(i => {
                                     V::select(recompute, u[i], diffracted[i])
                                 });
                             }
@@ -602,20 +624,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         num
                     }
                 } else {
-                    let pi = V::c(PI);
-                    // a fractional N, or one that carries a derivative: the
-                    // continuous spot shape (see `grating_index`); otherwise
-                    // f64 takes the C program's formula and below f64 (f32
-                    // duals) whole h, k, l come out first (the same function)
-                    let g = |x: V, n: V, reduce: bool| {
-                        if reduce {
-                            sincg(pi * grating_index(x, true), n)
-                        } else if <V::Scalar as Real>::MANTISSA_DIGITS < 53 {
-                            sincg_pi_reduced(x, n)
-                        } else {
-                            sincg(pi * x, n)
-                        }
-                    };
+                    let g = exact_grating::<V>;
                     let mut f = one;
                     let r = self.reduce_h;
                     if self.na > V::Scalar::one() {
@@ -717,14 +726,19 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     }
 }
 
-impl<'p, R: crate::diff::DiffReal> Kernel<'p, R, Exact> {
+impl<'p, V: Num> Kernel<'p, V, Exact>
+where
+    V::Scalar: crate::diff::DiffReal,
+{
     /// The kernel of `plan` with every number a parameter can move taken
     /// from `leaves` (field for field; the integer counts, masks, the
     /// structure-factor grid and the thickness from `plan`). With dual
     /// numbers the pixels carry the leaves' derivatives; with f64 leaves of
-    /// zero deltas this is [`Kernel::new`] up to rounding of the setup.
-    pub fn from_leaves(plan: &'p Plan, leaves: &crate::diff::Leaves<R>) -> Self {
-        let c = R::c;
+    /// zero deltas this is [`Kernel::new`] up to rounding of the setup. `V`
+    /// may be a bundle of lanes of such numbers (its scalar the leaves' type).
+    pub fn from_leaves(plan: &'p Plan, leaves: &crate::diff::Leaves<V::Scalar>) -> Self {
+        type R<V> = <V as Num>::Scalar;
+        let c = R::<V>::c;
         let d = &plan.detector;
         let l = leaves;
         let grating = |n: f64| if n > 1.0 { Some(Grating::new(n)) } else { None };
@@ -753,7 +767,7 @@ impl<'p, R: crate::diff::DiffReal> Kernel<'p, R, Exact> {
                 .sources
                 .iter()
                 .map(|s| {
-                    let inv_lambda = R::one() / s.lambda;
+                    let inv_lambda = R::<V>::one() / s.lambda;
                     KSource {
                         incident: s.incident,
                         lambda: s.lambda,
@@ -762,8 +776,8 @@ impl<'p, R: crate::diff::DiffReal> Kernel<'p, R, Exact> {
                         // fast mode only (not used by the exact kernel)
                         polarization: Polarization::new(
                             l.kahn.val(),
-                            s.incident.map(R::val),
-                            l.polar_axis.map(R::val),
+                            s.incident.map(R::<V>::val),
+                            l.polar_axis.map(R::<V>::val),
                         ),
                     }
                 })
@@ -775,16 +789,16 @@ impl<'p, R: crate::diff::DiffReal> Kernel<'p, R, Exact> {
             na: l.n_cells[0],
             nb: l.n_cells[1],
             nc: l.n_cells[2],
-            reduce_h: l
-                .n_cells
-                .map(|n| n.val().fract() != 0.0 || !(n - c(n.val())).is_const_zero()),
+            reduce_h: l.n_cells.map(|n| {
+                n.val().fract() != 0.0 || !crate::diff::DiffReal::is_const_zero(n - c(n.val()))
+            }),
             // fast mode only
             gratings: n_val.map(grating),
             poly3: false,
             poly3_odd: false,
             fudge: l.fudge,
             kahn: l.kahn,
-            kahn_moves: !l.kahn.is_const_zero(),
+            kahn_moves: !crate::diff::DiffReal::is_const_zero(l.kahn),
             polar_axis: l.polar_axis,
             dmin: c(plan.dmin_m),
             i_bg: l.i_bg,
@@ -816,6 +830,23 @@ impl<'p, R: Real, M: MathMode> Kernel<'p, R, M> {
     }
 }
 
+/// The exact square-lattice factor along one axis. A fractional N, or one
+/// that carries a derivative (`reduce`): the continuous spot shape (see
+/// `grating_index`); otherwise f64 takes the C program's formula and below
+/// f64 (f32 duals) whole h, k, l come out first (the same function). A
+/// function, not a closure, so that it inlines into SIMD row functions.
+#[inline(always)]
+fn exact_grating<V: Num>(x: V, n: V, reduce: bool) -> V {
+    let pi = V::c(PI);
+    if reduce {
+        sincg(pi * grating_index(x, true), n)
+    } else if <V::Scalar as Real>::MANTISSA_DIGITS < 53 {
+        sincg_pi_reduced(x, n)
+    } else {
+        sincg(pi * x, n)
+    }
+}
+
 /// Tricubic interpolation of the grid around (h, k, l) (inside the grid).
 #[inline(never)]
 fn tricubic_at<R: Real>(g: &HklGrid, h: R, k: R, l: R) -> R {
@@ -841,7 +872,8 @@ fn tricubic_at<R: Real>(g: &HklGrid, h: R, k: R, l: R) -> R {
 /// Nearest whole Miller indices, `ceil(x - 0.5)` as nanoBragg.c rounds.
 #[inline(always)]
 fn nearest_hkl<V: Num>(hkl: [V; 3]) -> [V; 3] {
-    hkl.map(|x| (x - V::c(0.5)).ceil())
+    let half = V::c(0.5);
+    [(hkl[0] - half).ceil(), (hkl[1] - half).ceil(), (hkl[2] - half).ceil()]
 }
 
 /// Multiply one grating factor into (numerator, denominator, whether the
@@ -858,6 +890,12 @@ fn grating_factor<V: Num>(g: &Option<Grating<V::Scalar>>, x: V, acc: &mut (V, V,
             acc.2 = true;
         }
     }
+}
+
+/// A vector of the kernel's scalars in every lane.
+#[inline(always)]
+fn splat3<V: Num>(v: V3<V::Scalar>) -> V3<V> {
+    [V::splat(v[0]), V::splat(v[1]), V::splat(v[2])]
 }
 
 /// `x · y` with fused multiply-adds.
