@@ -28,6 +28,7 @@
 
 use super::dense::{Dense32, Dense64};
 use crate::real::{fast, Num, Real};
+use crate::render::cpu::block_lanes;
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::Plan;
 use rayon::prelude::*;
@@ -383,25 +384,8 @@ fn row_lanes<V: Outputs>(
     let mut f0 = lo;
     while f0 <= hi {
         let n = lanes.min(hi + 1 - f0);
-        let mut live = if n == lanes { full } else { (1u32 << n) - 1 };
-        if let Some(m) = mask {
-            for (i, &v) in m[f0..f0 + n].iter().enumerate() {
-                if v == 0 {
-                    live &= !(1 << i);
-                }
-            }
-        }
+        let (live, mut interp) = block_lanes(mask, s * fp, f0, n, lanes, start_on, limit);
         if live != 0 {
-            let mut interp = 0u32;
-            if start_on {
-                interp = match limit {
-                    None => live,
-                    // lanes at or before image index p
-                    Some(p) if p >= s * fp + f0 + n - 1 => live,
-                    Some(p) if p < s * fp + f0 => 0,
-                    Some(p) => live & ((1u32 << (p + 1 - s * fp - f0)) - 1),
-                };
-            }
             let r = kernel.lanes(f0, s, &mut interp);
             for o in 0..outputs {
                 let out = &mut row[o * fp..(o + 1) * fp];
@@ -478,84 +462,64 @@ mod x86 {
     simd_rows!(Avx512Rows, row_avx512, "avx512f,avx2,fma");
 }
 
-/// Render `outputs` planes (value, then derivatives) of every pixel of
-/// `plan` with the kernel built by `build`, on the best SIMD level of this
-/// CPU; returns one image per output. Rows run in parallel, each pixel by
-/// one thread in a fixed order. nanoBragg.c's shared tricubic flag is
-/// handled as the image renderer handles it: every pixel after the first
-/// out-of-range point (raster order) is re-rendered nearest-neighbour.
-pub(crate) fn render_dense64<const N: usize>(
-    plan: &Plan,
-    leaves: &super::Leaves<Dense64<N>>,
-    outputs: usize,
-) -> Vec<Vec<f32>> {
-    render_dense64_on(plan, leaves, outputs, crate::render::simd_level())
-}
-
-/// [`render_dense64`] on a given SIMD level (at most this CPU's).
-pub(crate) fn render_dense64_on<const N: usize>(
-    plan: &Plan,
-    leaves: &super::Leaves<Dense64<N>>,
-    outputs: usize,
-    level: crate::render::SimdLevel,
-) -> Vec<Vec<f32>> {
-    let _ = level;
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::render::simd::{avx2::F64x4, avx512::F64x8};
-        use crate::render::SimdLevel;
-        match level.min(crate::render::simd_level()) {
-            SimdLevel::Avx512 => {
-                let k = Kernel::<DualLanes64<F64x8, N>, Exact>::from_leaves(plan, leaves);
-                return render_planes(plan, &x86::Avx512Rows(&k, plan, outputs), outputs);
-            }
-            SimdLevel::Avx2 => {
-                let k = Kernel::<DualLanes64<F64x4, N>, Exact>::from_leaves(plan, leaves);
-                return render_planes(plan, &x86::Avx2Rows(&k, plan, outputs), outputs);
-            }
-            SimdLevel::Scalar => {}
+/// The two entry points of one precision: `$name` on the best SIMD level of
+/// this CPU and `$on` on a given one, over the dense dual `$dense` (scalar
+/// fallback) and the lane duals `$lanes` of `$wide` (AVX-512) / `$narrow`
+/// (AVX2) vectors.
+macro_rules! dense_renderer {
+    ($(#[$doc:meta])* $name:ident, $on:ident, $dense:ident, $lanes:ident, $wide:ident, $narrow:ident) => {
+        $(#[$doc])*
+        pub(crate) fn $name<const N: usize>(
+            plan: &Plan,
+            leaves: &super::Leaves<$dense<N>>,
+            outputs: usize,
+        ) -> Vec<Vec<f32>> {
+            $on(plan, leaves, outputs, crate::render::simd_level())
         }
-    }
-    let k = Kernel::<Dense64<N>, Exact>::from_leaves(plan, leaves);
-    render_planes(plan, &Portable(&k, plan, outputs), outputs)
-}
 
-/// [`render_dense64`] in f32: [`DualLanes32`] over `F32x8` / `F32x16`.
-pub(crate) fn render_dense32<const N: usize>(
-    plan: &Plan,
-    leaves: &super::Leaves<Dense32<N>>,
-    outputs: usize,
-) -> Vec<Vec<f32>> {
-    render_dense32_on(plan, leaves, outputs, crate::render::simd_level())
-}
-
-/// [`render_dense32`] on a given SIMD level (at most this CPU's).
-pub(crate) fn render_dense32_on<const N: usize>(
-    plan: &Plan,
-    leaves: &super::Leaves<Dense32<N>>,
-    outputs: usize,
-    level: crate::render::SimdLevel,
-) -> Vec<Vec<f32>> {
-    let _ = level;
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::render::simd::{avx2::F32x8, avx512::F32x16};
-        use crate::render::SimdLevel;
-        match level.min(crate::render::simd_level()) {
-            SimdLevel::Avx512 => {
-                let k = Kernel::<DualLanes32<F32x16, N>, Exact>::from_leaves(plan, leaves);
-                return render_planes(plan, &x86::Avx512Rows(&k, plan, outputs), outputs);
+        /// The same on a given SIMD level (at most this CPU's).
+        pub(crate) fn $on<const N: usize>(
+            plan: &Plan,
+            leaves: &super::Leaves<$dense<N>>,
+            outputs: usize,
+            level: crate::render::SimdLevel,
+        ) -> Vec<Vec<f32>> {
+            let _ = level;
+            #[cfg(target_arch = "x86_64")]
+            {
+                use crate::render::simd::{avx2::$narrow, avx512::$wide};
+                use crate::render::SimdLevel;
+                match level.min(crate::render::simd_level()) {
+                    SimdLevel::Avx512 => {
+                        let k = Kernel::<$lanes<$wide, N>, Exact>::from_leaves(plan, leaves);
+                        return render_planes(plan, &x86::Avx512Rows(&k, plan, outputs), outputs);
+                    }
+                    SimdLevel::Avx2 => {
+                        let k = Kernel::<$lanes<$narrow, N>, Exact>::from_leaves(plan, leaves);
+                        return render_planes(plan, &x86::Avx2Rows(&k, plan, outputs), outputs);
+                    }
+                    SimdLevel::Scalar => {}
+                }
             }
-            SimdLevel::Avx2 => {
-                let k = Kernel::<DualLanes32<F32x8, N>, Exact>::from_leaves(plan, leaves);
-                return render_planes(plan, &x86::Avx2Rows(&k, plan, outputs), outputs);
-            }
-            SimdLevel::Scalar => {}
+            let k = Kernel::<$dense<N>, Exact>::from_leaves(plan, leaves);
+            render_planes(plan, &Portable(&k, plan, outputs), outputs)
         }
-    }
-    let k = Kernel::<Dense32<N>, Exact>::from_leaves(plan, leaves);
-    render_planes(plan, &Portable(&k, plan, outputs), outputs)
+    };
 }
+
+dense_renderer!(
+    /// Render `outputs` planes (value, then derivatives) of every pixel of
+    /// `plan` from the leaves, on the best SIMD level of this CPU; returns one
+    /// image per output. Rows run in parallel, each pixel by one thread in a
+    /// fixed order. nanoBragg.c's shared tricubic flag is handled as the image
+    /// renderer handles it: every pixel after the first out-of-range point
+    /// (raster order) is re-rendered nearest-neighbour.
+    render_dense64, render_dense64_on, Dense64, DualLanes64, F64x8, F64x4
+);
+dense_renderer!(
+    /// [`render_dense64`] in f32: [`DualLanes32`] over `F32x8` / `F32x16`.
+    render_dense32, render_dense32_on, Dense32, DualLanes32, F32x16, F32x8
+);
 
 /// Every row with `rows`, then the re-render after a tricubic fallback;
 /// the planes of each row split into images.

@@ -150,6 +150,41 @@ fn row_lanes<V: Num, M: MathMode>(
     (omega, first)
 }
 
+/// The lanes of the block of `n` pixels from fast index `f0` of a row
+/// (`mask`: the row's mask; `row_start`: the image index of its first
+/// pixel) as bits: those rendered (not masked), and of those the ones that
+/// start with tricubic interpolation on (`start_on`; with a `limit` p only
+/// the pixels up to image index p, see [`render_with`]).
+#[inline(always)]
+pub(crate) fn block_lanes(
+    mask: Option<&[u16]>,
+    row_start: usize,
+    f0: usize,
+    n: usize,
+    lanes: usize,
+    start_on: bool,
+    limit: Option<usize>,
+) -> (u32, u32) {
+    let full = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
+    let mut live = if n == lanes { full } else { (1u32 << n) - 1 };
+    if let Some(m) = mask {
+        for (i, &v) in m[f0..f0 + n].iter().enumerate() {
+            if v == 0 {
+                live &= !(1 << i);
+            }
+        }
+    }
+    let first = row_start + f0;
+    let interp = match limit {
+        _ if !start_on => 0,
+        None => live,
+        Some(p) if p >= first + n - 1 => live,
+        Some(p) if p < first => 0,
+        Some(p) => live & ((1u32 << (p + 1 - first)) - 1),
+    };
+    (live, interp)
+}
+
 /// The blocks of `V::LANES` pixels of row `s` from `lo` to `hi`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -172,25 +207,8 @@ fn row_blocks<V: Num, M: MathMode, const SINGLE: bool>(
     let mut f0 = lo;
     while f0 <= hi {
         let n = V::LANES.min(hi + 1 - f0);
-        let mut live = if n == V::LANES { full } else { (1u32 << n) - 1 };
-        if let Some(m) = mask {
-            for (i, &v) in m[f0..f0 + n].iter().enumerate() {
-                if v == 0 {
-                    live &= !(1 << i);
-                }
-            }
-        }
+        let (live, mut interp) = block_lanes(mask, s * fp, f0, n, V::LANES, start_on, limit);
         if live != 0 {
-            let mut interp = 0u32;
-            if start_on {
-                interp = match limit {
-                    None => live,
-                    // lanes at or before image index p
-                    Some(p) if p >= s * fp + f0 + n - 1 => live,
-                    Some(p) if p < s * fp + f0 => 0,
-                    Some(p) => live & ((1u32 << (p + 1 - s * fp - f0)) - 1),
-                };
-            }
             let r = kernel.lanes_with::<SINGLE>(f0, s, &mut interp);
             if live == full {
                 r.value.write_f32(&mut row[f0..f0 + V::LANES]);
