@@ -164,3 +164,35 @@ fn progress_stays_off_stdout() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Outputs are rendered into mapped files where possible: a run leaves
+/// exactly the named files (no temporaries), a second run replaces them with
+/// the same bytes, and a device as the target is written in place (it stays
+/// a device).
+#[test]
+fn mapped_outputs_leave_only_the_named_files() {
+    let dir = scratch("mapped");
+    let model = "-hkl t.hkl -cell 50 60 70 90 95 100 -N 3 -detpixels 40 -pixel 0.5 -distance 40 \
+                 -seed 5";
+    run(&dir, &format!("{model} -floatfile f.bin -intfile i.img -pgmfile p.pgm -noisefile n.img"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["Fdump.bin", "f.bin", "i.img", "n.img", "p.pgm", "t.hkl"]);
+    // the same again over the first run's files: replaced, identical
+    let before: Vec<Vec<u8>> =
+        ["f.bin", "i.img"].iter().map(|f| std::fs::read(dir.join(f)).unwrap()).collect();
+    run(&dir, &format!("{model} -floatfile f.bin -intfile i.img -nopgm -nonoise"));
+    for (f, b) in ["f.bin", "i.img"].iter().zip(&before) {
+        assert_eq!(&std::fs::read(dir.join(f)).unwrap(), b, "{f}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        run(&dir, &format!("{model} -floatfile /dev/null -intfile /dev/null -nopgm -nonoise"));
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
