@@ -12,7 +12,7 @@ use crate::report;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
-use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions, RenderOutput};
+use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
@@ -312,18 +312,13 @@ fn render_with_progress(
         Dtype::Float64 => Precision::Fast64,
         Dtype::Float32 => Precision::Fast32,
     };
-    let split = |r: RenderOutput| {
-        let info = RenderInfo {
-            omega_sum: r.omega_sum,
-            interpolation_fallback: r.interpolation_fallback,
-            rows: Vec::new(),
-        };
-        (Some(r.image), info)
-    };
     with_progress(show, PROGRESS_DELAY, &what, || {
         if gpu {
             return nanobragg_cuda::render(plan, gpu_dtype)
-                .map(split)
+                .map(|r| {
+                    let (image, info) = r.into_parts();
+                    (Some(image), info)
+                })
                 .map_err(|e| anyhow!("-device cuda: {e}"));
         }
         Ok(match target {

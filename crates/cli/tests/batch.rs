@@ -3,11 +3,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nanobragg-batch-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("batch", name)
 }
 
 const BASE: [&str; 17] = [

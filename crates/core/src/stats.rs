@@ -38,13 +38,10 @@ pub struct RowStats {
     pub max_f: usize,
 }
 
-/// The columns `[f0, f1)` and rows `[s0, s1)` of `roi` inside the image.
-fn roi_ranges(roi: [i64; 4], fpixels: usize, spixels: usize) -> (usize, usize, usize, usize) {
-    let f0 = roi[0].clamp(0, fpixels as i64) as usize;
-    let f1 = roi[1].saturating_add(1).clamp(f0 as i64, fpixels as i64) as usize;
-    let s0 = roi[2].clamp(0, spixels as i64) as usize;
-    let s1 = roi[3].saturating_add(1).clamp(s0 as i64, spixels as i64) as usize;
-    (f0, f1, s0, s1)
+/// The part `[lo, hi)` of `0..n` that the inclusive ROI bounds `lo..=hi` cover.
+fn roi_span(lo: i64, hi: i64, n: usize) -> (usize, usize) {
+    let a = lo.clamp(0, n as i64) as usize;
+    (a, hi.saturating_add(1).clamp(a as i64, n as i64) as usize)
 }
 
 /// [`RowStats`] of row `s` (`row` holds its `fpixels` values): the pixels
@@ -54,7 +51,7 @@ pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> 
     if (s as i64) < roi[2] || (s as i64) > roi[3] {
         return RowStats::default();
     }
-    let (f0, f1, _, _) = roi_ranges(roi, fpixels, usize::MAX >> 1);
+    let (f0, f1) = roi_span(roi[0], roi[1], fpixels);
     let row = &row[f0..f1];
     // four interleaved partial sums: a fixed order the compiler can vectorise
     let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
@@ -171,7 +168,8 @@ pub fn stats_from_rows(
     let mean = sum / nd as f64;
     let nr = if nd <= 1 { 2 } else { nd };
     let rms = (sumsqr / (nr - 1) as f64).sqrt();
-    let (f0, f1, s0, s1) = roi_ranges(roi, fpixels, spixels);
+    let ((f0, f1), (s0, s1)) =
+        (roi_span(roi[0], roi[1], fpixels), roi_span(roi[2], roi[3], spixels));
     let devs: Vec<f64> = (s0..s1)
         .into_par_iter()
         .map(|s| {

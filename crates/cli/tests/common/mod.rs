@@ -214,6 +214,15 @@ fn link_inputs(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A fresh, empty scratch directory `nanobragg-<prefix>-<name>-<pid>` under
+/// the system's temporary directory, for the tests that run the binary there.
+pub fn scratch(prefix: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nanobragg-{prefix}-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
 fn scratch_root() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("golden-{}", std::process::id()))
 }

@@ -69,6 +69,17 @@ impl RenderOutput {
             interpolation_fallback: info.interpolation_fallback,
         }
     }
+
+    /// The image and the rest as a [`RenderInfo`] (without row statistics:
+    /// renders that return an image, such as the GPU's, do not gather them).
+    pub fn into_parts(self) -> (Vec<f32>, RenderInfo) {
+        let info = RenderInfo {
+            omega_sum: self.omega_sum,
+            interpolation_fallback: self.interpolation_fallback,
+            rows: Vec::new(),
+        };
+        (self.image, info)
+    }
 }
 
 /// The SIMD instruction sets the CPU backend can use.
