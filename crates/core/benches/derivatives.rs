@@ -1,7 +1,7 @@
 //! Timings of derivative images against the image alone.
 //!
 //! `cargo bench -p nanobragg-core --bench derivatives -- [SIZE] [--threads N]
-//! [--reps N] [--case cubic|triclinic]`: renders a SIZE² image (default
+//! [--reps N] [--case cubic|triclinic] [--counts 1,8,26] [--float f64|f32]`: renders a SIZE² image (default
 //! 1024) of the case with the default (fast SIMD) and the exact f64 kernel,
 //! then the derivative images by 1, 8 and every applicable parameter
 //! ([`diff::jacobian_with`], f64 and f32: dual numbers over SIMD lanes on
@@ -51,12 +51,24 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let (mut size, mut threads, mut reps, mut case) =
         (1024i64, 0usize, 1usize, "cubic".to_string());
+    let (mut counts, mut floats): (Option<Vec<usize>>, Vec<DualFloat>) =
+        (None, vec![DualFloat::F64, DualFloat::F32]);
     while let Some(a) = args.next() {
         let mut next = || args.next().expect("a value after the flag");
         match a.as_str() {
             "--threads" => threads = next().parse().expect("--threads N"),
             "--reps" => reps = next().parse().expect("--reps N"),
             "--case" => case = next(),
+            "--counts" => {
+                counts = Some(next().split(',').map(|n| n.parse().expect("--counts N,M")).collect())
+            }
+            "--float" => {
+                floats = match next().as_str() {
+                    "f64" => vec![DualFloat::F64],
+                    "f32" => vec![DualFloat::F32],
+                    f => panic!("--float f64|f32, not {f}"),
+                }
+            }
             s => size = s.parse().expect("SIZE"),
         }
     }
@@ -75,8 +87,10 @@ fn main() {
     let exact = best(reps, || drop(render_exact(&plan, opts)));
     println!("{:<22} {fast:9.3} s", "image, fast f64");
     println!("{:<22} {exact:9.3} s", "image, exact f64");
-    for float in [DualFloat::F64, DualFloat::F32] {
-        for n in [1, 8, params.len()] {
+    let counts = counts.unwrap_or(vec![1, 8, params.len()]);
+    for &float in &floats {
+        for &n in &counts {
+            let n = n.min(params.len());
             let ps = &params[..n];
             let t =
                 best(reps, || drop(jacobian_in(&cfg, ps, SEEDS, opts, float).expect("jacobian")));

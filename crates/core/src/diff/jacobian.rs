@@ -1,6 +1,7 @@
 //! Derivative images: every pixel differentiated by chosen parameters with
 //! forward-mode dual numbers through the exact render kernel.
 
+use super::contract::contracted_images;
 use super::dense::Dense64;
 use super::dual::Seeded;
 use super::lanes::{render_dense32, render_dense64};
@@ -69,20 +70,13 @@ pub fn jacobian_in(
     }
     let n = plan.detector.fpixels * plan.detector.spixels;
     in_pool(opts.threads, || {
-        let mut image = None;
-        let mut derivatives = Vec::with_capacity(params.len());
-        for chunk in params.chunks(8) {
-            let (img, d) = match (precision, chunk.len()) {
-                (DualFloat::F64, 1) => chunk_images::<1>(cfg, &plan, seeds, chunk)?,
-                (DualFloat::F64, 2) => chunk_images::<2>(cfg, &plan, seeds, chunk)?,
-                (DualFloat::F64, 3 | 4) => chunk_images::<4>(cfg, &plan, seeds, chunk)?,
-                (DualFloat::F64, _) => chunk_images::<8>(cfg, &plan, seeds, chunk)?,
-                (DualFloat::F32, 1..=4) => chunk_images_f32::<4>(cfg, &plan, seeds, chunk)?,
-                (DualFloat::F32, _) => chunk_images_f32::<8>(cfg, &plan, seeds, chunk)?,
-            };
-            image.get_or_insert(img);
-            derivatives.extend(d);
+        if precision == DualFloat::F64 {
+            if let Some(images) = contracted_images(cfg, &plan, seeds, params)? {
+                let (image, derivatives) = split(images);
+                return Ok(Jacobian { image, params: params.to_vec(), derivatives });
+            }
         }
+        let (image, derivatives) = chunked_images(cfg, &plan, seeds, params, precision)?;
         let image = match image {
             Some(i) => i,
             None if n == 0 => Vec::new(),
@@ -92,10 +86,38 @@ pub fn jacobian_in(
     })
 }
 
-type Images = (Vec<f32>, Vec<Vec<f32>>);
+/// One image per output.
+type Planes = Vec<Vec<f32>>;
+type Images = (Vec<f32>, Planes);
+
+/// The derivative images with the parameters carried through the kernel,
+/// up to eight per render (and the image of the first render, if any).
+pub(crate) fn chunked_images(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+    precision: DualFloat,
+) -> Result<(Option<Vec<f32>>, Planes)> {
+    let mut image = None;
+    let mut derivatives = Vec::with_capacity(params.len());
+    for chunk in params.chunks(8) {
+        let (img, d) = match (precision, chunk.len()) {
+            (DualFloat::F64, 1) => chunk_images::<1>(cfg, plan, seeds, chunk)?,
+            (DualFloat::F64, 2) => chunk_images::<2>(cfg, plan, seeds, chunk)?,
+            (DualFloat::F64, 3 | 4) => chunk_images::<4>(cfg, plan, seeds, chunk)?,
+            (DualFloat::F64, _) => chunk_images::<8>(cfg, plan, seeds, chunk)?,
+            (DualFloat::F32, 1..=4) => chunk_images_f32::<4>(cfg, plan, seeds, chunk)?,
+            (DualFloat::F32, _) => chunk_images_f32::<8>(cfg, plan, seeds, chunk)?,
+        };
+        image.get_or_insert(img);
+        derivatives.extend(d);
+    }
+    Ok((image, derivatives))
+}
 
 /// Deltas seeding `params[i]` along direction `i` of `R`.
-fn seeded<R: Seeded>(params: &[Param]) -> Deltas<R> {
+pub(crate) fn seeded<R: Seeded>(params: &[Param]) -> Deltas<R> {
     let mut deltas = Deltas::<R>::zero();
     for (i, &p) in params.iter().enumerate() {
         deltas.set(p, R::seed(0.0, i));

@@ -350,10 +350,10 @@ scalar_outputs!(Dense64);
 scalar_outputs!(Dense32);
 
 /// Renders rows of `fpixels × outputs` numbers: `outputs` planes of one row.
-trait DualRows: Sync {
+pub(crate) trait DualRows: Sync {
     /// Row `s` into `row`; returns the image index of its first
     /// interpolation fallback.
-    fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> Option<usize>;
+    fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize>;
     /// Whether the plan starts with tricubic interpolation on.
     fn interpolates(&self) -> bool;
 }
@@ -365,7 +365,7 @@ fn row_lanes<V: Outputs>(
     kernel: &Kernel<V, Exact>,
     outputs: usize,
     s: usize,
-    row: &mut [f32],
+    row: &mut [&mut [f32]],
     limit: Option<usize>,
 ) -> Option<usize> {
     let fp = plan.detector.fpixels;
@@ -387,8 +387,7 @@ fn row_lanes<V: Outputs>(
         let (live, mut interp) = block_lanes(mask, s * fp, f0, n, lanes, start_on, limit);
         if live != 0 {
             let r = kernel.lanes(f0, s, &mut interp);
-            for o in 0..outputs {
-                let out = &mut row[o * fp..(o + 1) * fp];
+            for (o, out) in row.iter_mut().enumerate().take(outputs) {
                 if live == full {
                     r.value.write_output(o, &mut out[f0..f0 + lanes]);
                 } else {
@@ -412,7 +411,7 @@ fn row_lanes<V: Outputs>(
 struct Portable<'k, 'p, V: Num>(&'k Kernel<'p, V, Exact>, &'p Plan, usize);
 
 impl<V: Outputs> DualRows for Portable<'_, '_, V> {
-    fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> Option<usize> {
+    fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize> {
         row_lanes(self.1, self.0, self.2, s, row, limit)
     }
     fn interpolates(&self) -> bool {
@@ -440,14 +439,19 @@ mod x86 {
                 kernel: &Kernel<V, Exact>,
                 outputs: usize,
                 s: usize,
-                row: &mut [f32],
+                row: &mut [&mut [f32]],
                 limit: Option<usize>,
             ) -> Option<usize> {
                 row_lanes(plan, kernel, outputs, s, row, limit)
             }
 
             impl<V: Outputs> DualRows for $name<'_, '_, V> {
-                fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> Option<usize> {
+                fn row(
+                    &self,
+                    s: usize,
+                    row: &mut [&mut [f32]],
+                    limit: Option<usize>,
+                ) -> Option<usize> {
                     // SAFETY: built only when the CPU has these features.
                     unsafe { $row(self.1, self.0, self.2, s, row, limit) }
                 }
@@ -523,39 +527,39 @@ dense_renderer!(
 
 /// Every row with `rows`, then the re-render after a tricubic fallback;
 /// the planes of each row split into images.
-fn render_planes(plan: &Plan, rows: &impl DualRows, outputs: usize) -> Vec<Vec<f32>> {
+pub(crate) fn render_planes(plan: &Plan, rows: &impl DualRows, outputs: usize) -> Vec<Vec<f32>> {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
-    let width = fp * outputs;
-    let mut buf = vec![0.0f32; width * sp];
+    let mut images = vec![vec![0.0f32; fp * sp]; outputs];
     if fp > 0 && sp > 0 {
-        let first = render_rows(rows, &mut buf, width, 0, None);
+        let first = render_rows(rows, &mut images, fp, 0, None);
         if let Some(p) = first.into_iter().flatten().min() {
             if rows.interpolates() {
-                let row = p / fp;
-                render_rows(rows, &mut buf[row * width..], width, row, Some(p));
+                render_rows(rows, &mut images, fp, p / fp, Some(p));
             }
-        }
-    }
-    let mut images = vec![vec![0.0f32; fp * sp]; outputs];
-    for (s, chunk) in buf.chunks(width.max(1)).enumerate().take(sp) {
-        for (o, img) in images.iter_mut().enumerate() {
-            img[s * fp..(s + 1) * fp].copy_from_slice(&chunk[o * fp..(o + 1) * fp]);
         }
     }
     images
 }
 
+/// Rows `first_row..` of every image, in parallel (each row written straight
+/// into its place in each image).
 fn render_rows(
     rows: &impl DualRows,
-    buf: &mut [f32],
-    width: usize,
+    images: &mut [Vec<f32>],
+    fp: usize,
     first_row: usize,
     limit: Option<usize>,
 ) -> Vec<Option<usize>> {
-    buf.par_chunks_mut(width)
-        .enumerate()
-        .map(|(r, row)| rows.row(first_row + r, row, limit))
-        .collect()
+    let mut planes: Vec<Vec<&mut [f32]>> = Vec::new();
+    for img in images.iter_mut() {
+        for (r, chunk) in img[first_row * fp..].chunks_mut(fp).enumerate() {
+            if r == planes.len() {
+                planes.push(Vec::new());
+            }
+            planes[r].push(chunk);
+        }
+    }
+    planes.par_iter_mut().enumerate().map(|(r, row)| rows.row(first_row + r, row, limit)).collect()
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //!
 //! See docs/derivatives.md.
 
+pub(crate) mod contract;
 pub mod dense;
 pub mod dual;
 pub mod hessian;

@@ -30,19 +30,51 @@ pub fn polarization_factor_with<R: Num>(
     axis: V3<R>,
     always_psi: bool,
 ) -> R {
-    let incident = unitize(incident).0;
+    polarization_factor_in(kahn_factor, &PolarBasis::new(incident, axis), diffracted, always_psi)
+}
+
+/// The unit incident direction and the E and B directions about it: the
+/// part of [`polarization_factor`] that depends only on the source, formed
+/// once per source (the same operations as per ray, so the same values).
+#[derive(Debug, Clone, Copy)]
+pub struct PolarBasis<R> {
+    /// Unit incident direction.
+    pub incident: V3<R>,
+    /// Unit E direction (perpendicular to the beam, in the plane of the axis).
+    pub e_in: V3<R>,
+    /// Unit B direction (axis × incident).
+    pub b_in: V3<R>,
+}
+
+impl<R: Num> PolarBasis<R> {
+    /// The basis of a beam along `incident` polarized along `axis`.
+    #[inline(always)]
+    pub fn new(incident: V3<R>, axis: V3<R>) -> Self {
+        let incident = unitize(incident).0;
+        let axis = unitize(axis).0;
+        let b_in = unitize(cross(axis, incident)).0;
+        let e_in = unitize(cross(incident, b_in)).0;
+        PolarBasis { incident, e_in, b_in }
+    }
+}
+
+/// [`polarization_factor_with`] from a source's [`PolarBasis`].
+#[inline(always)]
+pub fn polarization_factor_in<R: Num>(
+    kahn_factor: R,
+    basis: &PolarBasis<R>,
+    diffracted: V3<R>,
+    always_psi: bool,
+) -> R {
     let diffracted = unitize(diffracted).0;
-    let axis = unitize(axis).0;
-    let cos2theta = dot(incident, diffracted);
+    let cos2theta = dot(basis.incident, diffracted);
     let cos2theta_sqr = cos2theta * cos2theta;
     let sin2theta_sqr = R::one() - cos2theta_sqr;
     let mut psi = R::zero();
     let polarized = kahn_factor.cmp_ne(R::zero()) | R::Mask::splat(always_psi);
     if polarized.any() {
-        let b_in = unitize(cross(axis, incident)).0;
-        let e_in = unitize(cross(incident, b_in)).0;
-        let e_out = dot(diffracted, e_in);
-        let b_out = dot(diffracted, b_in);
+        let e_out = dot(diffracted, basis.e_in);
+        let b_out = dot(diffracted, basis.b_in);
         psi = R::select(polarized, -b_out.atan2(e_out), psi);
     }
     R::c(0.5) * (R::one() + cos2theta_sqr - kahn_factor * (R::c(2.0) * psi).cos() * sin2theta_sqr)

@@ -38,7 +38,7 @@ use crate::physics::lattice::{
     grating_index, sinc3, sinc3_fast, sincg, sincg_pi_reduced, Grating, GratingForm,
     GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
-use crate::physics::{polarization_factor_with, Polarization};
+use crate::physics::{polarization_factor_in, PolarBasis, Polarization};
 use crate::real::{fast, Mask, Num, Real};
 use crate::setup::{Interpolation, Plan};
 use crate::sf::{polin3, HklGrid};
@@ -102,8 +102,10 @@ pub struct KSource<R> {
     pub inv_lambda: R,
     /// incident/λ (1/m).
     pub incident_over_lambda: V3<R>,
-    /// The Kahn factor's constants for this source.
+    /// The Kahn factor's constants for this source (fast mode).
     pub polarization: Polarization<R>,
+    /// The unit incident, E and B directions (exact mode).
+    pub basis: PolarBasis<R>,
 }
 
 /// One rotated cell (phi step × mosaic domain): real-space a, b, c (m).
@@ -153,7 +155,7 @@ impl<V: Num> Probe<V> for NoProbe {}
 pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     plan: &'p Plan,
     fpixels: usize,
-    oversample: usize,
+    pub(crate) oversample: usize,
     subpixel: V::Scalar,
     pixel: V::Scalar,
     fdet: V3<V::Scalar>,
@@ -165,12 +167,12 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     close_distance: V::Scalar,
     /// pixel² × close_distance (fast solid angle).
     omega_scale: V::Scalar,
-    thickstep: V::Scalar,
-    thicksteps: usize,
-    thick_zero: bool,
+    pub(crate) thickstep: V::Scalar,
+    pub(crate) thicksteps: usize,
+    pub(crate) thick_zero: bool,
     mu: V::Scalar,
-    sources: Vec<KSource<V::Scalar>>,
-    cells: Vec<KCell<V::Scalar>>,
+    pub(crate) sources: Vec<KSource<V::Scalar>>,
+    pub(crate) cells: Vec<KCell<V::Scalar>>,
     a_star: V3<V::Scalar>,
     b_star: V3<V::Scalar>,
     c_star: V3<V::Scalar>,
@@ -189,15 +191,14 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     kahn: V::Scalar,
     /// The Kahn factor carries a derivative (ψ is needed even where it is 0).
     kahn_moves: bool,
-    polar_axis: V3<V::Scalar>,
     dmin: V::Scalar,
-    i_bg: V::Scalar,
-    scale: V::Scalar,
-    steps: V::Scalar,
+    pub(crate) i_bg: V::Scalar,
+    pub(crate) scale: V::Scalar,
+    pub(crate) steps: V::Scalar,
     /// scale / steps (fast).
     scale_per_step: V::Scalar,
-    default_f: V::Scalar,
-    grid: Option<&'p HklGrid>,
+    pub(crate) default_f: V::Scalar,
+    pub(crate) grid: Option<&'p HklGrid>,
     hkls: usize,
     mode: PhantomData<(V, M)>,
 }
@@ -263,6 +264,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         inv_lambda: c(1.0 / s.lambda_m),
                         incident_over_lambda: lift(incident.map(|x| x / s.lambda_m)),
                         polarization: Polarization::new(plan.kahn_factor, incident, d.polar),
+                        basis: PolarBasis::new(lift(incident), lift(d.polar)),
                     }
                 })
                 .collect(),
@@ -292,7 +294,6 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             fudge: c(plan.fudge),
             kahn: c(plan.kahn_factor),
             kahn_moves: false,
-            polar_axis: lift(d.polar),
             dmin: c(plan.dmin_m),
             i_bg: c(plan.i_bg),
             scale: c(crate::units::R_E_SQR * plan.fluence),
@@ -385,10 +386,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         let plan = self.plan;
         let fast = M::FAST;
         let s = V::splat;
-        let sv = splat3::<V>;
         let zero = V::zero();
         let one = V::one();
-        let half = V::c(0.5);
         let mut out_of_range = None;
         let mut omega_sum = zero;
         let mut i_acc = s(self.i_bg);
@@ -407,139 +406,35 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             capture_fraction = if self.thick_zero { one } else { zero };
             for sub_s in 0..os {
                 for sub_f in 0..os {
-                    // whole numbers: the lane offset adds exactly
-                    let fidx = V::c((f0 * os + sub_f) as f64) + lane_offset;
-                    let fdet_pos = s(self.subpixel) * fidx + s(self.subpixel) / V::c(2.0);
-                    let sdet_pos = s(self.subpixel) * V::c((spixel * os + sub_s) as f64)
-                        + s(self.subpixel) / V::c(2.0);
-                    let mut pos: V3<V> = if fast {
-                        // the slow/thickness part is the same for every lane
-                        v3!(i => {
-                            let base = sdet_pos * s(self.sdet[i])
-                                + odet_pos * s(self.odet[i])
-                                + s(self.pix0[i]);
-                            fdet_pos.mul_add(s(self.fdet[i]), base)
-                        })
-                    } else {
-                        v3!(i => {
-                            fdet_pos * s(self.fdet[i])
-                                + sdet_pos * s(self.sdet[i])
-                                + odet_pos * s(self.odet[i])
-                                + s(self.pix0[i])
-                        })
-                    };
-                    if plan.detector.curved {
-                        let distance = s(self.distance);
-                        let v = sv(self.beam).map(|b| distance * b);
-                        let (a1, a2) = (pos[1] / distance, pos[2] / distance);
-                        pos = if fast {
-                            let (s1, c1) = fast::sin_cos(a1);
-                            let (s2, c2) = fast::sin_cos(a2);
-                            let nv = rotate_axis_sc(v, sv(self.sdet), s1, c1);
-                            rotate_axis_sc(nv, sv(self.fdet), s2, c2)
-                        } else {
-                            let nv = rotate_axis(v, sv(self.sdet), a1);
-                            rotate_axis(nv, sv(self.fdet), a2)
-                        };
-                    }
+                    let (fdet_pos, sdet_pos) =
+                        self.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
+                    let pos = self.position(fdet_pos, sdet_pos, odet_pos);
                     probe.position(&pos);
-                    // unit vector to the sub-pixel, distance, and 1/distance (fast)
-                    let (mut diffracted, airpath, inv_airpath) = if fast {
-                        let airpath = magnitude_fma(pos);
-                        let inv = one / airpath;
-                        let nonzero = airpath.cmp_ne(zero);
-                        (pos.map(|x| V::select(nonzero, x * inv, zero)), airpath, inv)
-                    } else {
-                        let (d, airpath) = unitize(pos);
-                        (d, airpath, zero)
-                    };
+                    let (mut diffracted, airpath, inv_airpath) = self.direction(pos);
                     let recompute = omega_pixel.cmp_eq(zero) | oversample_omega;
                     if recompute.any() {
-                        let omega = if fast {
-                            if plan.detector.point_pixel {
-                                inv_airpath * inv_airpath
-                            } else {
-                                s(self.omega_scale) * (inv_airpath * inv_airpath * inv_airpath)
-                            }
-                        } else if plan.detector.point_pixel {
-                            one / airpath / airpath
-                        } else {
-                            s(self.pixel) * s(self.pixel) / airpath / airpath
-                                * s(self.close_distance)
-                                / airpath
-                        };
+                        let omega = self.solid_angle(airpath, inv_airpath);
                         omega_pixel = V::select(recompute, omega, omega_pixel);
                     }
                     omega_sum += omega_pixel;
                     let recompute = capture_fraction.cmp_eq(zero) | oversample_thick;
                     if recompute.any() {
-                        let parallax = dot(diffracted, sv(self.odet));
-                        let t = V::c(thick_tic as f64);
-                        let e = |x: V| if fast { fast::exp(x) } else { x.exp() };
-                        let (step, mu) = (s(self.thickstep), s(self.mu));
-                        let fraction =
-                            e(-t * step * mu / parallax) - e(-(t + one) * step * mu / parallax);
+                        let fraction = self.capture(diffracted, thick_tic);
                         capture_fraction = V::select(recompute, fraction, capture_fraction);
                     }
                     for src in sources {
-                        let scattering: V3<V> = if fast {
-                            v3!(i => {
-                                diffracted[i]
-                                    .mul_add(s(src.inv_lambda), -s(src.incident_over_lambda[i]))
-                            })
-                        } else {
-                            v3!(i => {
-                                (diffracted[i] - s(src.incident[i])) / s(src.lambda)
-                            })
-                        };
+                        let scattering = self.scattering(diffracted, src);
                         probe.scattering(&scattering);
-                        let mut active = V::Mask::splat(true);
-                        if self.dmin > V::Scalar::zero() {
-                            // stol only feeds this cut
-                            let stol = half * magnitude(scattering);
-                            active = !(stol.cmp_gt(zero) & s(self.dmin).cmp_gt(half / stol));
-                            if !active.any() {
-                                continue;
-                            }
+                        let active = self.dmin_active(scattering);
+                        if !active.any() {
+                            continue;
                         }
                         let recompute = active & (polar.cmp_eq(zero) | oversample_polar);
                         if recompute.any() {
-                            if fast {
-                                polar = V::select(
-                                    recompute,
-                                    src.polarization.factor(diffracted),
-                                    polar,
-                                );
-                            } else {
-                                let p = polarization_factor_with(
-                                    s(self.kahn),
-                                    sv(src.incident),
-                                    diffracted,
-                                    sv(self.polar_axis),
-                                    self.kahn_moves,
-                                );
-                                polar = V::select(recompute, p, polar);
-                                // nanoBragg.c's polarization_factor unitizes in place
-                                let u = unitize(diffracted).0;
-                                diffracted = v3!(i => {
-                                    V::select(recompute, u[i], diffracted[i])
-                                });
-                            }
+                            polar = self.polarize(src, &mut diffracted, recompute, polar);
                         }
                         for cell in &self.cells {
-                            let (h, k, l) = if fast {
-                                (
-                                    dot_fma(sv(cell.a), scattering),
-                                    dot_fma(sv(cell.b), scattering),
-                                    dot_fma(sv(cell.c), scattering),
-                                )
-                            } else {
-                                (
-                                    dot(sv(cell.a), scattering),
-                                    dot(sv(cell.b), scattering),
-                                    dot(sv(cell.c), scattering),
-                                )
-                            };
+                            let [h, k, l] = self.miller(cell, scattering);
                             let f_latt = self.lattice(h, k, l);
                             probe.lattice(cell, [h, k, l], f_latt);
                             let mut hit = active;
@@ -590,9 +485,186 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         LaneResult { value, omega_sum, out_of_range }
     }
 
+    /// Fast- and slow-axis offsets (m) of sub-pixel (`sub_f`, `sub_s`) of
+    /// pixels `f0 + lane` of row `spixel` (`os` sub-pixels per pixel edge).
+    #[inline(always)]
+    pub(crate) fn subpixel_offsets(
+        &self,
+        f0: usize,
+        spixel: usize,
+        sub_f: usize,
+        sub_s: usize,
+        os: usize,
+        lane_offset: V,
+    ) -> (V, V) {
+        let s = V::splat;
+        // whole numbers: the lane offset adds exactly
+        let fidx = V::c((f0 * os + sub_f) as f64) + lane_offset;
+        let fdet_pos = s(self.subpixel) * fidx + s(self.subpixel) / V::c(2.0);
+        let sdet_pos =
+            s(self.subpixel) * V::c((spixel * os + sub_s) as f64) + s(self.subpixel) / V::c(2.0);
+        (fdet_pos, sdet_pos)
+    }
+
+    /// Position (m) of the sample point at the given offsets along the fast,
+    /// slow and normal axes (on a curved detector, moved onto the sphere).
+    #[inline(always)]
+    pub(crate) fn position(&self, fdet_pos: V, sdet_pos: V, odet_pos: V) -> V3<V> {
+        let s = V::splat;
+        let sv = splat3::<V>;
+        let fast = M::FAST;
+        let mut pos: V3<V> = if fast {
+            // the slow/thickness part is the same for every lane
+            v3!(i => {
+                let base = sdet_pos * s(self.sdet[i])
+                    + odet_pos * s(self.odet[i])
+                    + s(self.pix0[i]);
+                fdet_pos.mul_add(s(self.fdet[i]), base)
+            })
+        } else {
+            v3!(i => {
+                fdet_pos * s(self.fdet[i])
+                    + sdet_pos * s(self.sdet[i])
+                    + odet_pos * s(self.odet[i])
+                    + s(self.pix0[i])
+            })
+        };
+        if self.plan.detector.curved {
+            let distance = s(self.distance);
+            let v = v3!(i => distance * s(self.beam[i]));
+            let (a1, a2) = (pos[1] / distance, pos[2] / distance);
+            pos = if fast {
+                let (s1, c1) = fast::sin_cos(a1);
+                let (s2, c2) = fast::sin_cos(a2);
+                let nv = rotate_axis_sc(v, sv(self.sdet), s1, c1);
+                rotate_axis_sc(nv, sv(self.fdet), s2, c2)
+            } else {
+                let nv = rotate_axis(v, sv(self.sdet), a1);
+                rotate_axis(nv, sv(self.fdet), a2)
+            };
+        }
+        pos
+    }
+
+    /// Unit vector to `pos`, the distance, and (fast mode) 1/distance.
+    #[inline(always)]
+    pub(crate) fn direction(&self, pos: V3<V>) -> (V3<V>, V, V) {
+        let zero = V::zero();
+        if M::FAST {
+            let airpath = magnitude_fma(pos);
+            let inv = V::one() / airpath;
+            let nonzero = airpath.cmp_ne(zero);
+            (v3!(i => V::select(nonzero, pos[i] * inv, zero)), airpath, inv)
+        } else {
+            let (d, airpath) = unitize(pos);
+            (d, airpath, zero)
+        }
+    }
+
+    /// Solid angle of a pixel seen at distance `airpath`.
+    #[inline(always)]
+    pub(crate) fn solid_angle(&self, airpath: V, inv_airpath: V) -> V {
+        let s = V::splat;
+        let point = self.plan.detector.point_pixel;
+        if M::FAST {
+            if point {
+                inv_airpath * inv_airpath
+            } else {
+                s(self.omega_scale) * (inv_airpath * inv_airpath * inv_airpath)
+            }
+        } else if point {
+            V::one() / airpath / airpath
+        } else {
+            s(self.pixel) * s(self.pixel) / airpath / airpath * s(self.close_distance) / airpath
+        }
+    }
+
+    /// Fraction of the rays along `diffracted` absorbed in sensor layer
+    /// `thick_tic`.
+    #[inline(always)]
+    pub(crate) fn capture(&self, diffracted: V3<V>, thick_tic: usize) -> V {
+        let s = V::splat;
+        let parallax = dot(diffracted, splat3::<V>(self.odet));
+        let t = V::c(thick_tic as f64);
+        let (step, mu) = (s(self.thickstep), s(self.mu));
+        let (x0, x1) = (-t * step * mu / parallax, -(t + V::one()) * step * mu / parallax);
+        if M::FAST {
+            fast::exp(x0) - fast::exp(x1)
+        } else {
+            x0.exp() - x1.exp()
+        }
+    }
+
+    /// Scattering vector (1/m) of `src` towards `diffracted`.
+    #[inline(always)]
+    pub(crate) fn scattering(&self, diffracted: V3<V>, src: &KSource<V::Scalar>) -> V3<V> {
+        let s = V::splat;
+        if M::FAST {
+            v3!(i => {
+                diffracted[i].mul_add(s(src.inv_lambda), -s(src.incident_over_lambda[i]))
+            })
+        } else {
+            v3!(i => (diffracted[i] - s(src.incident[i])) / s(src.lambda))
+        }
+    }
+
+    /// The lanes whose scattering vector passes the `-dmin` cut.
+    #[inline(always)]
+    pub(crate) fn dmin_active(&self, scattering: V3<V>) -> V::Mask {
+        if self.dmin > V::Scalar::zero() {
+            // stol only feeds this cut
+            let (zero, half) = (V::zero(), V::c(0.5));
+            let stol = half * magnitude(scattering);
+            !(stol.cmp_gt(zero) & V::splat(self.dmin).cmp_gt(half / stol))
+        } else {
+            V::Mask::splat(true)
+        }
+    }
+
+    /// `polar` with the lanes in `recompute` set to the polarization factor
+    /// of `src` towards `diffracted` (which the exact mode unitizes in
+    /// place in those lanes, as nanoBragg.c does).
+    #[inline(always)]
+    pub(crate) fn polarize(
+        &self,
+        src: &KSource<V::Scalar>,
+        diffracted: &mut V3<V>,
+        recompute: V::Mask,
+        polar: V,
+    ) -> V {
+        if M::FAST {
+            return V::select(recompute, src.polarization.factor(*diffracted), polar);
+        }
+        let sv = splat3::<V>;
+        let basis = PolarBasis {
+            incident: sv(src.basis.incident),
+            e_in: sv(src.basis.e_in),
+            b_in: sv(src.basis.b_in),
+        };
+        let p = polarization_factor_in(V::splat(self.kahn), &basis, *diffracted, self.kahn_moves);
+        let u = unitize(*diffracted).0;
+        *diffracted = v3!(i => V::select(recompute, u[i], diffracted[i]));
+        V::select(recompute, p, polar)
+    }
+
+    /// Fractional Miller indices of `scattering` in `cell`.
+    #[inline(always)]
+    pub(crate) fn miller(&self, cell: &KCell<V::Scalar>, scattering: V3<V>) -> [V; 3] {
+        let sv = splat3::<V>;
+        if M::FAST {
+            [
+                dot_fma(sv(cell.a), scattering),
+                dot_fma(sv(cell.b), scattering),
+                dot_fma(sv(cell.c), scattering),
+            ]
+        } else {
+            [dot(sv(cell.a), scattering), dot(sv(cell.b), scattering), dot(sv(cell.c), scattering)]
+        }
+    }
+
     /// Lattice factor F_latt of the crystal shape at (h, k, l).
     #[inline(always)]
-    fn lattice(&self, h: V, k: V, l: V) -> V {
+    pub(crate) fn lattice(&self, h: V, k: V, l: V) -> V {
         let s = V::splat;
         let one = V::one();
         if M::FAST && self.poly3 {
@@ -670,7 +742,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
 
     /// Structure factor F_cell for the lanes in `hit` (other lanes get 0).
     #[inline(always)]
-    fn structure_factor(
+    pub(crate) fn structure_factor(
         &self,
         hkl: [V; 3],
         hit: V::Mask,
@@ -779,6 +851,7 @@ where
                             s.incident.map(R::<V>::val),
                             l.polar_axis.map(R::<V>::val),
                         ),
+                        basis: PolarBasis::new(s.incident, l.polar_axis),
                     }
                 })
                 .collect(),
@@ -799,7 +872,6 @@ where
             fudge: l.fudge,
             kahn: l.kahn,
             kahn_moves: !crate::diff::DiffReal::is_const_zero(l.kahn),
-            polar_axis: l.polar_axis,
             dmin: c(plan.dmin_m),
             i_bg: l.i_bg,
             scale,

@@ -1,0 +1,846 @@
+//! Derivative images by contraction: the parameters are not carried through
+//! the kernel one dual part each; the kernel's inner numbers are.
+//!
+//! A pixel's photons are `scale/steps · (i_bg + Σ F²·F_latt²) · polar ·
+//! omega` (one sensor layer, no `-oversample_*` flags). Every parameter
+//! reaches that sum through a few inner numbers:
+//! - the sub-pixel position `pos` (detector parameters, through `pix0`,
+//!   `fdet`, `sdet`: `pos = pix0 + f·fdet + s·sdet`), `close_distance`
+//!   (solid angle), the Kahn factor, and the sources (wavelength,
+//!   dispersion, divergence): the geometry, rendered in a dual number whose
+//!   parts are these inner numbers (`NG` parts; see [`GeoPart`]);
+//! - the fractional (h, k, l) of each phi step × mosaic domain: the lattice
+//!   and structure factors are rendered in a second dual number whose parts
+//!   are h, k, l, the moving `N`, `default_F` and `fudge` (`NL` parts). The
+//!   derivatives by h, k, l go back to the scattering vector (`∂h/∂q = a`)
+//!   and to the rotated cells (`∂h/∂a = q`, accumulated per cell as the
+//!   outer product g ⊗ q);
+//! - `scale` and `i_bg` enter linearly.
+//!
+//! At the end of each pixel the inner derivatives are contracted with the
+//! run's derivatives of those numbers by each parameter (from [`Leaves`] in
+//! dual numbers, once per run). The physics is the render kernel's, called
+//! piece by piece ([`Kernel::position`], [`Kernel::polarize`],
+//! [`Kernel::lattice`], ...) in its exact mode, so the cost no longer grows
+//! with the number of parameters except for the final contraction.
+//!
+//! Plans outside that shape (curved detector, sensor layers, `-oversample_*`
+//! flags, gauss/tophat spots, moving beam or polarization axes) use the
+//! parameter-carrying renderer ([`super::lanes`]).
+
+// Index loops over small fixed arrays: no iterator closures, which would not
+// inline into the `#[target_feature]` row functions.
+#![allow(clippy::needless_range_loop)]
+
+use super::dense::Dense64;
+use super::jacobian::seeded;
+use super::lanes::{render_planes, DualLanes64, DualRows};
+use super::leaves::Leaves;
+use super::param::Param;
+use crate::config::{CrystalShape, SimConfig};
+use crate::error::Result;
+use crate::real::{Mask, Num};
+use crate::render::cpu::block_lanes;
+use crate::render::kernel::{Exact, Kernel};
+use crate::setup::{Plan, SetupSeeds};
+use crate::vec3::{dot, V3};
+
+/// Most parts of the geometry dual.
+const NG: usize = 8;
+/// Most parts of the lattice dual: h, k, l, then [`LatPart`]s.
+const NL: usize = 8;
+
+/// The geometry dual of `G` parts over lanes `B`.
+type Geo<B, const G: usize> = DualLanes64<B, G>;
+/// The lattice dual of `L` parts over lanes `B`.
+type Lat<B, const L: usize> = DualLanes64<B, L>;
+
+/// What a part of the geometry dual stands for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum GeoPart {
+    /// A component of the sub-pixel position (parts 0, 1, 2).
+    Pos,
+    /// `close_distance`.
+    Close,
+    /// The Kahn factor.
+    Kahn,
+    /// A parameter that moves the sources (index into the parameters).
+    Param(usize),
+}
+
+/// What a part of the lattice dual after h, k, l stands for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LatPart {
+    N(usize),
+    DefaultF,
+    Fudge,
+}
+
+/// One parameter's derivatives of the inner numbers (run constants).
+#[derive(Debug, Clone)]
+struct ParamJac {
+    pix0: V3<f64>,
+    fdet: V3<f64>,
+    sdet: V3<f64>,
+    /// Moves `pix0`, `fdet` or `sdet`.
+    moves_pos: bool,
+    /// By geometry part (pos parts unused).
+    geo: [f64; NG],
+    /// By lattice part (h, k, l unused).
+    lat: [f64; NL],
+    /// Per cell: d a, d b, d c.
+    cells: Vec<[V3<f64>; 3]>,
+    moves_cells: bool,
+    /// Per source: d incident, d lambda.
+    sources: Vec<(V3<f64>, f64)>,
+    scale: f64,
+    i_bg: f64,
+    /// d `default_F` (taken analytically without an HKL grid).
+    default_f: f64,
+}
+
+/// Everything the contracted renderer needs besides the kernels.
+struct Contraction {
+    geo_parts: Vec<GeoPart>,
+    lat_parts: Vec<LatPart>,
+    /// Some parameter moves a cell (the per-cell outer products are kept).
+    cells_move: bool,
+    jac: Vec<ParamJac>,
+    /// Per parameter: (index into the inner derivatives `z`, coefficient)
+    /// for every inner number it moves (see [`z_len`]).
+    terms: Vec<Vec<(usize, f64)>>,
+}
+
+/// Layout of the inner derivatives `z` of a pixel: d value / d pos (by
+/// weight 1, f, s: 9), d value / d geometry part (`NG`), d value / d lattice
+/// part (`NL`), d value / d scale, d value / d i_bg, d value / d `default_F`
+/// (without an HKL grid, where F is `default_F` everywhere and
+/// d F² / d F = 2 F is taken directly), then d value / d cell vector
+/// component (9 per cell, when cells move).
+const Z_GEO: usize = 9;
+const Z_LAT: usize = Z_GEO + NG;
+const Z_SCALE: usize = Z_LAT + NL;
+const Z_IBG: usize = Z_SCALE + 1;
+const Z_F: usize = Z_IBG + 1;
+const Z_CELLS: usize = Z_F + 1;
+
+/// Length of `z` with `cells` cells kept.
+fn z_len(cells: usize) -> usize {
+    Z_CELLS + 9 * cells
+}
+
+/// The nonzero terms of one parameter's contraction.
+fn terms_of(j: &ParamJac, grid: bool) -> Vec<(usize, f64)> {
+    let mut t = Vec::new();
+    for (w, v) in [j.pix0, j.fdet, j.sdet].iter().enumerate() {
+        for i in 0..3 {
+            t.push((3 * w + i, v[i]));
+        }
+    }
+    for k in 0..NG {
+        t.push((Z_GEO + k, j.geo[k]));
+    }
+    for e in 0..NL {
+        t.push((Z_LAT + e, j.lat[e]));
+    }
+    t.push((Z_SCALE, j.scale));
+    t.push((Z_IBG, j.i_bg));
+    if !grid {
+        t.push((Z_F, j.default_f));
+    }
+    for (c, dc) in j.cells.iter().enumerate() {
+        for i in 0..3 {
+            for k in 0..3 {
+                t.push((Z_CELLS + 9 * c + 3 * i + k, dc[i][k]));
+            }
+        }
+    }
+    t.retain(|&(_, x)| x != 0.0);
+    t
+}
+
+/// The leaves of every parameter's chunk, and their values.
+fn param_jacobians(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+) -> Result<Option<(Leaves<f64>, Vec<ParamJac>)>> {
+    let mut values = None;
+    let mut jac = Vec::with_capacity(params.len());
+    for chunk in params.chunks(8) {
+        let l = Leaves::new(cfg, plan, seeds, &seeded::<Dense64<8>>(chunk))?;
+        for i in 0..chunk.len() {
+            let d = |x: Dense64<8>| x.eps[i];
+            let v = |x: V3<Dense64<8>>| x.map(d);
+            // numbers this renderer holds fixed must not move
+            let moves = |x: V3<Dense64<8>>| v(x).iter().any(|&e| e != 0.0);
+            let recip_used = matches!(plan.shape, CrystalShape::Gauss | CrystalShape::Tophat);
+            if moves(l.beam)
+                || moves(l.polar_axis)
+                || d(l.pixel) != 0.0
+                || (recip_used && l.recip.iter().any(|&r| moves(r)))
+            {
+                return Ok(None);
+            }
+            let cells: Vec<[V3<f64>; 3]> = l.cells.iter().map(|c| c.map(v)).collect();
+            let moves_cells = cells.iter().flatten().flatten().any(|&e| e != 0.0);
+            let (pix0, fdet, sdet) = (v(l.pix0), v(l.fdet), v(l.sdet));
+            let moves_pos = [pix0, fdet, sdet].iter().flatten().any(|&e| e != 0.0);
+            let mut geo = [0.0; NG];
+            let mut lat = [0.0; NL];
+            // temporarily: Close, Kahn, N, default_F, fudge in fixed slots;
+            // laid out by `layout` below
+            geo[0] = d(l.close_distance);
+            geo[1] = d(l.kahn);
+            lat[0] = d(l.n_cells[0]);
+            lat[1] = d(l.n_cells[1]);
+            lat[2] = d(l.n_cells[2]);
+            lat[3] = d(l.default_f);
+            lat[4] = d(l.fudge);
+            let sources: Vec<(V3<f64>, f64)> =
+                l.sources.iter().map(|s| (v(s.incident), d(s.lambda))).collect();
+            let src_moves = sources.iter().any(|(i, l)| *l != 0.0 || i.iter().any(|&e| e != 0.0));
+            geo[2] = if src_moves { 1.0 } else { 0.0 };
+            jac.push(ParamJac {
+                pix0,
+                fdet,
+                sdet,
+                moves_pos,
+                geo,
+                lat,
+                cells,
+                moves_cells,
+                sources,
+                scale: d(l.scale),
+                i_bg: d(l.i_bg),
+                default_f: d(l.default_f),
+            });
+        }
+        values.get_or_insert(l.map(|x| x.re));
+    }
+    Ok(values.map(|v| (v, jac)))
+}
+
+/// Whether the contracted renderer applies to `plan` (it does not read the
+/// numbers it would hold fixed).
+fn plan_applies(plan: &Plan) -> bool {
+    let d = &plan.detector;
+    !d.curved
+        && !plan.oversample_omega
+        && !plan.oversample_polar
+        && !plan.oversample_thick
+        && d.thicksteps == 1
+        && d.thick_m == 0.0
+        && matches!(plan.shape, CrystalShape::Square | CrystalShape::Round)
+}
+
+/// The image and its derivative images by `params` through the contracted
+/// renderer, or `None` where it does not apply (see the module docs).
+pub(crate) fn contracted_images(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+) -> Result<Option<Vec<Vec<f32>>>> {
+    contracted_images_on(cfg, plan, seeds, params, crate::render::simd_level())
+}
+
+/// [`contracted_images`] on a given SIMD level (at most this CPU's).
+fn contracted_images_on(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+    level: crate::render::SimdLevel,
+) -> Result<Option<Vec<Vec<f32>>>> {
+    if params.is_empty() || !plan_applies(plan) {
+        return Ok(None);
+    }
+    let Some((values, raw)) = param_jacobians(cfg, plan, seeds, params)? else {
+        return Ok(None);
+    };
+    // geometry parts: pos (3) when a parameter moves the detector, then
+    // close_distance, the Kahn factor, and the source parameters
+    let any = |f: &dyn Fn(&ParamJac) -> bool| raw.iter().any(f);
+    let mut geo_parts = Vec::new();
+    if any(&|j| j.moves_pos) {
+        geo_parts.extend([GeoPart::Pos; 3]);
+    }
+    if any(&|j| j.geo[0] != 0.0) {
+        geo_parts.push(GeoPart::Close);
+    }
+    if any(&|j| j.geo[1] != 0.0) {
+        geo_parts.push(GeoPart::Kahn);
+    }
+    for (p, j) in raw.iter().enumerate() {
+        if j.geo[2] != 0.0 {
+            geo_parts.push(GeoPart::Param(p));
+        }
+    }
+    if geo_parts.len() > NG {
+        return Ok(None);
+    }
+    let mut lat_parts = Vec::new();
+    for n in 0..3 {
+        if any(&|j| j.lat[n] != 0.0) {
+            lat_parts.push(LatPart::N(n));
+        }
+    }
+    if plan.grid.is_some() && any(&|j| j.lat[3] != 0.0) {
+        lat_parts.push(LatPart::DefaultF);
+    }
+    if any(&|j| j.lat[4] != 0.0) {
+        lat_parts.push(LatPart::Fudge);
+    }
+    let cells_move = any(&|j| j.moves_cells);
+    let jac = raw
+        .iter()
+        .enumerate()
+        .map(|(p, j)| {
+            let mut geo = [0.0; NG];
+            for (k, part) in geo_parts.iter().enumerate() {
+                geo[k] = match *part {
+                    GeoPart::Pos => 0.0,
+                    GeoPart::Close => j.geo[0],
+                    GeoPart::Kahn => j.geo[1],
+                    GeoPart::Param(q) => (q == p) as u8 as f64,
+                };
+            }
+            let mut lat = [0.0; NL];
+            for (k, part) in lat_parts.iter().enumerate() {
+                lat[3 + k] = match *part {
+                    LatPart::N(n) => j.lat[n],
+                    LatPart::DefaultF => j.lat[3],
+                    LatPart::Fudge => j.lat[4],
+                };
+            }
+            ParamJac { geo, lat, ..j.clone() }
+        })
+        .collect();
+    let jac: Vec<ParamJac> = jac;
+    let grid = plan.grid.is_some();
+    let terms = jac.iter().map(|j| terms_of(j, grid)).collect();
+    let c = Contraction { geo_parts, lat_parts, cells_move, jac, terms };
+    eprintln!(
+        "DEBUG geo {:?} lat {:?} cells {} terms {:?}",
+        c.geo_parts,
+        c.lat_parts,
+        c.cells_move,
+        c.terms.iter().map(|t| t.len()).collect::<Vec<_>>()
+    );
+
+    let (ng, nl) = (c.geo_parts.len(), 3 + c.lat_parts.len());
+    // narrower duals where there are fewer inner numbers (few parameters)
+    Ok(Some(if ng <= 4 && nl <= 4 {
+        render_contracted::<4, 4>(plan, &values, &c, level)
+    } else if ng <= 6 && nl <= 6 {
+        render_contracted::<6, 6>(plan, &values, &c, level)
+    } else {
+        render_contracted::<NG, NL>(plan, &values, &c, level)
+    }))
+}
+
+/// The geometry leaves (values, with the inner numbers seeded) and the
+/// lattice leaves (values, with `N`, `default_F`, `fudge` seeded).
+fn seeded_leaves<const G: usize, const L: usize>(
+    values: &Leaves<f64>,
+    c: &Contraction,
+) -> (Leaves<Dense64<G>>, Leaves<Dense64<L>>) {
+    let mut geo = values.map(<Dense64<G> as Num>::c);
+    let mut lat = values.map(<Dense64<L> as Num>::c);
+    for (k, part) in c.geo_parts.iter().enumerate() {
+        match *part {
+            GeoPart::Pos => {}
+            GeoPart::Close => geo.close_distance.eps[k] = 1.0,
+            GeoPart::Kahn => geo.kahn.eps[k] = 1.0,
+            GeoPart::Param(p) => {
+                // the sources' derivatives by this parameter
+                for (g, &(incident, lambda)) in geo.sources.iter_mut().zip(&c.jac[p].sources) {
+                    g.lambda.eps[k] = lambda;
+                    for i in 0..3 {
+                        g.incident[i].eps[k] = incident[i];
+                    }
+                }
+            }
+        }
+    }
+    for (k, part) in c.lat_parts.iter().enumerate() {
+        let e = 3 + k;
+        match *part {
+            LatPart::N(n) => lat.n_cells[n].eps[e] = 1.0,
+            LatPart::DefaultF => lat.default_f.eps[e] = 1.0,
+            LatPart::Fudge => lat.fudge.eps[e] = 1.0,
+        }
+    }
+    (geo, lat)
+}
+
+/// Render on a SIMD level (at most this CPU's) with duals of `G` and `L`
+/// parts.
+fn render_contracted<const G: usize, const L: usize>(
+    plan: &Plan,
+    values: &Leaves<f64>,
+    c: &Contraction,
+    level: crate::render::SimdLevel,
+) -> Vec<Vec<f32>> {
+    let (geo, lat) = seeded_leaves::<G, L>(values, c);
+    let outputs = 1 + c.jac.len();
+    let _ = level;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::render::simd::{avx2::F64x4, avx512::F64x8};
+        use crate::render::SimdLevel;
+        match level.min(crate::render::simd_level()) {
+            SimdLevel::Avx512 => {
+                let g = Kernel::<Geo<F64x8, G>, Exact>::from_leaves(plan, &geo);
+                let l = Kernel::<Lat<F64x8, L>, Exact>::from_leaves(plan, &lat);
+                return render_planes(plan, &x86::Avx512Rows(Rows { geo: g, lat: l, c }), outputs);
+            }
+            SimdLevel::Avx2 => {
+                let g = Kernel::<Geo<F64x4, G>, Exact>::from_leaves(plan, &geo);
+                let l = Kernel::<Lat<F64x4, L>, Exact>::from_leaves(plan, &lat);
+                return render_planes(plan, &x86::Avx2Rows(Rows { geo: g, lat: l, c }), outputs);
+            }
+            SimdLevel::Scalar => {}
+        }
+    }
+    let g = Kernel::<Geo<f64, G>, Exact>::from_leaves(plan, &geo);
+    let l = Kernel::<Lat<f64, L>, Exact>::from_leaves(plan, &lat);
+    render_planes(plan, &Rows { geo: g, lat: l, c }, outputs)
+}
+
+/// The two kernels and the contraction.
+struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> {
+    geo: Kernel<'p, Geo<B, G>, Exact>,
+    lat: Kernel<'p, Lat<B, L>, Exact>,
+    c: &'c Contraction,
+}
+
+impl<B: Num<Scalar = f64>, const G: usize, const L: usize> DualRows for Rows<'_, '_, B, G, L> {
+    fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize> {
+        contracted_row(self, s, row, limit)
+    }
+    fn interpolates(&self) -> bool {
+        self.lat.interpolates()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::*;
+
+    macro_rules! simd_rows {
+        ($name:ident, $row:ident, $b:ty, $features:literal) => {
+            pub(super) struct $name<'p, 'c, const G: usize, const L: usize>(
+                pub Rows<'p, 'c, $b, G, L>,
+            );
+
+            #[target_feature(enable = $features)]
+            unsafe fn $row<const G: usize, const L: usize>(
+                rows: &Rows<'_, '_, $b, G, L>,
+                s: usize,
+                row: &mut [&mut [f32]],
+                limit: Option<usize>,
+            ) -> Option<usize> {
+                contracted_row(rows, s, row, limit)
+            }
+
+            impl<const G: usize, const L: usize> DualRows for $name<'_, '_, G, L> {
+                fn row(
+                    &self,
+                    s: usize,
+                    row: &mut [&mut [f32]],
+                    limit: Option<usize>,
+                ) -> Option<usize> {
+                    // SAFETY: built only when the CPU has these features.
+                    unsafe { $row(&self.0, s, row, limit) }
+                }
+                fn interpolates(&self) -> bool {
+                    self.0.lat.interpolates()
+                }
+            }
+        };
+    }
+
+    simd_rows!(Avx2Rows, row_avx2, crate::render::simd::avx2::F64x4, "avx2,fma");
+    simd_rows!(Avx512Rows, row_avx512, crate::render::simd::avx512::F64x8, "avx512f,avx2,fma");
+}
+
+/// Row `s`: `1 + params` planes of `fpixels` numbers.
+#[inline(always)]
+fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
+    rows: &Rows<'_, '_, B, G, L>,
+    s: usize,
+    row: &mut [&mut [f32]],
+    limit: Option<usize>,
+) -> Option<usize> {
+    let plan = rows.geo.plan();
+    let fp = plan.detector.fpixels;
+    let roi = plan.detector.roi;
+    let si = s as i64;
+    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
+        return None;
+    }
+    let lo = roi[0].max(0) as usize;
+    let hi = (roi[1] as usize).min(fp - 1);
+    let start_on = rows.lat.interpolates();
+    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
+    let lanes = B::LANES;
+    let full = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
+    let outputs = 1 + rows.c.jac.len();
+    let cells = if rows.c.cells_move { rows.geo.cells.len() } else { 0 };
+    let mut m = vec![[[B::zero(); 3]; 3]; cells];
+    let mut z = vec![B::zero(); z_len(cells)];
+    let mut out = vec![B::zero(); outputs];
+    let mut first = None;
+    let mut f0 = lo;
+    while f0 <= hi {
+        let n = lanes.min(hi + 1 - f0);
+        let (live, mut interp) = block_lanes(mask, s * fp, f0, n, lanes, start_on, limit);
+        if live != 0 {
+            let fallback = contracted_lanes(rows, f0, s, &mut interp, &mut m, &mut z, &mut out);
+            for (o, v) in out.iter().enumerate() {
+                let plane = &mut *row[o];
+                if live == full {
+                    v.write_f32(&mut plane[f0..f0 + lanes]);
+                } else {
+                    for i in (0..n).filter(|i| live >> i & 1 != 0) {
+                        plane[f0 + i] = v.lane(i) as f32;
+                    }
+                }
+            }
+            if first.is_none() {
+                if let Some(i) = fallback {
+                    first = Some(s * fp + f0 + i);
+                }
+            }
+        }
+        f0 += lanes;
+    }
+    first
+}
+
+/// Pixels `f0 ..` of row `spixel`: `out[0]` the photons, `out[1 + p]` the
+/// derivative by parameter `p`. `m` is scratch (one outer product per cell).
+/// Returns the lowest lane whose tricubic interpolation left the grid.
+#[inline(always)]
+fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
+    rows: &Rows<'_, '_, B, G, L>,
+    f0: usize,
+    spixel: usize,
+    interp: &mut u32,
+    m: &mut [[[B; 3]; 3]],
+    z: &mut [B],
+    out: &mut [B],
+) -> Option<usize> {
+    let (geo, lat, c) = (&rows.geo, &rows.lat, rows.c);
+    let plan = geo.plan();
+    let zero = B::zero();
+    let ng = c.geo_parts.len();
+    let nl = 3 + c.lat_parts.len();
+    let has_pos = c.geo_parts.first() == Some(&GeoPart::Pos);
+    let os = geo.oversample;
+    let lane_offset = Geo::<B, G>::from_fn(|i| Dense64::c((i * os) as f64));
+    let mut out_of_range = None;
+    let mut i_acc = B::splat(lat.i_bg.re);
+    let mut polar = if plan.nopolar { Geo::<B, G>::one() } else { Geo::<B, G>::zero() };
+    let mut omega = Geo::<B, G>::zero();
+    // the sub-pixel where polar and omega were taken
+    let (mut f_polar, mut s_polar, mut f_omega, mut s_omega) = (zero, zero, zero, zero);
+    // d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet)
+    let mut d_pos = [[zero; 3]; 3];
+    let mut d_geo = [zero; NG];
+    let mut d_lat = [zero; NL];
+    // d I / d default_F without a grid
+    let mut d_f = zero;
+    let no_grid = lat.grid.is_none();
+    for x in m.iter_mut() {
+        *x = [[zero; 3]; 3];
+    }
+    let odet_pos = Geo::<B, G>::c(0.0) * Geo::<B, G>::splat(geo.thickstep);
+    for sub_s in 0..os {
+        for sub_f in 0..os {
+            let (fdet_pos, sdet_pos) =
+                geo.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
+            let (fpos, spos) = (fdet_pos.re, sdet_pos.re);
+            let mut pos = geo.position(fdet_pos, sdet_pos, odet_pos);
+            if has_pos {
+                for (i, x) in pos.iter_mut().enumerate() {
+                    x.eps = [zero; G];
+                    x.eps[i] = B::one();
+                }
+            }
+            let (mut diffracted, airpath, inv_airpath) = geo.direction(pos);
+            let recompute = omega.cmp_eq(Geo::<B, G>::zero());
+            if recompute.any() {
+                omega =
+                    Geo::<B, G>::select(recompute, geo.solid_angle(airpath, inv_airpath), omega);
+                f_omega = B::select(recompute, fpos, f_omega);
+                s_omega = B::select(recompute, spos, s_omega);
+            }
+            for src in &geo.sources {
+                let q = geo.scattering(diffracted, src);
+                let active = geo.dmin_active(q);
+                if !active.any() {
+                    continue;
+                }
+                let recompute = active & polar.cmp_eq(Geo::<B, G>::zero());
+                if recompute.any() {
+                    polar = geo.polarize(src, &mut diffracted, recompute, polar);
+                    f_polar = B::select(recompute, fpos, f_polar);
+                    s_polar = B::select(recompute, spos, s_polar);
+                }
+                let qv = [q[0].re, q[1].re, q[2].re];
+                // d I / d q of this sample
+                let mut d_q = [zero; 3];
+                for (ci, cell) in geo.cells.iter().enumerate() {
+                    let mut abc = [[zero; 3]; 3];
+                    for j in 0..3 {
+                        abc[0][j] = B::splat(cell.a[j].re);
+                        abc[1][j] = B::splat(cell.b[j].re);
+                        abc[2][j] = B::splat(cell.c[j].re);
+                    }
+                    let mut hkl = [Lat::<B, L>::zero(); 3];
+                    for i in 0..3 {
+                        hkl[i].re = dot(abc[i], qv);
+                        hkl[i].eps[i] = B::one();
+                    }
+                    let f_latt = lat.lattice(hkl[0], hkl[1], hkl[2]);
+                    let mut hit = active;
+                    if plan.water_size_m == 0.0 {
+                        hit = hit & f_latt.cmp_ne(Lat::<B, L>::zero());
+                        if !hit.any() {
+                            continue;
+                        }
+                    }
+                    let f_cell = if lat.grid.is_none() {
+                        Lat::<B, L>::splat(lat.default_f)
+                    } else {
+                        let mut oor = None;
+                        let f = lat.structure_factor(hkl, hit, interp, &mut oor);
+                        if let Some((i, _)) = oor {
+                            if out_of_range.is_none_or(|j| i < j) {
+                                out_of_range = Some(i);
+                            }
+                        }
+                        f
+                    };
+                    let t = f_cell * f_cell * f_latt * f_latt;
+                    i_acc = B::select(hit, i_acc + t.re, i_acc);
+                    let mut g = [zero; 3];
+                    for i in 0..3 {
+                        g[i] = B::select(hit, t.eps[i], zero);
+                    }
+                    for j in 0..3 {
+                        d_q[j] += g[0] * abc[0][j] + g[1] * abc[1][j] + g[2] * abc[2][j];
+                    }
+                    if let Some(mc) = m.get_mut(ci) {
+                        for i in 0..3 {
+                            for j in 0..3 {
+                                mc[i][j] += g[i] * qv[j];
+                            }
+                        }
+                    }
+                    for e in 3..nl {
+                        d_lat[e] += B::select(hit, t.eps[e], zero);
+                    }
+                    if no_grid {
+                        let fl = f_latt.re;
+                        d_f += B::select(hit, B::c(2.0) * f_cell.re * fl * fl, zero);
+                    }
+                }
+                for k in 0..ng {
+                    let t = d_q[0] * q[0].eps[k] + d_q[1] * q[1].eps[k] + d_q[2] * q[2].eps[k];
+                    if has_pos && k < 3 {
+                        d_pos[0][k] += t;
+                        d_pos[1][k] += fpos * t;
+                        d_pos[2][k] += spos * t;
+                    } else {
+                        d_geo[k] += t;
+                    }
+                }
+            }
+        }
+    }
+    // the photons, in the exact kernel's order (capture fraction 1)
+    let (scale, steps) = (B::splat(lat.scale.re), B::splat(lat.steps.re));
+    let (p, o) = (polar.re, omega.re);
+    let value = scale * i_acc / steps * B::one() * p * o;
+    out[0] = value;
+    // d value / d (inner numbers)
+    let kpo = scale / steps * p * o;
+    let ks = scale * i_acc / steps;
+    let (ks_o, ks_p) = (ks * o, ks * p);
+    if has_pos {
+        let wp = [B::one(), f_polar, s_polar];
+        let wo = [B::one(), f_omega, s_omega];
+        for w in 0..3 {
+            for i in 0..3 {
+                z[3 * w + i] =
+                    kpo * d_pos[w][i] + ks_o * polar.eps[i] * wp[w] + ks_p * omega.eps[i] * wo[w];
+            }
+        }
+    }
+    for k in (if has_pos { 3 } else { 0 })..ng {
+        z[Z_GEO + k] = kpo * d_geo[k] + ks_o * polar.eps[k] + ks_p * omega.eps[k];
+    }
+    for e in 3..nl {
+        z[Z_LAT + e] = kpo * d_lat[e];
+    }
+    z[Z_SCALE] = i_acc / steps * p * o;
+    z[Z_IBG] = kpo;
+    z[Z_F] = kpo * d_f;
+    for (zc, mc) in z[Z_CELLS..].chunks_exact_mut(9).zip(m.iter()) {
+        for i in 0..3 {
+            for k in 0..3 {
+                zc[3 * i + k] = kpo * mc[i][k];
+            }
+        }
+    }
+    for (terms, d) in c.terms.iter().zip(out[1..].iter_mut()) {
+        let mut acc = zero;
+        for &(i, x) in terms {
+            acc += z[i] * B::splat(x);
+        }
+        *d = acc;
+    }
+    out_of_range
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SfSource;
+    use crate::diff::jacobian::{chunked_images, DualFloat};
+    use crate::render::SimdLevel;
+    use crate::sf::HklEntry;
+
+    const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -3 };
+
+    fn base() -> SimConfig {
+        let mut cfg = SimConfig::default();
+        (cfg.detector.fpixels, cfg.detector.spixels) = (37, 29);
+        cfg.detector.pixel_mm = 0.5;
+        cfg.detector.distance_mm = 60.0;
+        cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+        (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 6.0, 7.0);
+        cfg.sf.default_f = 10.0;
+        // a droplet, so that d/d water is not identically 0
+        cfg.sampling.water_um = 2.0;
+        cfg
+    }
+
+    fn applicable(cfg: &SimConfig, plan: &Plan) -> Vec<Param> {
+        let ok = |p: Param| super::super::leaves::check_param(cfg, plan, p).is_ok();
+        Param::ALL.into_iter().filter(|&p| ok(p)).collect()
+    }
+
+    /// The contracted images against the parameter-carrying renderer's,
+    /// plane by plane, relative to each plane's largest value; every plane
+    /// must have something in it.
+    fn compare(cfg: &SimConfig, bound: f64) {
+        let plan = Plan::new(cfg, SEEDS).unwrap();
+        let params = applicable(cfg, &plan);
+        let (image, want) = chunked_images(cfg, &plan, SEEDS, &params, DualFloat::F64).unwrap();
+        let mut want_all = vec![image.unwrap()];
+        want_all.extend(want);
+        for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
+            for subset in [&params[..], &params[..1], &params[params.len() - 1..]] {
+                let got = contracted(cfg, &plan, subset, level).expect("the contraction applies");
+                let idx = |p: &Param| 1 + params.iter().position(|q| q == p).unwrap();
+                let names = std::iter::once("image".to_string())
+                    .chain(subset.iter().map(|p| p.to_string()));
+                let planes = std::iter::once(0).chain(subset.iter().map(idx));
+                for ((g, w), name) in got.iter().zip(planes).zip(names) {
+                    let w = &want_all[w];
+                    let max = w.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+                    assert!(max > 0.0, "{name}: empty");
+                    let err = g
+                        .iter()
+                        .zip(w)
+                        .fold(0f64, |m, (a, b)| m.max((*a as f64 - *b as f64).abs()));
+                    assert!(err <= bound * max, "{level:?} {name}: {err} of {max}");
+                }
+            }
+        }
+    }
+
+    fn contracted(
+        cfg: &SimConfig,
+        plan: &Plan,
+        params: &[Param],
+        level: SimdLevel,
+    ) -> Option<Vec<Vec<f32>>> {
+        contracted_images_on(cfg, plan, SEEDS, params, level).unwrap()
+    }
+
+    #[test]
+    fn triclinic_with_mosaic_phi_and_polarization() {
+        let mut cfg = base();
+        cfg.crystal.mosaic_deg = 0.4;
+        cfg.crystal.mosaic_domains = 3;
+        cfg.crystal.phi0_deg = 5.0;
+        cfg.crystal.osc_deg = 0.6;
+        cfg.crystal.phisteps = 2;
+        cfg.beam.kahn_factor = 0.8;
+        cfg.sampling.water_um = 5.0;
+        compare(&cfg, 1e-6);
+    }
+
+    #[test]
+    fn sources_oversampling_dmin_and_a_region() {
+        let mut cfg = base();
+        cfg.beam.dispersion_pct = 0.5;
+        cfg.beam.dispsteps = 2;
+        cfg.beam.hdivrange_mrad = 1.0;
+        cfg.beam.vdivrange_mrad = 1.0;
+        cfg.beam.hdivsteps = 2;
+        cfg.beam.vdivsteps = 1;
+        cfg.sampling.oversample = 2;
+        cfg.sampling.dmin_a = 4.0;
+        cfg.detector.roi = Some([2, 33, 1, 27]);
+        cfg.detector.mask = Some((0..37 * 29).map(|i| (i % 5 != 2) as u16).collect());
+        compare(&cfg, 1e-6);
+    }
+
+    #[test]
+    fn round_spots_hkl_interpolation_and_point_pixels() {
+        let mut cfg = base();
+        cfg.crystal.shape = CrystalShape::Round;
+        cfg.crystal.fudge = 1.3;
+        cfg.detector.point_pixel = true;
+        cfg.beam.nopolar = true;
+        let mut entries = Vec::new();
+        for h in -3..=3 {
+            for k in -3..=3 {
+                for l in -3..=3 {
+                    let f = 10.0 + ((h * 7 + k * 3 + l) as f64).abs();
+                    entries.push(HklEntry { h: h as f64, k: k as f64, l: l as f64, f });
+                }
+            }
+        }
+        cfg.sf.source = SfSource::Hkl(entries);
+        cfg.sf.interpolate = Some(true);
+        compare(&cfg, 1e-6);
+    }
+
+    #[test]
+    fn the_contraction_declines_what_it_does_not_cover() {
+        for change in [
+            (|c: &mut SimConfig| c.detector.curved = true) as fn(&mut SimConfig),
+            |c| c.sampling.oversample_polar = true,
+            |c| {
+                c.detector.thick_um = 100.0;
+                c.detector.thicksteps = 2;
+            },
+            |c| c.crystal.shape = CrystalShape::Gauss,
+        ] {
+            let mut cfg = base();
+            change(&mut cfg);
+            let plan = Plan::new(&cfg, SEEDS).unwrap();
+            let params = applicable(&cfg, &plan);
+            assert!(contracted_images(&cfg, &plan, SEEDS, &params).unwrap().is_none());
+        }
+    }
+}
