@@ -322,13 +322,6 @@ fn contracted_images_on(
     let grid = plan.grid.is_some();
     let terms = jac.iter().map(|j| terms_of(j, grid)).collect();
     let c = Contraction { geo_parts, lat_parts, cells_move, jac, terms };
-    eprintln!(
-        "DEBUG geo {:?} lat {:?} cells {} terms {:?}",
-        c.geo_parts,
-        c.lat_parts,
-        c.cells_move,
-        c.terms.iter().map(|t| t.len()).collect::<Vec<_>>()
-    );
 
     let (ng, nl) = (c.geo_parts.len(), 3 + c.lat_parts.len());
     // narrower duals where there are fewer inner numbers (few parameters)
