@@ -34,13 +34,15 @@
 
 use super::dense::Dense64;
 use super::jacobian::seeded;
+#[cfg(target_arch = "x86_64")]
+use super::lanes::x86;
 use super::lanes::{render_planes, DualLanes64, DualRows};
 use super::leaves::Leaves;
 use super::param::Param;
 use crate::config::{CrystalShape, SimConfig};
 use crate::error::Result;
 use crate::real::{Mask, Num};
-use crate::render::cpu::block_lanes;
+use crate::render::cpu::{block_lanes, roi_row};
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::{Plan, SetupSeeds};
 use crate::vec3::{dot, V3};
@@ -82,21 +84,54 @@ struct ParamJac {
     pix0: V3<f64>,
     fdet: V3<f64>,
     sdet: V3<f64>,
-    /// Moves `pix0`, `fdet` or `sdet`.
-    moves_pos: bool,
-    /// By geometry part (pos parts unused).
-    geo: [f64; NG],
-    /// By lattice part (h, k, l unused).
-    lat: [f64; NL],
+    close: f64,
+    kahn: f64,
+    n_cells: [f64; 3],
+    default_f: f64,
+    fudge: f64,
     /// Per cell: d a, d b, d c.
     cells: Vec<[V3<f64>; 3]>,
-    moves_cells: bool,
     /// Per source: d incident, d lambda.
     sources: Vec<(V3<f64>, f64)>,
     scale: f64,
     i_bg: f64,
-    /// d `default_F` (taken analytically without an HKL grid).
-    default_f: f64,
+}
+
+/// Whether any of `xs` is nonzero.
+fn nonzero<'a>(xs: impl IntoIterator<Item = &'a f64>) -> bool {
+    xs.into_iter().any(|&x| x != 0.0)
+}
+
+impl ParamJac {
+    /// Moves `pix0`, `fdet` or `sdet`.
+    fn moves_pos(&self) -> bool {
+        nonzero([self.pix0, self.fdet, self.sdet].iter().flatten())
+    }
+    /// Moves a source's direction or wavelength.
+    fn moves_sources(&self) -> bool {
+        self.sources.iter().any(|(i, l)| *l != 0.0 || nonzero(i))
+    }
+    /// Moves a rotated cell.
+    fn moves_cells(&self) -> bool {
+        nonzero(self.cells.iter().flatten().flatten())
+    }
+    /// The derivative of geometry part `part` by this parameter (number `p`).
+    fn geo(&self, part: GeoPart, p: usize) -> f64 {
+        match part {
+            GeoPart::Pos => 0.0,
+            GeoPart::Close => self.close,
+            GeoPart::Kahn => self.kahn,
+            GeoPart::Param(q) => (q == p) as u8 as f64,
+        }
+    }
+    /// The derivative of lattice part `part` by this parameter.
+    fn lat(&self, part: LatPart) -> f64 {
+        match part {
+            LatPart::N(n) => self.n_cells[n],
+            LatPart::DefaultF => self.default_f,
+            LatPart::Fudge => self.fudge,
+        }
+    }
 }
 
 /// Everything the contracted renderer needs besides the kernels.
@@ -129,19 +164,25 @@ fn z_len(cells: usize) -> usize {
     Z_CELLS + 9 * cells
 }
 
-/// The nonzero terms of one parameter's contraction.
-fn terms_of(j: &ParamJac, grid: bool) -> Vec<(usize, f64)> {
+/// The nonzero terms of parameter `p`'s contraction.
+fn terms_of(
+    j: &ParamJac,
+    p: usize,
+    geo_parts: &[GeoPart],
+    lat_parts: &[LatPart],
+    grid: bool,
+) -> Vec<(usize, f64)> {
     let mut t = Vec::new();
     for (w, v) in [j.pix0, j.fdet, j.sdet].iter().enumerate() {
         for i in 0..3 {
             t.push((3 * w + i, v[i]));
         }
     }
-    for k in 0..NG {
-        t.push((Z_GEO + k, j.geo[k]));
+    for (k, &part) in geo_parts.iter().enumerate() {
+        t.push((Z_GEO + k, j.geo(part, p)));
     }
-    for e in 0..NL {
-        t.push((Z_LAT + e, j.lat[e]));
+    for (k, &part) in lat_parts.iter().enumerate() {
+        t.push((Z_LAT + 3 + k, j.lat(part)));
     }
     t.push((Z_SCALE, j.scale));
     t.push((Z_IBG, j.i_bg));
@@ -166,6 +207,7 @@ fn param_jacobians(
     seeds: SetupSeeds,
     params: &[Param],
 ) -> Result<Option<(Leaves<f64>, Vec<ParamJac>)>> {
+    let recip_used = matches!(plan.shape, CrystalShape::Gauss | CrystalShape::Tophat);
     let mut values = None;
     let mut jac = Vec::with_capacity(params.len());
     for chunk in params.chunks(8) {
@@ -174,8 +216,7 @@ fn param_jacobians(
             let d = |x: Dense64<8>| x.eps[i];
             let v = |x: V3<Dense64<8>>| x.map(d);
             // numbers this renderer holds fixed must not move
-            let moves = |x: V3<Dense64<8>>| v(x).iter().any(|&e| e != 0.0);
-            let recip_used = matches!(plan.shape, CrystalShape::Gauss | CrystalShape::Tophat);
+            let moves = |x: V3<Dense64<8>>| nonzero(&v(x));
             if moves(l.beam)
                 || moves(l.polar_axis)
                 || d(l.pixel) != 0.0
@@ -183,38 +224,19 @@ fn param_jacobians(
             {
                 return Ok(None);
             }
-            let cells: Vec<[V3<f64>; 3]> = l.cells.iter().map(|c| c.map(v)).collect();
-            let moves_cells = cells.iter().flatten().flatten().any(|&e| e != 0.0);
-            let (pix0, fdet, sdet) = (v(l.pix0), v(l.fdet), v(l.sdet));
-            let moves_pos = [pix0, fdet, sdet].iter().flatten().any(|&e| e != 0.0);
-            let mut geo = [0.0; NG];
-            let mut lat = [0.0; NL];
-            // temporarily: Close, Kahn, N, default_F, fudge in fixed slots;
-            // laid out by `layout` below
-            geo[0] = d(l.close_distance);
-            geo[1] = d(l.kahn);
-            lat[0] = d(l.n_cells[0]);
-            lat[1] = d(l.n_cells[1]);
-            lat[2] = d(l.n_cells[2]);
-            lat[3] = d(l.default_f);
-            lat[4] = d(l.fudge);
-            let sources: Vec<(V3<f64>, f64)> =
-                l.sources.iter().map(|s| (v(s.incident), d(s.lambda))).collect();
-            let src_moves = sources.iter().any(|(i, l)| *l != 0.0 || i.iter().any(|&e| e != 0.0));
-            geo[2] = if src_moves { 1.0 } else { 0.0 };
             jac.push(ParamJac {
-                pix0,
-                fdet,
-                sdet,
-                moves_pos,
-                geo,
-                lat,
-                cells,
-                moves_cells,
-                sources,
+                pix0: v(l.pix0),
+                fdet: v(l.fdet),
+                sdet: v(l.sdet),
+                close: d(l.close_distance),
+                kahn: d(l.kahn),
+                n_cells: l.n_cells.map(d),
+                default_f: d(l.default_f),
+                fudge: d(l.fudge),
+                cells: l.cells.iter().map(|c| c.map(v)).collect(),
+                sources: l.sources.iter().map(|s| (v(s.incident), d(s.lambda))).collect(),
                 scale: d(l.scale),
                 i_bg: d(l.i_bg),
-                default_f: d(l.default_f),
             });
         }
         values.get_or_insert(l.map(|x| x.re));
@@ -257,70 +279,47 @@ fn contracted_images_on(
     if params.is_empty() || !plan_applies(plan) {
         return Ok(None);
     }
-    let Some((values, raw)) = param_jacobians(cfg, plan, seeds, params)? else {
+    let Some((values, jac)) = param_jacobians(cfg, plan, seeds, params)? else {
         return Ok(None);
     };
     // geometry parts: pos (3) when a parameter moves the detector, then
     // close_distance, the Kahn factor, and the source parameters
-    let any = |f: &dyn Fn(&ParamJac) -> bool| raw.iter().any(f);
+    let any = |f: &dyn Fn(&ParamJac) -> bool| jac.iter().any(f);
     let mut geo_parts = Vec::new();
-    if any(&|j| j.moves_pos) {
+    if any(&|j| j.moves_pos()) {
         geo_parts.extend([GeoPart::Pos; 3]);
     }
-    if any(&|j| j.geo[0] != 0.0) {
+    if any(&|j| j.close != 0.0) {
         geo_parts.push(GeoPart::Close);
     }
-    if any(&|j| j.geo[1] != 0.0) {
+    if any(&|j| j.kahn != 0.0) {
         geo_parts.push(GeoPart::Kahn);
     }
-    for (p, j) in raw.iter().enumerate() {
-        if j.geo[2] != 0.0 {
+    for (p, j) in jac.iter().enumerate() {
+        if j.moves_sources() {
             geo_parts.push(GeoPart::Param(p));
         }
     }
     if geo_parts.len() > NG {
         return Ok(None);
     }
+    let grid = plan.grid.is_some();
     let mut lat_parts = Vec::new();
     for n in 0..3 {
-        if any(&|j| j.lat[n] != 0.0) {
+        if any(&|j| j.n_cells[n] != 0.0) {
             lat_parts.push(LatPart::N(n));
         }
     }
-    if plan.grid.is_some() && any(&|j| j.lat[3] != 0.0) {
+    if grid && any(&|j| j.default_f != 0.0) {
         lat_parts.push(LatPart::DefaultF);
     }
-    if any(&|j| j.lat[4] != 0.0) {
+    if any(&|j| j.fudge != 0.0) {
         lat_parts.push(LatPart::Fudge);
     }
-    let cells_move = any(&|j| j.moves_cells);
-    let jac = raw
-        .iter()
-        .enumerate()
-        .map(|(p, j)| {
-            let mut geo = [0.0; NG];
-            for (k, part) in geo_parts.iter().enumerate() {
-                geo[k] = match *part {
-                    GeoPart::Pos => 0.0,
-                    GeoPart::Close => j.geo[0],
-                    GeoPart::Kahn => j.geo[1],
-                    GeoPart::Param(q) => (q == p) as u8 as f64,
-                };
-            }
-            let mut lat = [0.0; NL];
-            for (k, part) in lat_parts.iter().enumerate() {
-                lat[3 + k] = match *part {
-                    LatPart::N(n) => j.lat[n],
-                    LatPart::DefaultF => j.lat[3],
-                    LatPart::Fudge => j.lat[4],
-                };
-            }
-            ParamJac { geo, lat, ..j.clone() }
-        })
+    let cells_move = any(&|j| j.moves_cells());
+    let terms = (jac.iter().enumerate())
+        .map(|(p, j)| terms_of(j, p, &geo_parts, &lat_parts, grid))
         .collect();
-    let jac: Vec<ParamJac> = jac;
-    let grid = plan.grid.is_some();
-    let terms = jac.iter().map(|j| terms_of(j, grid)).collect();
     let c = Contraction { geo_parts, lat_parts, cells_move, jac, terms };
 
     let (ng, nl) = (c.geo_parts.len(), 3 + c.lat_parts.len());
@@ -411,53 +410,13 @@ struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> {
 }
 
 impl<B: Num<Scalar = f64>, const G: usize, const L: usize> DualRows for Rows<'_, '_, B, G, L> {
+    #[inline(always)]
     fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize> {
         contracted_row(self, s, row, limit)
     }
     fn interpolates(&self) -> bool {
         self.lat.interpolates()
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::*;
-
-    macro_rules! simd_rows {
-        ($name:ident, $row:ident, $b:ty, $features:literal) => {
-            pub(super) struct $name<'p, 'c, const G: usize, const L: usize>(
-                pub Rows<'p, 'c, $b, G, L>,
-            );
-
-            #[target_feature(enable = $features)]
-            unsafe fn $row<const G: usize, const L: usize>(
-                rows: &Rows<'_, '_, $b, G, L>,
-                s: usize,
-                row: &mut [&mut [f32]],
-                limit: Option<usize>,
-            ) -> Option<usize> {
-                contracted_row(rows, s, row, limit)
-            }
-
-            impl<const G: usize, const L: usize> DualRows for $name<'_, '_, G, L> {
-                fn row(
-                    &self,
-                    s: usize,
-                    row: &mut [&mut [f32]],
-                    limit: Option<usize>,
-                ) -> Option<usize> {
-                    // SAFETY: built only when the CPU has these features.
-                    unsafe { $row(&self.0, s, row, limit) }
-                }
-                fn interpolates(&self) -> bool {
-                    self.0.lat.interpolates()
-                }
-            }
-        };
-    }
-
-    simd_rows!(Avx2Rows, row_avx2, crate::render::simd::avx2::F64x4, "avx2,fma");
-    simd_rows!(Avx512Rows, row_avx512, crate::render::simd::avx512::F64x8, "avx512f,avx2,fma");
 }
 
 /// Row `s`: `1 + params` planes of `fpixels` numbers.
@@ -470,13 +429,7 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
 ) -> Option<usize> {
     let plan = rows.geo.plan();
     let fp = plan.detector.fpixels;
-    let roi = plan.detector.roi;
-    let si = s as i64;
-    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
-        return None;
-    }
-    let lo = roi[0].max(0) as usize;
-    let hi = (roi[1] as usize).min(fp - 1);
+    let (lo, hi) = roi_row(plan, s)?;
     let start_on = rows.lat.interpolates();
     let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
     let lanes = B::LANES;
@@ -707,7 +660,6 @@ mod tests {
     use crate::config::SfSource;
     use crate::diff::jacobian::{chunked_images, DualFloat};
     use crate::render::SimdLevel;
-    use crate::sf::HklEntry;
 
     const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -3 };
 
@@ -804,16 +756,7 @@ mod tests {
         cfg.crystal.fudge = 1.3;
         cfg.detector.point_pixel = true;
         cfg.beam.nopolar = true;
-        let mut entries = Vec::new();
-        for h in -3..=3 {
-            for k in -3..=3 {
-                for l in -3..=3 {
-                    let f = 10.0 + ((h * 7 + k * 3 + l) as f64).abs();
-                    entries.push(HklEntry { h: h as f64, k: k as f64, l: l as f64, f });
-                }
-            }
-        }
-        cfg.sf.source = SfSource::Hkl(entries);
+        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
         cfg.sf.interpolate = Some(true);
         compare(&cfg, 1e-6);
     }

@@ -10,7 +10,7 @@ use super::param::{Deltas, Param};
 use crate::config::SimConfig;
 use crate::error::Result;
 use crate::real::Real;
-use crate::render::cpu::{in_pool, render_exact, RenderOptions};
+use crate::render::cpu::{in_pool, render_exact, roi_row, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::{Plan, SetupSeeds};
 use rayon::prelude::*;
@@ -199,18 +199,12 @@ fn render_rows<R: Real>(
     extract: &(impl Fn(R, usize) -> f64 + Sync),
 ) -> Vec<Option<usize>> {
     let fp = plan.detector.fpixels;
-    let roi = plan.detector.roi;
     let start_on = kernel.interpolates();
     buf.par_chunks_mut(fp * outputs)
         .enumerate()
         .map(|(r, row)| {
             let s = first_row + r;
-            let si = s as i64;
-            if si < roi[2] || si > roi[3] || roi[1] < 0 {
-                return None;
-            }
-            let lo = roi[0].max(0) as usize;
-            let hi = (roi[1] as usize).min(fp - 1);
+            let (lo, hi) = roi_row(plan, s)?;
             let mut first = None;
             for f in lo..=hi {
                 let idx = s * fp + f;

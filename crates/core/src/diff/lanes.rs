@@ -28,7 +28,7 @@
 
 use super::dense::{Dense32, Dense64};
 use crate::real::{fast, Num, Real};
-use crate::render::cpu::block_lanes;
+use crate::render::cpu::{block_lanes, roi_row};
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::Plan;
 use rayon::prelude::*;
@@ -350,6 +350,8 @@ scalar_outputs!(Dense64);
 scalar_outputs!(Dense32);
 
 /// Renders rows of `fpixels × outputs` numbers: `outputs` planes of one row.
+/// Implementations mark `row` `#[inline(always)]`, so that it compiles into
+/// the SIMD wrappers ([`x86::Avx2Rows`], [`x86::Avx512Rows`]).
 pub(crate) trait DualRows: Sync {
     /// Row `s` into `row`; returns the image index of its first
     /// interpolation fallback.
@@ -369,13 +371,7 @@ fn row_lanes<V: Outputs>(
     limit: Option<usize>,
 ) -> Option<usize> {
     let fp = plan.detector.fpixels;
-    let roi = plan.detector.roi;
-    let si = s as i64;
-    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
-        return None;
-    }
-    let lo = roi[0].max(0) as usize;
-    let hi = (roi[1] as usize).min(fp - 1);
+    let (lo, hi) = roi_row(plan, s)?;
     let start_on = kernel.interpolates();
     let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
     let lanes = V::LANES;
@@ -407,10 +403,11 @@ fn row_lanes<V: Outputs>(
     first
 }
 
-/// Portable rows (scalar duals, or any `V` without target features).
-struct Portable<'k, 'p, V: Num>(&'k Kernel<'p, V, Exact>, &'p Plan, usize);
+/// The rows of the parameter-carrying kernel (`outputs` planes).
+struct KernelRows<'k, 'p, V: Num>(&'k Kernel<'p, V, Exact>, &'p Plan, usize);
 
-impl<V: Outputs> DualRows for Portable<'_, '_, V> {
+impl<V: Outputs> DualRows for KernelRows<'_, '_, V> {
+    #[inline(always)]
     fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize> {
         row_lanes(self.1, self.0, self.2, s, row, limit)
     }
@@ -420,32 +417,26 @@ impl<V: Outputs> DualRows for Portable<'_, '_, V> {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::*;
+pub(crate) mod x86 {
+    use super::DualRows;
 
-    /// Rows compiled with the target features of one SIMD level; built only
-    /// after the CPU was checked for them.
+    /// The rows of `R` compiled with the target features of one SIMD level;
+    /// built only after the CPU was checked for them.
     macro_rules! simd_rows {
         ($name:ident, $row:ident, $features:literal) => {
-            pub(super) struct $name<'k, 'p, V: Num>(
-                pub &'k Kernel<'p, V, Exact>,
-                pub &'p Plan,
-                pub usize,
-            );
+            pub(crate) struct $name<R>(pub R);
 
             #[target_feature(enable = $features)]
-            unsafe fn $row<V: Outputs>(
-                plan: &Plan,
-                kernel: &Kernel<V, Exact>,
-                outputs: usize,
+            unsafe fn $row<R: DualRows>(
+                rows: &R,
                 s: usize,
                 row: &mut [&mut [f32]],
                 limit: Option<usize>,
             ) -> Option<usize> {
-                row_lanes(plan, kernel, outputs, s, row, limit)
+                rows.row(s, row, limit)
             }
 
-            impl<V: Outputs> DualRows for $name<'_, '_, V> {
+            impl<R: DualRows> DualRows for $name<R> {
                 fn row(
                     &self,
                     s: usize,
@@ -453,7 +444,7 @@ mod x86 {
                     limit: Option<usize>,
                 ) -> Option<usize> {
                     // SAFETY: built only when the CPU has these features.
-                    unsafe { $row(self.1, self.0, self.2, s, row, limit) }
+                    unsafe { $row(&self.0, s, row, limit) }
                 }
                 fn interpolates(&self) -> bool {
                     self.0.interpolates()
@@ -496,17 +487,17 @@ macro_rules! dense_renderer {
                 match level.min(crate::render::simd_level()) {
                     SimdLevel::Avx512 => {
                         let k = Kernel::<$lanes<$wide, N>, Exact>::from_leaves(plan, leaves);
-                        return render_planes(plan, &x86::Avx512Rows(&k, plan, outputs), outputs);
+                        return render_planes(plan, &x86::Avx512Rows(KernelRows(&k, plan, outputs)), outputs);
                     }
                     SimdLevel::Avx2 => {
                         let k = Kernel::<$lanes<$narrow, N>, Exact>::from_leaves(plan, leaves);
-                        return render_planes(plan, &x86::Avx2Rows(&k, plan, outputs), outputs);
+                        return render_planes(plan, &x86::Avx2Rows(KernelRows(&k, plan, outputs)), outputs);
                     }
                     SimdLevel::Scalar => {}
                 }
             }
             let k = Kernel::<$dense<N>, Exact>::from_leaves(plan, leaves);
-            render_planes(plan, &Portable(&k, plan, outputs), outputs)
+            render_planes(plan, &KernelRows(&k, plan, outputs), outputs)
         }
     };
 }
@@ -570,7 +561,6 @@ mod tests {
     use crate::real::X2;
     use crate::render::SimdLevel;
     use crate::setup::SetupSeeds;
-    use crate::sf::HklEntry;
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol * b.abs().max(1e-300)
@@ -620,16 +610,7 @@ mod tests {
         cfg.crystal.mosaic_deg = 0.3;
         cfg.crystal.mosaic_domains = 2;
         cfg.sampling.oversample = 2;
-        let mut entries = Vec::new();
-        for h in -3..=3 {
-            for k in -3..=3 {
-                for l in -4..=4 {
-                    let f = 10.0 + ((h * 7 + k * 3 + l) as f64).abs();
-                    entries.push(HklEntry { h: h as f64, k: k as f64, l: l as f64, f });
-                }
-            }
-        }
-        cfg.sf.source = SfSource::Hkl(entries);
+        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4));
         cfg.sf.default_f = 3.0;
         cfg.sf.interpolate = Some(true);
         let seeds = SetupSeeds { misset_idum: 0 };

@@ -138,16 +138,11 @@ fn row_lanes<V: Num, M: MathMode>(
     row: &mut [f32],
     limit: Option<usize>,
 ) -> RowOut {
-    let fp = plan.detector.fpixels;
-    let roi = plan.detector.roi;
     let mut omega = 0.0f64;
     let mut first = None;
-    let si = s as i64;
-    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
+    let Some((lo, hi)) = roi_row(plan, s) else {
         return (0.0, None);
-    }
-    let lo = roi[0].max(0) as usize;
-    let hi = (roi[1] as usize).min(fp - 1);
+    };
     let start_on = kernel.interpolates();
     if kernel.single_sample() {
         row_blocks::<V, M, true>(
@@ -194,6 +189,19 @@ pub(crate) fn block_lanes(
         Some(p) => live & ((1u32 << (p + 1 - first)) - 1),
     };
     (live, interp)
+}
+
+/// The pixels `lo..=hi` of row `s` inside the plan's region of interest, or
+/// `None` when the row has none.
+#[inline(always)]
+pub(crate) fn roi_row(plan: &Plan, s: usize) -> Option<(usize, usize)> {
+    let fp = plan.detector.fpixels;
+    let roi = plan.detector.roi;
+    let si = s as i64;
+    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
+        return None;
+    }
+    Some((roi[0].max(0) as usize, (roi[1] as usize).min(fp - 1)))
 }
 
 /// The blocks of `V::LANES` pixels of row `s` from `lo` to `hi`.
@@ -523,7 +531,6 @@ mod tests {
     use super::*;
     use crate::config::{SfSource, SimConfig};
     use crate::setup::SetupSeeds;
-    use crate::sf::HklEntry;
 
     /// A small plan with most kernel branches: mosaic, phi, sensor layers,
     /// polarization, oversampling, structure factors with tricubic
@@ -554,16 +561,7 @@ mod tests {
             2 => crate::config::CrystalShape::Gauss,
             _ => crate::config::CrystalShape::Tophat,
         };
-        let mut entries = Vec::new();
-        for h in -3..=3 {
-            for k in -3..=3 {
-                for l in -4..=4 {
-                    let f = 10.0 + ((h * 7 + k * 3 + l) as f64).abs();
-                    entries.push(HklEntry { h: h as f64, k: k as f64, l: l as f64, f });
-                }
-            }
-        }
-        cfg.sf.source = SfSource::Hkl(entries);
+        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4));
         cfg.sf.default_f = 3.0;
         cfg.sf.interpolate = Some(true);
         Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).expect("test plan")

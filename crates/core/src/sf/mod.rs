@@ -50,3 +50,19 @@ impl HklGrid {
         self.data[(dh as usize * nk + dk as usize) * nl + dl as usize]
     }
 }
+
+/// A test grid: h, k in `-hk..=hk`, l in `-l..=l`, with structure factors
+/// that vary from point to point (`10 + |7h + 3k + l|`).
+#[cfg(test)]
+pub(crate) fn test_entries(hk: i32, l: i32) -> Vec<HklEntry> {
+    let mut entries = Vec::new();
+    for h in -hk..=hk {
+        for k in -hk..=hk {
+            for l in -l..=l {
+                let f = 10.0 + ((h * 7 + k * 3 + l) as f64).abs();
+                entries.push(HklEntry { h: h as f64, k: k as f64, l: l as f64, f });
+            }
+        }
+    }
+    entries
+}
