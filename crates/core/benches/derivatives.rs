@@ -1,7 +1,7 @@
 //! Timings of derivative images against the image alone.
 //!
 //! `cargo bench -p nanobragg-core --bench derivatives -- [SIZE] [--threads N]
-//! [--reps N] [--case cubic|triclinic] [--counts 1,8,26] [--float f64|f32]`: renders a SIZE² image (default
+//! [--reps N] [--case cubic|triclinic] [--no-exact] [--counts 1,8,26] [--float f64|f32]`: renders a SIZE² image (default
 //! 1024) of the case with the default (fast SIMD) and the exact f64 kernel,
 //! then the derivative images by 1, 8 and every applicable parameter
 //! ([`diff::jacobian_with`], f64 and f32: dual numbers over SIMD lanes on
@@ -51,6 +51,7 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let (mut size, mut threads, mut reps, mut case) =
         (1024i64, 0usize, 1usize, "cubic".to_string());
+    let mut no_exact = false;
     let (mut counts, mut floats): (Option<Vec<usize>>, Vec<DualFloat>) =
         (None, vec![DualFloat::F64, DualFloat::F32]);
     while let Some(a) = args.next() {
@@ -59,6 +60,7 @@ fn main() {
             "--threads" => threads = next().parse().expect("--threads N"),
             "--reps" => reps = next().parse().expect("--reps N"),
             "--case" => case = next(),
+            "--no-exact" => no_exact = true,
             "--counts" => {
                 counts = Some(next().split(',').map(|n| n.parse().expect("--counts N,M")).collect())
             }
@@ -84,7 +86,7 @@ fn main() {
     };
     println!("{case}, {size}², {threads_used} threads, {:?}, best of {reps}", simd_level());
     let fast = best(reps, || drop(render(&plan, opts)));
-    let exact = best(reps, || drop(render_exact(&plan, opts)));
+    let exact = if no_exact { f64::NAN } else { best(reps, || drop(render_exact(&plan, opts))) };
     println!("{:<22} {fast:9.3} s", "image, fast f64");
     println!("{:<22} {exact:9.3} s", "image, exact f64");
     let counts = counts.unwrap_or(vec![1, 8, params.len()]);

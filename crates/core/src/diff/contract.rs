@@ -11,18 +11,29 @@
 //!   parts are these inner numbers (`NG` parts; see [`GeoPart`]);
 //! - the fractional (h, k, l) of each phi step × mosaic domain: the lattice
 //!   and structure factors are rendered in a second dual number whose parts
-//!   are h, k, l, the moving `N`, `default_F` and `fudge` (`NL` parts). The
+//!   are h, k, l, the moving `N`, `default_F` and `fudge` (`NL` parts); the
+//!   square lattice factor is taken axis by axis in two-part duals (index
+//!   and N) and joined by the product rule ([`square_lattice`]). The
 //!   derivatives by h, k, l go back to the scattering vector (`∂h/∂q = a`)
-//!   and to the rotated cells (`∂h/∂a = q`, accumulated per cell as the
-//!   outer product g ⊗ q);
+//!   and to the rotated cells: summed over the cells as (∂I/∂h) ⊗ h for the
+//!   parameters that move every cell by one matrix in the crystal frame
+//!   (cell constants, missetting, phi: [`frame_derivative`]), per cell as
+//!   (∂I/∂h) ⊗ q for the others (mosaic spread, osc);
 //! - `scale` and `i_bg` enter linearly.
 //!
 //! At the end of each pixel the inner derivatives are contracted with the
 //! run's derivatives of those numbers by each parameter (from [`Leaves`] in
 //! dual numbers, once per run). The physics is the render kernel's, called
 //! piece by piece ([`Kernel::position`], [`Kernel::polarize`],
-//! [`Kernel::lattice`], ...) in its exact mode, so the cost no longer grows
-//! with the number of parameters except for the final contraction.
+//! [`Kernel::lattice`], ...), so the cost no longer grows with the number
+//! of parameters except for the final contraction. The sample positions are
+//! taken in plain lanes (no parameter the geometry dual carries moves them);
+//! the geometry in the kernel's fast mode (the algebraic polarization
+//! factor, one reciprocal distance, no division by λ: fewer dual
+//! operations, and no `atan2`, which is libm per lane); the lattice in its
+//! exact mode, whose square factors carry the derivative by N. The image
+//! this renderer returns therefore differs from either kernel's by rounding
+//! only.
 //!
 //! Plans outside that shape (curved detector, sensor layers, `-oversample_*`
 //! flags, gauss/tophat spots, moving beam or polarization axes) use the
@@ -43,9 +54,9 @@ use crate::config::{CrystalShape, SimConfig};
 use crate::error::Result;
 use crate::real::{Mask, Num};
 use crate::render::cpu::{block_lanes, roi_row};
-use crate::render::kernel::{Exact, Kernel};
+use crate::render::kernel::{exact_grating, Exact, Fast, Kernel};
 use crate::setup::{Plan, SetupSeeds};
-use crate::vec3::{dot, V3};
+use crate::vec3::{cross, dot, V3};
 
 /// Most parts of the geometry dual.
 const NG: usize = 8;
@@ -56,6 +67,8 @@ const NL: usize = 8;
 type Geo<B, const G: usize> = DualLanes64<B, G>;
 /// The lattice dual of `L` parts over lanes `B`.
 type Lat<B, const L: usize> = DualLanes64<B, L>;
+/// One lattice factor: by its index and its N.
+type Two<B> = DualLanes64<B, 2>;
 
 /// What a part of the geometry dual stands for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -138,9 +151,15 @@ impl ParamJac {
 struct Contraction {
     geo_parts: Vec<GeoPart>,
     lat_parts: Vec<LatPart>,
-    /// Some parameter moves a cell (the per-cell outer products are kept).
-    cells_move: bool,
+    /// Some parameter moves the cells in a way [`frame_derivative`] does not
+    /// cover (the per-cell outer products are kept).
+    cells_kept: bool,
+    /// Some parameter's cell derivatives are one frame matrix (the outer
+    /// product g ⊗ hkl summed over the cells is kept).
+    frame_kept: bool,
     jac: Vec<ParamJac>,
+    /// The lattice part of N along a, b, c, where N moves.
+    n_parts: [Option<usize>; 3],
     /// Per parameter: (index into the inner derivatives `z`, coefficient)
     /// for every inner number it moves (see [`z_len`]).
     terms: Vec<Vec<(usize, f64)>>,
@@ -150,27 +169,61 @@ struct Contraction {
 /// weight 1, f, s: 9), d value / d geometry part (`NG`), d value / d lattice
 /// part (`NL`), d value / d scale, d value / d i_bg, d value / d `default_F`
 /// (without an HKL grid, where F is `default_F` everywhere and
-/// d F² / d F = 2 F is taken directly), then d value / d cell vector
-/// component (9 per cell, when cells move).
+/// d F² / d F = 2 F is taken directly), d value / d frame matrix (9; see
+/// [`frame_derivative`]), then d value / d cell vector component (9 per cell,
+/// when kept).
 const Z_GEO: usize = 9;
 const Z_LAT: usize = Z_GEO + NG;
 const Z_SCALE: usize = Z_LAT + NL;
 const Z_IBG: usize = Z_SCALE + 1;
 const Z_F: usize = Z_IBG + 1;
-const Z_CELLS: usize = Z_F + 1;
+const Z_FRAME: usize = Z_F + 1;
+const Z_CELLS: usize = Z_FRAME + 9;
 
 /// Length of `z` with `cells` cells kept.
 fn z_len(cells: usize) -> usize {
     Z_CELLS + 9 * cells
 }
 
-/// The nonzero terms of parameter `p`'s contraction.
+/// A parameter's derivatives of the rotated cells `d` as one matrix `E`
+/// with dC_c = E · C_c for every cell c (C_c the rows a, b, c of cell c),
+/// where there is one. Then d h_c = dC_c q = E h_c, and the parameter's
+/// part of d value is Σ_ik E_ik H_ik with H = Σ_c (∂value/∂h_c) ⊗ h_c summed
+/// over the cells: 9 terms however many cells. The cell parameters and the
+/// missetting angles have such an E (they act before the phi and mosaic
+/// rotations, which are the same for every parameter value); phi, osc and
+/// mosaic do not.
+fn frame_derivative(cells: &[[V3<f64>; 3]], d: &[[V3<f64>; 3]]) -> Option<[[f64; 3]; 3]> {
+    let [a, b, c] = *cells.first()?;
+    let det = dot(a, cross(b, c));
+    if det == 0.0 {
+        return None;
+    }
+    // the columns of C_0⁻¹
+    let inv = [cross(b, c), cross(c, a), cross(a, b)];
+    let e: [[f64; 3]; 3] =
+        std::array::from_fn(|i| std::array::from_fn(|k| dot(d[0][i], inv[k]) / det));
+    let size = d.iter().flatten().flatten().fold(0f64, |m, x| m.max(x.abs()));
+    let fits = cells.iter().zip(d).all(|(cell, dc)| {
+        (0..3).all(|i| {
+            (0..3).all(|j| {
+                let ec = e[i][0] * cell[0][j] + e[i][1] * cell[1][j] + e[i][2] * cell[2][j];
+                (dc[i][j] - ec).abs() <= 1e-11 * size
+            })
+        })
+    });
+    fits.then_some(e)
+}
+
+/// The nonzero terms of parameter `p`'s contraction (`frame`: its
+/// [`frame_derivative`], where the frame sum is used).
 fn terms_of(
     j: &ParamJac,
     p: usize,
     geo_parts: &[GeoPart],
     lat_parts: &[LatPart],
     grid: bool,
+    frame: Option<[[f64; 3]; 3]>,
 ) -> Vec<(usize, f64)> {
     let mut t = Vec::new();
     for (w, v) in [j.pix0, j.fdet, j.sdet].iter().enumerate() {
@@ -189,10 +242,18 @@ fn terms_of(
     if !grid {
         t.push((Z_F, j.default_f));
     }
-    for (c, dc) in j.cells.iter().enumerate() {
+    if let Some(e) = frame {
         for i in 0..3 {
             for k in 0..3 {
-                t.push((Z_CELLS + 9 * c + 3 * i + k, dc[i][k]));
+                t.push((Z_FRAME + 3 * i + k, e[i][k]));
+            }
+        }
+    } else {
+        for (c, dc) in j.cells.iter().enumerate() {
+            for i in 0..3 {
+                for k in 0..3 {
+                    t.push((Z_CELLS + 9 * c + 3 * i + k, dc[i][k]));
+                }
             }
         }
     }
@@ -316,11 +377,17 @@ fn contracted_images_on(
     if any(&|j| j.fudge != 0.0) {
         lat_parts.push(LatPart::Fudge);
     }
-    let cells_move = any(&|j| j.moves_cells());
-    let terms = (jac.iter().enumerate())
-        .map(|(p, j)| terms_of(j, p, &geo_parts, &lat_parts, grid))
+    let frames: Vec<_> = (jac.iter())
+        .map(|j| j.moves_cells().then(|| frame_derivative(&values.cells, &j.cells)))
         .collect();
-    let c = Contraction { geo_parts, lat_parts, cells_move, jac, terms };
+    let cells_kept = frames.iter().any(|f| matches!(f, Some(None)));
+    let frame_kept = frames.iter().any(|f| matches!(f, Some(Some(_))));
+    let terms = (jac.iter().enumerate())
+        .map(|(p, j)| terms_of(j, p, &geo_parts, &lat_parts, grid, frames[p].flatten()))
+        .collect();
+    let n_parts =
+        std::array::from_fn(|a| lat_parts.iter().position(|&p| p == LatPart::N(a)).map(|k| 3 + k));
+    let c = Contraction { geo_parts, lat_parts, n_parts, cells_kept, frame_kept, jac, terms };
 
     let (ng, nl) = (c.geo_parts.len(), 3 + c.lat_parts.len());
     // narrower duals where there are fewer inner numbers (few parameters)
@@ -385,28 +452,43 @@ fn render_contracted<const G: usize, const L: usize>(
         use crate::render::SimdLevel;
         match level.min(crate::render::simd_level()) {
             SimdLevel::Avx512 => {
-                let g = Kernel::<Geo<F64x8, G>, Exact>::from_leaves(plan, &geo);
-                let l = Kernel::<Lat<F64x8, L>, Exact>::from_leaves(plan, &lat);
-                return render_planes(plan, &x86::Avx512Rows(Rows { geo: g, lat: l, c }), outputs);
+                let rows = Rows::<F64x8, G, L>::new(plan, values, &geo, &lat, c);
+                return render_planes(plan, &x86::Avx512Rows(rows), outputs);
             }
             SimdLevel::Avx2 => {
-                let g = Kernel::<Geo<F64x4, G>, Exact>::from_leaves(plan, &geo);
-                let l = Kernel::<Lat<F64x4, L>, Exact>::from_leaves(plan, &lat);
-                return render_planes(plan, &x86::Avx2Rows(Rows { geo: g, lat: l, c }), outputs);
+                let rows = Rows::<F64x4, G, L>::new(plan, values, &geo, &lat, c);
+                return render_planes(plan, &x86::Avx2Rows(rows), outputs);
             }
             SimdLevel::Scalar => {}
         }
     }
-    let g = Kernel::<Geo<f64, G>, Exact>::from_leaves(plan, &geo);
-    let l = Kernel::<Lat<f64, L>, Exact>::from_leaves(plan, &lat);
-    render_planes(plan, &Rows { geo: g, lat: l, c }, outputs)
+    render_planes(plan, &Rows::<f64, G, L>::new(plan, values, &geo, &lat, c), outputs)
 }
 
-/// The two kernels and the contraction.
+/// The kernels and the contraction.
 struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> {
-    geo: Kernel<'p, Geo<B, G>, Exact>,
+    /// The values alone (sample positions).
+    val: Kernel<'p, B, Fast>,
+    geo: Kernel<'p, Geo<B, G>, Fast>,
     lat: Kernel<'p, Lat<B, L>, Exact>,
     c: &'c Contraction,
+}
+
+impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> Rows<'p, 'c, B, G, L> {
+    fn new(
+        plan: &'p Plan,
+        values: &Leaves<f64>,
+        geo: &Leaves<Dense64<G>>,
+        lat: &Leaves<Dense64<L>>,
+        c: &'c Contraction,
+    ) -> Self {
+        Rows {
+            val: Kernel::from_leaves(plan, values),
+            geo: Kernel::from_leaves(plan, geo),
+            lat: Kernel::from_leaves(plan, lat),
+            c,
+        }
+    }
 }
 
 impl<B: Num<Scalar = f64>, const G: usize, const L: usize> DualRows for Rows<'_, '_, B, G, L> {
@@ -417,6 +499,40 @@ impl<B: Num<Scalar = f64>, const G: usize, const L: usize> DualRows for Rows<'_,
     fn interpolates(&self) -> bool {
         self.lat.interpolates()
     }
+}
+
+/// F_latt of square spots as a lattice dual: each axis's factor in a dual
+/// of two parts (its index and its N, where N is lattice part `n_parts[a]`)
+/// and the three joined by the product rule. The kernel's square lattice
+/// ([`Kernel::lattice`]) is the same factors multiplied in the same order,
+/// so the value is the same; computed in the full lattice dual, each factor
+/// would carry every part.
+#[inline(always)]
+fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
+    axes: [Option<(f64, bool)>; 3],
+    n_parts: &[Option<usize>; 3],
+    hkl: &[Lat<B, L>; 3],
+) -> Lat<B, L> {
+    let (zero, one) = (B::zero(), B::one());
+    let mut f = [Two::<B>::one(); 3];
+    for a in 0..3 {
+        if let Some((n, reduce)) = axes[a] {
+            let x = Two { re: hkl[a].re, eps: [one, zero] };
+            let n = Two { re: B::splat(n), eps: [zero, one] };
+            f[a] = exact_grating(x, n, reduce);
+        }
+    }
+    let (fa, fb, fc) = (f[0].re, f[1].re, f[2].re);
+    // the products of the other two factors
+    let others = [fb * fc, fa * fc, fa * fb];
+    let mut out = Lat::<B, L>::constant(fa * fb * fc);
+    for a in 0..3 {
+        out.eps[a] = f[a].eps[0] * others[a];
+        if let Some(e) = n_parts[a] {
+            out.eps[e] = f[a].eps[1] * others[a];
+        }
+    }
+    out
 }
 
 /// Row `s`: `1 + params` planes of `fpixels` numbers.
@@ -435,7 +551,7 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let lanes = B::LANES;
     let full = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
     let outputs = 1 + rows.c.jac.len();
-    let cells = if rows.c.cells_move { rows.geo.cells.len() } else { 0 };
+    let cells = if rows.c.cells_kept { rows.geo.cells.len() } else { 0 };
     let mut m = vec![[[B::zero(); 3]; 3]; cells];
     let mut z = vec![B::zero(); z_len(cells)];
     let mut out = vec![B::zero(); outputs];
@@ -487,7 +603,7 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let nl = 3 + c.lat_parts.len();
     let has_pos = c.geo_parts.first() == Some(&GeoPart::Pos);
     let os = geo.oversample;
-    let lane_offset = Geo::<B, G>::from_fn(|i| Dense64::c((i * os) as f64));
+    let lane_offset = B::from_fn(|i| (i * os) as f64);
     let mut out_of_range = None;
     let mut i_acc = B::splat(lat.i_bg.re);
     let mut polar = if plan.nopolar { Geo::<B, G>::one() } else { Geo::<B, G>::zero() };
@@ -501,20 +617,25 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     // d I / d default_F without a grid
     let mut d_f = zero;
     let no_grid = lat.grid.is_none();
+    let square = (plan.shape == CrystalShape::Square).then(|| lat.square_axes());
     for x in m.iter_mut() {
         *x = [[zero; 3]; 3];
     }
-    let odet_pos = Geo::<B, G>::c(0.0) * Geo::<B, G>::splat(geo.thickstep);
+    // Σ over cells of (∂value/∂h) ⊗ h (see [`frame_derivative`])
+    let mut frame = [[zero; 3]; 3];
+    let frame_kept = c.frame_kept;
+    let odet_pos = B::c(0.0) * B::splat(rows.val.thickstep);
     for sub_s in 0..os {
         for sub_f in 0..os {
-            let (fdet_pos, sdet_pos) =
-                geo.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
-            let (fpos, spos) = (fdet_pos.re, sdet_pos.re);
-            let mut pos = geo.position(fdet_pos, sdet_pos, odet_pos);
-            if has_pos {
-                for (i, x) in pos.iter_mut().enumerate() {
-                    x.eps = [zero; G];
-                    x.eps[i] = B::one();
+            // no parameter the geometry dual carries moves the position: its
+            // parts are the position's own (or none)
+            let (fpos, spos) = rows.val.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
+            let p = rows.val.position(fpos, spos, odet_pos);
+            let mut pos = [Geo::<B, G>::zero(); 3];
+            for i in 0..3 {
+                pos[i].re = p[i];
+                if has_pos {
+                    pos[i].eps[i] = B::one();
                 }
             }
             let (mut diffracted, airpath, inv_airpath) = geo.direction(pos);
@@ -552,7 +673,10 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
                         hkl[i].re = dot(abc[i], qv);
                         hkl[i].eps[i] = B::one();
                     }
-                    let f_latt = lat.lattice(hkl[0], hkl[1], hkl[2]);
+                    let f_latt = match square {
+                        Some(axes) => square_lattice(axes, &c.n_parts, &hkl),
+                        None => lat.lattice(hkl[0], hkl[1], hkl[2]),
+                    };
                     let mut hit = active;
                     if plan.water_size_m == 0.0 {
                         hit = hit & f_latt.cmp_ne(Lat::<B, L>::zero());
@@ -580,6 +704,13 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
                     }
                     for j in 0..3 {
                         d_q[j] += g[0] * abc[0][j] + g[1] * abc[1][j] + g[2] * abc[2][j];
+                    }
+                    if frame_kept {
+                        for i in 0..3 {
+                            for k in 0..3 {
+                                frame[i][k] += g[i] * hkl[k].re;
+                            }
+                        }
                     }
                     if let Some(mc) = m.get_mut(ci) {
                         for i in 0..3 {
@@ -637,6 +768,11 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     z[Z_SCALE] = i_acc / steps * p * o;
     z[Z_IBG] = kpo;
     z[Z_F] = kpo * d_f;
+    for i in 0..3 {
+        for k in 0..3 {
+            z[Z_FRAME + 3 * i + k] = kpo * frame[i][k];
+        }
+    }
     for (zc, mc) in z[Z_CELLS..].chunks_exact_mut(9).zip(m.iter()) {
         for i in 0..3 {
             for k in 0..3 {
@@ -647,7 +783,7 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     for (terms, d) in c.terms.iter().zip(out[1..].iter_mut()) {
         let mut acc = zero;
         for &(i, x) in terms {
-            acc += z[i] * B::splat(x);
+            acc = z[i].mul_add(B::splat(x), acc);
         }
         *d = acc;
     }

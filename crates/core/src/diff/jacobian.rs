@@ -178,7 +178,8 @@ pub(crate) fn render_images<R: Real>(
             }
         }
     }
-    let mut images = vec![vec![0.0f32; fp * sp]; outputs];
+    // one zeroed allocation each: `vec![image; n]` would copy the first
+    let mut images: Vec<Vec<f32>> = (0..outputs).map(|_| vec![0.0f32; fp * sp]).collect();
     for (s, chunk) in buf.chunks(width.max(1)).enumerate().take(sp) {
         for (o, img) in images.iter_mut().enumerate() {
             img[s * fp..(s + 1) * fp].copy_from_slice(&chunk[o * fp..(o + 1) * fp]);

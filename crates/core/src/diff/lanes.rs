@@ -57,7 +57,7 @@ macro_rules! dual_lanes {
             }
             /// Derivative parts zero.
             #[inline(always)]
-            fn constant(re: V) -> Self {
+            pub(crate) fn constant(re: V) -> Self {
                 $t { re, eps: [V::zero(); N] }
             }
         }
@@ -520,7 +520,8 @@ dense_renderer!(
 /// the planes of each row split into images.
 pub(crate) fn render_planes(plan: &Plan, rows: &impl DualRows, outputs: usize) -> Vec<Vec<f32>> {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
-    let mut images = vec![vec![0.0f32; fp * sp]; outputs];
+    // one zeroed allocation each: `vec![image; n]` would copy the first
+    let mut images: Vec<Vec<f32>> = (0..outputs).map(|_| vec![0.0f32; fp * sp]).collect();
     if fp > 0 && sp > 0 {
         let first = render_rows(rows, &mut images, fp, 0, None);
         if let Some(p) = first.into_iter().flatten().min() {

@@ -114,19 +114,32 @@ impl<S: Real> Polarization<S> {
         }
     }
 
+    /// Prepare from a source's basis, with a Kahn factor and basis that may
+    /// carry derivatives (`S` a dual number).
+    pub fn from_basis(kahn_factor: S, basis: &PolarBasis<S>) -> Self {
+        Polarization {
+            incident: basis.incident,
+            e_in: basis.e_in,
+            b_in: basis.b_in,
+            kahn: kahn_factor,
+            degenerate: basis.b_in.iter().all(|b| b.val() == 0.0),
+        }
+    }
+
     /// The factor for a unit diffracted direction.
     #[inline(always)]
     pub fn factor<V: Num<Scalar = S>>(&self, diffracted: V3<V>) -> V {
-        let l = |v: V3<S>| v.map(V::splat);
-        let c = dot(l(self.incident), diffracted);
+        // written out: `map` leaves copies (memcpy) of wide dual numbers
+        let l = |v: &V3<S>| [V::splat(v[0]), V::splat(v[1]), V::splat(v[2])];
+        let c = dot(l(&self.incident), diffracted);
         let c2 = c * c;
         let kahn = V::splat(self.kahn);
         let one = V::one();
         let e2_minus_b2 = if self.degenerate {
             one - c2
         } else {
-            let e = dot(l(self.e_in), diffracted);
-            let b = dot(l(self.b_in), diffracted);
+            let e = dot(l(&self.e_in), diffracted);
+            let b = dot(l(&self.b_in), diffracted);
             e * e - b * b
         };
         V::c(0.5) * (one + c2 - kahn * e2_minus_b2)

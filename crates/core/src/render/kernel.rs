@@ -662,6 +662,14 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         }
     }
 
+    /// Square spots in the exact mode: along a, b, c, the N (its value) and
+    /// whether the index is reduced ([`exact_grating`]), or `None` where the
+    /// factor is 1. F_latt is the product of the three factors, in order.
+    pub(crate) fn square_axes(&self) -> [Option<(f64, bool)>; 3] {
+        let n = [self.na, self.nb, self.nc];
+        std::array::from_fn(|i| (n[i].val() > 1.0).then_some((n[i].val(), self.reduce_h[i])))
+    }
+
     /// Lattice factor F_latt of the crystal shape at (h, k, l).
     #[inline(always)]
     pub(crate) fn lattice(&self, h: V, k: V, l: V) -> V {
@@ -798,7 +806,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     }
 }
 
-impl<'p, V: Num> Kernel<'p, V, Exact>
+impl<'p, V: Num, M: MathMode> Kernel<'p, V, M>
 where
     V::Scalar: crate::diff::DiffReal,
 {
@@ -808,6 +816,9 @@ where
     /// numbers the pixels carry the leaves' derivatives; with f64 leaves of
     /// zero deltas this is [`Kernel::new`] up to rounding of the setup. `V`
     /// may be a bundle of lanes of such numbers (its scalar the leaves' type).
+    /// In the fast mode the square lattice factors come from N's value alone
+    /// (no derivative by N): the pieces other than [`Kernel::lattice`] carry
+    /// every derivative in both modes.
     pub fn from_leaves(plan: &'p Plan, leaves: &crate::diff::Leaves<V::Scalar>) -> Self {
         type R<V> = <V as Num>::Scalar;
         let c = R::<V>::c;
@@ -839,6 +850,7 @@ where
                 .sources
                 .iter()
                 .map(|s| {
+                    let basis = PolarBasis::new(s.incident, l.polar_axis);
                     let inv_lambda = R::<V>::one() / s.lambda;
                     KSource {
                         incident: s.incident,
@@ -846,12 +858,8 @@ where
                         inv_lambda,
                         incident_over_lambda: s.incident.map(|x| x / s.lambda),
                         // fast mode only (not used by the exact kernel)
-                        polarization: Polarization::new(
-                            l.kahn.val(),
-                            s.incident.map(R::<V>::val),
-                            l.polar_axis.map(R::<V>::val),
-                        ),
-                        basis: PolarBasis::new(s.incident, l.polar_axis),
+                        polarization: Polarization::from_basis(l.kahn, &basis),
+                        basis,
                     }
                 })
                 .collect(),
@@ -908,7 +916,7 @@ impl<'p, R: Real, M: MathMode> Kernel<'p, R, M> {
 /// f64 (f32 duals) whole h, k, l come out first (the same function). A
 /// function, not a closure, so that it inlines into SIMD row functions.
 #[inline(always)]
-fn exact_grating<V: Num>(x: V, n: V, reduce: bool) -> V {
+pub(crate) fn exact_grating<V: Num>(x: V, n: V, reduce: bool) -> V {
     let pi = V::c(PI);
     if reduce {
         sincg(pi * grating_index(x, true), n)
