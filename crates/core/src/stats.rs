@@ -44,6 +44,35 @@ fn roi_span(lo: i64, hi: i64, n: usize) -> (usize, usize) {
     (a, hi.saturating_add(1).clamp(a as i64, n as i64) as usize)
 }
 
+/// The largest of `xs` if positive, else 0. `>` is false for NaN: NaN
+/// pixels never become the maximum, as in C. Eight running maxima (the
+/// result does not depend on the order), so that it vectorises.
+fn positive_max(xs: &[f32]) -> f32 {
+    let mut m = [0.0f32; 8];
+    let mut chunks = xs.chunks_exact(8);
+    for c in &mut chunks {
+        for i in 0..8 {
+            if c[i] > m[i] {
+                m[i] = c[i];
+            }
+        }
+    }
+    m.iter().chain(chunks.remainder()).fold(0.0f32, |b, &v| if v > b { v } else { b })
+}
+
+/// The index of the first `x` in `xs`, checked 16 at a time (the test of a
+/// block vectorises; only the block holding it is searched one by one).
+fn first_index_of(xs: &[f32], x: f32) -> Option<usize> {
+    let mut base = 0;
+    for c in xs.chunks(16) {
+        if c.iter().fold(false, |any, &v| any | (v == x)) {
+            return c.iter().position(|&v| v == x).map(|i| base + i);
+        }
+        base += c.len();
+    }
+    None
+}
+
 /// [`RowStats`] of row `s` (`row` holds its `fpixels` values): the pixels
 /// inside `roi` and, with a `mask` (the whole image's), where it is nonzero.
 pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats {
@@ -72,8 +101,7 @@ pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> 
                 sum[0] += v as f64;
                 sumsqr[0] += v as f64 * v as f64;
             }
-            // `>` is false for NaN: NaN pixels never become the maximum, as in C
-            max = row.iter().fold(0.0f32, |m, &v| if v > m { v } else { m });
+            max = positive_max(row);
             n = row.len();
         }
         Some(m) => {
@@ -96,7 +124,7 @@ pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> 
     }
     let max_f = match first {
         Some(i) => f0 + i,
-        None if max > 0.0 => f0 + row.iter().position(|&v| v == max).unwrap_or(0),
+        None if max > 0.0 => f0 + first_index_of(row, max).unwrap_or(0),
         None => 0,
     };
     RowStats {
@@ -199,6 +227,25 @@ pub fn stats_from_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_maximum_and_its_first_position() {
+        // 37 values: a remainder after the blocks of 8 and of 16
+        let mut row: Vec<f32> = (0..37).map(|i| (i % 7) as f32 - 3.0).collect();
+        assert_eq!(positive_max(&row), 3.0);
+        assert_eq!(first_index_of(&row, 3.0), Some(6));
+        row[20] = f32::NAN;
+        row[33] = 9.5;
+        row[35] = 9.5;
+        assert_eq!(positive_max(&row), 9.5);
+        assert_eq!(first_index_of(&row, 9.5), Some(33));
+        assert_eq!(first_index_of(&row, 42.0), None);
+        // nothing positive: 0, as the C program's running maximum starts
+        assert_eq!(positive_max(&[-1.0, f32::NAN, -0.5]), 0.0);
+        let sequential = |xs: &[f32]| xs.iter().fold(0.0f32, |m, &v| if v > m { v } else { m });
+        let wavy: Vec<f32> = (0..1000).map(|i| ((i as f32) * 0.37).sin() * i as f32).collect();
+        assert_eq!(positive_max(&wavy), sequential(&wavy));
+    }
 
     #[test]
     fn stats_of_small_image() {
