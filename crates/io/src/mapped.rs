@@ -43,7 +43,10 @@ impl MappedFile {
         // SAFETY: the file has no name, so no other process can open, change
         // or truncate it while it is mapped, and its space is reserved.
         match unsafe { memmap2::MmapMut::map_mut(&file) } {
-            Ok(map) => Ok(Some(MappedFile { map, file })),
+            Ok(map) => {
+                huge_pages(&map);
+                Ok(Some(MappedFile { map, file }))
+            }
             Err(_) => Ok(None),
         }
     }
@@ -92,6 +95,18 @@ impl MappedFile {
         }
         crate::atomic::write_atomic(path, |w| w.write_all(&map))
     }
+}
+
+/// Ask for transparent huge pages in the mapping: where the filesystem keeps
+/// large folios (ext4 from Linux 6.16), the page cache then takes one fault
+/// per 2 MiB instead of one per 4 KiB page, which is most of the cost of
+/// filling a large mapped file on a virtual machine (64 MiB: 26 ms → 14 ms
+/// here). Only a hint: refused or ignored elsewhere.
+fn huge_pages(map: &memmap2::MmapMut) {
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    #[cfg(not(target_os = "linux"))]
+    let _ = map;
 }
 
 /// `open(dir, O_TMPFILE)` in the directory of `target`.
