@@ -96,6 +96,9 @@ pub struct Polarization<S> {
     kahn: S,
     /// Polarization axis along the beam: C's ψ is 0 then (atan2(0, 0)).
     degenerate: bool,
+    /// A Kahn factor of exactly 0 without a derivative: the factor is
+    /// 0.5 (1 + c²), the same number the full formula gives.
+    unpolarized: bool,
 }
 
 impl<S: Real> Polarization<S> {
@@ -111,6 +114,7 @@ impl<S: Real> Polarization<S> {
             b_in: lift(b_in),
             kahn: S::c(kahn_factor),
             degenerate: b_in == [0.0; 3],
+            unpolarized: kahn_factor == 0.0,
         }
     }
 
@@ -123,6 +127,8 @@ impl<S: Real> Polarization<S> {
             b_in: basis.b_in,
             kahn: kahn_factor,
             degenerate: basis.b_in.iter().all(|b| b.val() == 0.0),
+            // the factor may carry a derivative by k
+            unpolarized: false,
         }
     }
 
@@ -133,8 +139,11 @@ impl<S: Real> Polarization<S> {
         let l = |v: &V3<S>| [V::splat(v[0]), V::splat(v[1]), V::splat(v[2])];
         let c = dot(l(&self.incident), diffracted);
         let c2 = c * c;
-        let kahn = V::splat(self.kahn);
         let one = V::one();
+        if self.unpolarized {
+            return V::c(0.5) * (one + c2);
+        }
+        let kahn = V::splat(self.kahn);
         let e2_minus_b2 = if self.degenerate {
             one - c2
         } else {
