@@ -53,7 +53,7 @@ use super::param::Param;
 use crate::config::{CrystalShape, SimConfig};
 use crate::error::Result;
 use crate::real::{Mask, Num};
-use crate::render::cpu::{block_lanes, roi_row};
+use crate::render::cpu::RowBlocks;
 use crate::render::kernel::{exact_grating, Exact, Fast, Kernel};
 use crate::setup::{Plan, SetupSeeds};
 use crate::vec3::{cross, dot, V3};
@@ -548,40 +548,29 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
 ) -> Option<usize> {
     let plan = rows.geo.plan();
     let fp = plan.detector.fpixels;
-    let (lo, hi) = roi_row(plan, s)?;
-    let start_on = rows.lat.interpolates();
-    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
-    let lanes = B::LANES;
-    let full = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
+    let blocks = RowBlocks::new(plan, s, B::LANES, rows.lat.interpolates(), limit)?;
     let outputs = 1 + rows.c.jac.len();
     let cells = if rows.c.cells_kept { rows.geo.cells.len() } else { 0 };
     let mut m = vec![[[B::zero(); 3]; 3]; cells];
     let mut z = vec![B::zero(); z_len(cells)];
     let mut out = vec![B::zero(); outputs];
     let mut first = None;
-    let mut f0 = lo;
-    while f0 <= hi {
-        let n = lanes.min(hi + 1 - f0);
-        let (live, mut interp) = block_lanes(mask, s * fp, f0, n, lanes, start_on, limit);
-        if live != 0 {
-            let fallback = contracted_lanes(rows, f0, s, &mut interp, &mut m, &mut z, &mut out);
-            for (o, v) in out.iter().enumerate() {
-                let plane = &mut *row[o];
-                if live == full {
-                    v.write_f32(&mut plane[f0..f0 + lanes]);
-                } else {
-                    for i in (0..n).filter(|i| live >> i & 1 != 0) {
-                        plane[f0 + i] = v.lane(i) as f32;
-                    }
-                }
-            }
-            if first.is_none() {
-                if let Some(i) = fallback {
-                    first = Some(s * fp + f0 + i);
+    for mut b in blocks {
+        let fallback = contracted_lanes(rows, b.f0, s, &mut b.interp, &mut m, &mut z, &mut out);
+        for (v, plane) in out.iter().zip(row.iter_mut()) {
+            if b.full {
+                v.write_f32(&mut plane[b.f0..b.f0 + B::LANES]);
+            } else {
+                for i in b.live_lanes() {
+                    plane[b.f0 + i] = v.lane(i) as f32;
                 }
             }
         }
-        f0 += lanes;
+        if first.is_none() {
+            if let Some(i) = fallback {
+                first = Some(s * fp + b.f0 + i);
+            }
+        }
     }
     first
 }

@@ -28,7 +28,7 @@
 
 use super::dense::{Dense32, Dense64};
 use crate::real::{fast, Num, Real};
-use crate::render::cpu::{block_lanes, roi_row};
+use crate::render::cpu::RowBlocks;
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::Plan;
 use rayon::prelude::*;
@@ -371,34 +371,23 @@ fn row_lanes<V: Outputs>(
     limit: Option<usize>,
 ) -> Option<usize> {
     let fp = plan.detector.fpixels;
-    let (lo, hi) = roi_row(plan, s)?;
-    let start_on = kernel.interpolates();
-    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
-    let lanes = V::LANES;
-    let full = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
     let mut first = None;
-    let mut f0 = lo;
-    while f0 <= hi {
-        let n = lanes.min(hi + 1 - f0);
-        let (live, mut interp) = block_lanes(mask, s * fp, f0, n, lanes, start_on, limit);
-        if live != 0 {
-            let r = kernel.lanes(f0, s, &mut interp);
-            for (o, out) in row.iter_mut().enumerate().take(outputs) {
-                if live == full {
-                    r.value.write_output(o, &mut out[f0..f0 + lanes]);
-                } else {
-                    for i in (0..n).filter(|i| live >> i & 1 != 0) {
-                        out[f0 + i] = r.value.output_lane(o, i);
-                    }
-                }
-            }
-            if first.is_none() {
-                if let Some((i, _)) = r.out_of_range {
-                    first = Some(s * fp + f0 + i);
+    for mut b in RowBlocks::new(plan, s, V::LANES, kernel.interpolates(), limit)? {
+        let r = kernel.lanes(b.f0, s, &mut b.interp);
+        for (o, out) in row.iter_mut().enumerate().take(outputs) {
+            if b.full {
+                r.value.write_output(o, &mut out[b.f0..b.f0 + V::LANES]);
+            } else {
+                for i in b.live_lanes() {
+                    out[b.f0 + i] = r.value.output_lane(o, i);
                 }
             }
         }
-        f0 += lanes;
+        if first.is_none() {
+            if let Some((i, _)) = r.out_of_range {
+                first = Some(s * fp + b.f0 + i);
+            }
+        }
     }
     first
 }

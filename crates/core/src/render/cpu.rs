@@ -140,20 +140,88 @@ fn row_lanes<V: Num, M: MathMode>(
 ) -> RowOut {
     let mut omega = 0.0f64;
     let mut first = None;
-    let Some((lo, hi)) = roi_row(plan, s) else {
+    let Some(blocks) = RowBlocks::new(plan, s, V::LANES, kernel.interpolates(), limit) else {
         return (0.0, None);
     };
-    let start_on = kernel.interpolates();
     if kernel.single_sample() {
-        row_blocks::<V, M, true>(
-            plan, kernel, s, row, limit, lo, hi, start_on, &mut omega, &mut first,
-        );
+        row_blocks::<V, M, true>(kernel, s, row, blocks, &mut omega, &mut first);
     } else {
-        row_blocks::<V, M, false>(
-            plan, kernel, s, row, limit, lo, hi, start_on, &mut omega, &mut first,
-        );
+        row_blocks::<V, M, false>(kernel, s, row, blocks, &mut omega, &mut first);
     }
     (omega, first)
+}
+
+/// A block of adjacent pixels of a row (see [`RowBlocks`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Block {
+    /// Fast index of its first pixel.
+    pub f0: usize,
+    /// Pixels in the block (the lane count, or fewer at the end of the ROI).
+    pub n: usize,
+    /// The lanes rendered (not masked), as bits.
+    pub live: u32,
+    /// Of those, the ones that start with tricubic interpolation on.
+    pub interp: u32,
+    /// Every lane is rendered: the block can be stored whole.
+    pub full: bool,
+}
+
+impl Block {
+    /// The rendered lanes.
+    #[inline(always)]
+    pub fn live_lanes(self) -> impl Iterator<Item = usize> {
+        (0..self.n).filter(move |i| self.live >> i & 1 != 0)
+    }
+}
+
+/// The blocks of `lanes` pixels of a row inside the region of interest
+/// that have a rendered pixel, left to right: the walk every row driver
+/// (image, derivative lanes, contraction) takes.
+pub(crate) struct RowBlocks<'p> {
+    mask: Option<&'p [u16]>,
+    row_start: usize,
+    f0: usize,
+    hi: usize,
+    lanes: usize,
+    start_on: bool,
+    limit: Option<usize>,
+}
+
+impl<'p> RowBlocks<'p> {
+    /// Row `s` of `plan` (`start_on`: tricubic interpolation starts on;
+    /// `limit`: see [`block_lanes`]), or `None` when the ROI misses it.
+    #[inline(always)]
+    pub fn new(
+        plan: &'p Plan,
+        s: usize,
+        lanes: usize,
+        start_on: bool,
+        limit: Option<usize>,
+    ) -> Option<Self> {
+        let (lo, hi) = roi_row(plan, s)?;
+        let fp = plan.detector.fpixels;
+        let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
+        Some(RowBlocks { mask, row_start: s * fp, f0: lo, hi, lanes, start_on, limit })
+    }
+}
+
+impl Iterator for RowBlocks<'_> {
+    type Item = Block;
+    #[inline(always)]
+    fn next(&mut self) -> Option<Block> {
+        while self.f0 <= self.hi {
+            let (f0, lanes) = (self.f0, self.lanes);
+            self.f0 += lanes;
+            let n = lanes.min(self.hi + 1 - f0);
+            let (live, interp) =
+                block_lanes(self.mask, self.row_start, f0, n, lanes, self.start_on, self.limit);
+            if live != 0 {
+                let all = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
+                return Some(Block { f0, n, live, interp, full: live == all });
+            }
+        }
+        None
+    }
 }
 
 /// The lanes of the block of `n` pixels from fast index `f0` of a row
@@ -162,7 +230,7 @@ fn row_lanes<V: Num, M: MathMode>(
 /// start with tricubic interpolation on (`start_on`; with a `limit` p only
 /// the pixels up to image index p, see [`render_with`]).
 #[inline(always)]
-pub(crate) fn block_lanes(
+fn block_lanes(
     mask: Option<&[u16]>,
     row_start: usize,
     f0: usize,
@@ -204,48 +272,35 @@ pub(crate) fn roi_row(plan: &Plan, s: usize) -> Option<(usize, usize)> {
     Some((roi[0].max(0) as usize, (roi[1] as usize).min(fp - 1)))
 }
 
-/// The blocks of `V::LANES` pixels of row `s` from `lo` to `hi`.
+/// The blocks of `V::LANES` pixels of row `s` (`blocks`).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn row_blocks<V: Num, M: MathMode, const SINGLE: bool>(
-    plan: &Plan,
     kernel: &Kernel<V, M>,
     s: usize,
     row: &mut [f32],
-    limit: Option<usize>,
-    lo: usize,
-    hi: usize,
-    start_on: bool,
+    blocks: RowBlocks,
     omega: &mut f64,
     first: &mut Option<(usize, Fallback)>,
 ) {
-    let fp = plan.detector.fpixels;
-    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
-    let full = if V::LANES >= 32 { u32::MAX } else { (1u32 << V::LANES) - 1 };
+    let fp = kernel.fpixels();
     let mut omega_lanes = V::zero();
-    let mut f0 = lo;
-    while f0 <= hi {
-        let n = V::LANES.min(hi + 1 - f0);
-        let (live, mut interp) = block_lanes(mask, s * fp, f0, n, V::LANES, start_on, limit);
-        if live != 0 {
-            let r = kernel.lanes_with::<SINGLE>(f0, s, &mut interp);
-            if live == full {
-                r.value.write_f32(&mut row[f0..f0 + V::LANES]);
-                omega_lanes += r.omega_sum;
-            } else {
-                for i in (0..n).filter(|i| live >> i & 1 != 0) {
-                    row[f0 + i] = r.value.lane(i).val() as f32;
-                }
-                let m = V::Mask::from_bits(live);
-                omega_lanes += V::select(m, r.omega_sum, V::zero());
+    for mut b in blocks {
+        let r = kernel.lanes_with::<SINGLE>(b.f0, s, &mut b.interp);
+        if b.full {
+            r.value.write_f32(&mut row[b.f0..b.f0 + V::LANES]);
+            omega_lanes += r.omega_sum;
+        } else {
+            for i in b.live_lanes() {
+                row[b.f0 + i] = r.value.lane(i).val() as f32;
             }
-            if first.is_none() {
-                if let Some((i, p)) = r.out_of_range {
-                    *first = Some((s * fp + f0 + i, p));
-                }
+            let m = V::Mask::from_bits(b.live);
+            omega_lanes += V::select(m, r.omega_sum, V::zero());
+        }
+        if first.is_none() {
+            if let Some((i, p)) = r.out_of_range {
+                *first = Some((s * fp + b.f0 + i, p));
             }
         }
-        f0 += V::LANES;
     }
     for i in 0..V::LANES {
         *omega += omega_lanes.lane(i).val();
