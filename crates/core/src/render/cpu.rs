@@ -364,21 +364,24 @@ mod x86 {
         level: SimdLevel,
         image: &mut [f32],
     ) -> Option<RenderInfo> {
-        // Two vectors per call: two independent dependency chains (measured
-        // 1.4-1.6x faster than one on AVX2, 1.0-1.1x on AVX-512; see
-        // docs/performance.md).
+        // Several vectors per call: independent dependency chains through
+        // the square root, division and polynomial latencies. AVX2 takes
+        // four (one pixel's chain is longer than the reorder window, so
+        // consecutive calls barely overlap: 1.2x faster than two in f64,
+        // 1.1x in f32 on Zen 3; two were 1.4-1.6x faster than one);
+        // AVX-512 two (1.0-1.1x over one). See docs/performance.md.
         let out = match (level, precision) {
             (SimdLevel::Scalar, _) => return None,
             (SimdLevel::Avx2, Precision::Fast64) => render_with(
                 plan,
-                &Avx2Rows(Kernel::<X2<avx2::F64x4>, Fast>::new(plan), plan),
+                &Avx2Rows(Kernel::<X2<X2<avx2::F64x4>>, Fast>::new(plan), plan),
                 image,
             ),
             // exact: libm per lane dominates; plain scalar code is as fast
             (_, Precision::Exact64) => return None,
             (SimdLevel::Avx2, Precision::Fast32) => render_with(
                 plan,
-                &Avx2Rows(Kernel::<X2<avx2::F32x8>, Fast>::new(plan), plan),
+                &Avx2Rows(Kernel::<X2<X2<avx2::F32x8>>, Fast>::new(plan), plan),
                 image,
             ),
             (SimdLevel::Avx512, Precision::Fast64) => render_with(

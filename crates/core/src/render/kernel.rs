@@ -383,8 +383,10 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         interp: &mut u32,
         probe: &mut impl Probe<V>,
     ) -> LaneResult<V> {
+        if SINGLE {
+            return self.lanes_single(f0, spixel, interp, probe);
+        }
         let plan = self.plan;
-        let fast = M::FAST;
         let s = V::splat;
         let zero = V::zero();
         let one = V::one();
@@ -434,41 +436,140 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                             polar = self.polarize(src, &mut diffracted, recompute, polar);
                         }
                         for cell in &self.cells {
-                            let [h, k, l] = self.miller(cell, scattering);
-                            let f_latt = self.lattice(h, k, l);
-                            probe.lattice(cell, [h, k, l], f_latt);
-                            let mut hit = active;
-                            if plan.water_size_m == 0.0 {
-                                hit = hit & f_latt.cmp_ne(zero);
-                                if !hit.any() {
-                                    continue;
-                                }
-                            }
-                            let f_cell = if self.grid.is_none() {
-                                // no grid: never interpolates, nearest is default_F
-                                s(self.default_f)
-                            } else {
-                                self.structure_factor([h, k, l], hit, interp, &mut out_of_range)
-                            };
-                            probe.structure_factor(f_cell, hit);
-                            let mut i_new = i_acc + f_cell * f_cell * f_latt * f_latt;
-                            if plan.oversample_thick {
-                                i_new *= capture_fraction;
-                            }
-                            if plan.oversample_polar {
-                                i_new *= polar;
-                            }
-                            if plan.oversample_omega {
-                                i_new *= omega_pixel;
-                            }
-                            i_acc = V::select(hit, i_new, i_acc);
+                            let factors = [capture_fraction, polar, omega_pixel];
+                            i_acc = self.add_cell(
+                                cell,
+                                scattering,
+                                active,
+                                factors,
+                                i_acc,
+                                interp,
+                                &mut out_of_range,
+                                probe,
+                            );
                         }
                     }
                 }
             }
         }
         probe.finish(i_acc, polar, omega_pixel, capture_fraction);
-        let mut value = if fast {
+        let value = self.finish_value(i_acc, [capture_fraction, polar, omega_pixel]);
+        LaneResult { value, omega_sum, out_of_range }
+    }
+
+    /// [`Kernel::lanes_probed`] with one sensor layer, one sub-pixel and one
+    /// source: the same steps without those loops, and the solid angle,
+    /// capture fraction and polarization computed once (as the first
+    /// sample of the general loops computes them).
+    #[inline(always)]
+    fn lanes_single(
+        &self,
+        f0: usize,
+        spixel: usize,
+        interp: &mut u32,
+        probe: &mut impl Probe<V>,
+    ) -> LaneResult<V> {
+        let plan = self.plan;
+        let s = V::splat;
+        let zero = V::zero();
+        let one = V::one();
+        let mut out_of_range = None;
+        let lane_offset = V::from_fn(|i| V::Scalar::c(i as f64));
+        let odet_pos = V::c(0.0) * s(self.thickstep);
+        let (fdet_pos, sdet_pos) = self.subpixel_offsets(f0, spixel, 0, 0, 1, lane_offset);
+        let pos = self.position(fdet_pos, sdet_pos, odet_pos);
+        probe.position(&pos);
+        let (mut diffracted, airpath, inv_airpath) = self.direction(pos);
+        let omega_pixel = self.solid_angle(airpath, inv_airpath);
+        // the general loop starts from 1 (no thickness) or 0 and recomputes a 0
+        let capture_fraction = if self.thick_zero && !plan.oversample_thick {
+            one
+        } else {
+            self.capture(diffracted, 0)
+        };
+        let src = &self.sources[0];
+        let scattering = self.scattering(diffracted, src);
+        probe.scattering(&scattering);
+        let mut polar = if plan.nopolar { one } else { zero };
+        let mut i_acc = s(self.i_bg);
+        let active = self.dmin_active(scattering);
+        if active.any() {
+            if !plan.nopolar || plan.oversample_polar {
+                polar = self.polarize(src, &mut diffracted, active, polar);
+            }
+            let factors = [capture_fraction, polar, omega_pixel];
+            for cell in &self.cells {
+                i_acc = self.add_cell(
+                    cell,
+                    scattering,
+                    active,
+                    factors,
+                    i_acc,
+                    interp,
+                    &mut out_of_range,
+                    probe,
+                );
+            }
+        }
+        probe.finish(i_acc, polar, omega_pixel, capture_fraction);
+        let value = self.finish_value(i_acc, [capture_fraction, polar, omega_pixel]);
+        LaneResult { value, omega_sum: omega_pixel, out_of_range }
+    }
+
+    /// `i_acc` with the lanes of `active` where `cell` scatters increased by
+    /// F_cell² F_latt² (times the `oversample_*` factors that compound).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn add_cell(
+        &self,
+        cell: &KCell<V::Scalar>,
+        scattering: V3<V>,
+        active: V::Mask,
+        [capture_fraction, polar, omega_pixel]: [V; 3],
+        i_acc: V,
+        interp: &mut u32,
+        out_of_range: &mut Option<(usize, Fallback)>,
+        probe: &mut impl Probe<V>,
+    ) -> V {
+        let plan = self.plan;
+        let zero = V::zero();
+        let [h, k, l] = self.miller(cell, scattering);
+        let f_latt = self.lattice(h, k, l);
+        probe.lattice(cell, [h, k, l], f_latt);
+        let mut hit = active;
+        if plan.water_size_m == 0.0 {
+            hit = hit & f_latt.cmp_ne(zero);
+            if !hit.any() {
+                return i_acc;
+            }
+        }
+        let f_cell = if self.grid.is_none() {
+            // no grid: never interpolates, nearest is default_F
+            V::splat(self.default_f)
+        } else {
+            self.structure_factor([h, k, l], hit, interp, out_of_range)
+        };
+        probe.structure_factor(f_cell, hit);
+        let mut i_new = i_acc + f_cell * f_cell * f_latt * f_latt;
+        if plan.oversample_thick {
+            i_new *= capture_fraction;
+        }
+        if plan.oversample_polar {
+            i_new *= polar;
+        }
+        if plan.oversample_omega {
+            i_new *= omega_pixel;
+        }
+        V::select(hit, i_new, i_acc)
+    }
+
+    /// The pixel value from the accumulated intensity and the last capture
+    /// fraction, polarization and solid angle (those not compounded).
+    #[inline(always)]
+    fn finish_value(&self, i_acc: V, [capture_fraction, polar, omega_pixel]: [V; 3]) -> V {
+        let plan = self.plan;
+        let s = V::splat;
+        let mut value = if M::FAST {
             s(self.scale_per_step) * i_acc
         } else {
             s(self.scale) * i_acc / s(self.steps)
@@ -482,7 +583,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         if !plan.oversample_omega {
             value *= omega_pixel;
         }
-        LaneResult { value, omega_sum, out_of_range }
+        value
     }
 
     /// Fast- and slow-axis offsets (m) of sub-pixel (`sub_f`, `sub_s`) of
