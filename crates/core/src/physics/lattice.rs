@@ -177,13 +177,27 @@ impl<S: Real> Grating<S> {
     /// [`Grating::poly`] for a known parity of `N` (`EVEN` must match).
     #[inline(always)]
     pub fn poly_with<V: Num<Scalar = S>, const EVEN: bool>(&self, h: V) -> V {
+        self.poly_len::<V, EVEN, POLY_LEN>(h)
+    }
+
+    /// Coefficients of P up to the last nonzero one (1 to 5).
+    pub fn poly_terms(&self) -> usize {
+        self.poly.iter().rposition(|&c| c != S::zero()).map_or(1, |i| i + 1)
+    }
+
+    /// [`Grating::poly_with`] from the first `LEN` coefficients of P (at
+    /// least [`Grating::poly_terms`]). The same value: Horner's steps over
+    /// the zero padding give exactly 0, then the first nonzero coefficient.
+    #[inline(always)]
+    pub fn poly_len<V: Num<Scalar = S>, const EVEN: bool, const LEN: usize>(&self, h: V) -> V {
+        debug_assert!(LEN >= self.poly_terms() && LEN <= POLY_LEN);
         let hn = h.round();
         let f = h - hn;
         let s = sinpi_small(f);
         let x = s * s;
-        // fixed degree (zero-padded): no loop left after inlining
-        let mut p = V::splat(self.poly[POLY_LEN - 1]);
-        for &c in self.poly[..POLY_LEN - 1].iter().rev() {
+        // fixed degree: no loop left after inlining
+        let mut p = V::splat(self.poly[LEN - 1]);
+        for &c in self.poly[..LEN - 1].iter().rev() {
             p = p.mul_add(x, V::splat(c));
         }
         if EVEN {
@@ -352,6 +366,28 @@ mod tests {
                 assert_eq!(g.eval(-4.0), n);
             }
         }
+    }
+
+    #[test]
+    fn shortened_polynomials_are_bit_identical() {
+        fn check<S: Real, const LEN: usize>(n: f64) {
+            let g = Grating::<S>::new(n);
+            assert!(g.poly_terms() <= LEN, "N={n}");
+            for i in -3000..=3000 {
+                let h = S::c(i as f64 * 0.00731 + 1e-5);
+                let (a, b) = (g.poly_len::<S, false, LEN>(h), g.poly_with::<S, false>(h));
+                assert_eq!(a.val().to_bits(), b.val().to_bits(), "N={n} h={}", h.val());
+            }
+        }
+        // odd N: 1, 2, 3, 4, 5 coefficients
+        assert_eq!([3.0, 5.0, 7.0, 9.0].map(|n| Grating::<f64>::new(n).poly_terms()), [2, 3, 4, 5]);
+        check::<f64, 2>(3.0);
+        check::<f64, 3>(5.0);
+        check::<f64, 4>(7.0);
+        check::<f64, 5>(9.0);
+        check::<f32, 3>(5.0);
+        check::<f32, 4>(7.0);
+        check::<f64, 5>(5.0);
     }
 
     #[test]

@@ -187,6 +187,8 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     poly3: bool,
     /// ... all three for odd N.
     poly3_odd: bool,
+    /// The most polynomial coefficients of the three ([`Grating::poly_terms`]).
+    poly3_terms: usize,
     fudge: V::Scalar,
     kahn: V::Scalar,
     /// The Kahn factor carries a derivative (ψ is needed even where it is 0).
@@ -291,6 +293,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                     .iter()
                     .all(|&n| grating(n).is_some_and(|g| g.form() == GratingForm::Polynomial)),
             poly3_odd: plan.n_cells.iter().all(|&n| grating(n).is_some_and(|g| !g.is_even())),
+            poly3_terms: plan
+                .n_cells
+                .iter()
+                .filter_map(|&n| grating(n).map(|g: Grating<S<V>>| g.poly_terms()))
+                .max()
+                .unwrap_or(5),
             fudge: c(plan.fudge),
             kahn: c(plan.kahn_factor),
             kahn_moves: false,
@@ -780,12 +788,17 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             // the common case without branches between the factors
             let [ga, gb, gc] = &self.gratings;
             if let (Some(ga), Some(gb), Some(gc)) = (ga, gb, gc) {
-                if self.poly3_odd {
-                    return ga.poly_with::<V, false>(h)
-                        * gb.poly_with::<V, false>(k)
-                        * gc.poly_with::<V, false>(l);
-                }
-                return ga.poly(h) * gb.poly(k) * gc.poly(l);
+                // polynomials only as long as the longest needs (one
+                // predictable branch instead of the zero padding's FMAs)
+                let gs = [ga, gb, gc];
+                return match (self.poly3_odd, self.poly3_terms) {
+                    (true, 1) => poly3::<V, false, 1>(gs, h, k, l),
+                    (true, 2) => poly3::<V, false, 2>(gs, h, k, l),
+                    (true, 3) => poly3::<V, false, 3>(gs, h, k, l),
+                    (true, 4) => poly3::<V, false, 4>(gs, h, k, l),
+                    (true, _) => poly3::<V, false, 5>(gs, h, k, l),
+                    (false, _) => ga.poly(h) * gb.poly(k) * gc.poly(l),
+                };
             }
         }
         let hkl0 = nearest_hkl([h, k, l]);
@@ -978,6 +991,7 @@ where
             gratings: n_val.map(grating),
             poly3: false,
             poly3_odd: false,
+            poly3_terms: 5,
             fudge: l.fudge,
             kahn: l.kahn,
             kahn_moves: !crate::diff::DiffReal::is_const_zero(l.kahn),
@@ -1055,6 +1069,17 @@ fn tricubic_at<R: Real>(g: &HklGrid, h: R, k: R, l: R) -> R {
 fn nearest_hkl<V: Num>(hkl: [V; 3]) -> [V; 3] {
     let half = V::c(0.5);
     [(hkl[0] - half).ceil(), (hkl[1] - half).ceil(), (hkl[2] - half).ceil()]
+}
+
+/// The three polynomial-form factors for odd N from `LEN` coefficients.
+#[inline(always)]
+fn poly3<V: Num, const EVEN: bool, const LEN: usize>(
+    [ga, gb, gc]: [&Grating<V::Scalar>; 3],
+    h: V,
+    k: V,
+    l: V,
+) -> V {
+    ga.poly_len::<V, EVEN, LEN>(h) * gb.poly_len::<V, EVEN, LEN>(k) * gc.poly_len::<V, EVEN, LEN>(l)
 }
 
 /// Multiply one grating factor into (numerator, denominator, whether the
