@@ -16,7 +16,9 @@ use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
-use nanobragg_core::stats::{image_stats, stats_from_rows};
+use nanobragg_core::stats::{
+    image_stats, rmsd_from_deviations, roi_rows, row_deviation, stats_but_rmsd, stats_from_rows,
+};
 use nanobragg_io::cfmt::g;
 use nanobragg_io::mapped::MappedFile;
 use nanobragg_io::smv::SmvHeaderFields;
@@ -595,12 +597,52 @@ pub fn run(inv: Invocation) -> Result<()> {
             FloatJob::Done(write_float())
         };
         let rest = (|| -> Result<()> {
-            // the CPU render gathered each row's sums as it went
-            let stats = if rendered.rows.len() == sp {
-                stats_from_rows(image, fp, roi, &rendered.rows)
+            // the CPU render gathered each row's sums as it went; the RMSD's
+            // pass over the image rides along with the int conversion below
+            let from_rows = rendered.rows.len() == sp;
+            let mut stats = if from_rows {
+                stats_but_rmsd(fp, &rendered.rows)
             } else {
                 image_stats(image, fp, roi, mask)
             };
+            let mut int_scale = o.int_scale;
+            if int_scale <= 0.0 {
+                int_scale = 1.0;
+                if stats.max_i > 0.0 {
+                    int_scale = 55000.0 / stats.max_i;
+                }
+            }
+            let header = smv_header(&plan);
+            let devs: Vec<AtomicU64> =
+                if from_rows { (0..sp).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
+            let mean = stats.mean;
+            let int_written = nanobragg_io::smv::write_smv_rows(&int_tmp, &header, |row, block| {
+                let (scale, adc) = (int_scale, o.adc_offset);
+                nanobragg_io::pgm::int_rows_visiting(
+                    image,
+                    fp,
+                    roi,
+                    scale,
+                    adc,
+                    row,
+                    block,
+                    |s, v| {
+                        if let Some(d) = devs.get(s) {
+                            d.store(row_deviation(v, mean).to_bits(), Ordering::Relaxed);
+                        }
+                    },
+                )
+            });
+            if from_rows {
+                stats.rmsd = if int_written.is_ok() {
+                    let devs: Vec<f64> = roi_rows(roi, sp)
+                        .map(|s| f64::from_bits(devs[s].load(Ordering::Relaxed)))
+                        .collect();
+                    rmsd_from_deviations(&devs, fp, sp, roi)
+                } else {
+                    stats_from_rows(image, fp, roi, &rendered.rows).rmsd
+                };
+            }
             writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
             let subpixel = d.pixel_size_m / plan.oversample as f64;
             let last = (plan.oversample - 1) as f64;
@@ -613,20 +655,9 @@ pub fn run(inv: Invocation) -> Result<()> {
             };
             writeln!(out, "max_I = {}  at {} {}", g(stats.max_i), g(max_x), g(max_y))?;
             writeln!(out, "mean= {} rms= {} rmsd= {}", g(stats.mean), g(stats.rms), g(stats.rmsd))?;
-            let mut int_scale = o.int_scale;
-            if int_scale <= 0.0 {
-                int_scale = 1.0;
-                if stats.max_i > 0.0 {
-                    int_scale = 55000.0 / stats.max_i;
-                }
-            }
             writeln!(out, "intfile_scale = {}", g(int_scale))?;
-            let header = smv_header(&plan);
             writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
-            nanobragg_io::smv::write_smv_rows(&int_tmp, &header, |row, block| {
-                nanobragg_io::pgm::int_rows(image, fp, roi, int_scale, o.adc_offset, row, block)
-            })
-            .map_err(|e| write_error("-intfile", &o.intfile, e))?;
+            int_written.map_err(|e| write_error("-intfile", &o.intfile, e))?;
 
             if let Some(pgm_tmp) = &pgm_tmp {
                 let mut pgm_scale = o.pgm_scale;

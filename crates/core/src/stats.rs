@@ -47,6 +47,7 @@ fn roi_span(lo: i64, hi: i64, n: usize) -> (usize, usize) {
 /// The largest of `xs` if positive, else 0. `>` is false for NaN: NaN
 /// pixels never become the maximum, as in C. Eight running maxima (the
 /// result does not depend on the order), so that it vectorises.
+#[inline(always)]
 fn positive_max(xs: &[f32]) -> f32 {
     let mut m = [0.0f32; 8];
     let mut chunks = xs.chunks_exact(8);
@@ -58,6 +59,63 @@ fn positive_max(xs: &[f32]) -> f32 {
         }
     }
     m.iter().chain(chunks.remainder()).fold(0.0f32, |b, &v| if v > b { v } else { b })
+}
+
+/// The four interleaved partial sums of `row` and of its squares (pixel
+/// `i` goes to partial `i % 4`, the tail to partial 0) and its
+/// [`positive_max`]. With AVX2 the four partials are one vector: the same
+/// additions in the same order, so the same sums.
+fn unmasked_sums(row: &[f32]) -> ([f64; 4], [f64; 4], f32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { unmasked_sums_avx2(row) };
+    }
+    unmasked_sums_any(row)
+}
+
+#[inline(always)]
+fn unmasked_sums_any(row: &[f32]) -> ([f64; 4], [f64; 4], f32) {
+    let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
+    let mut quads = row.chunks_exact(4);
+    for q in &mut quads {
+        for i in 0..4 {
+            let v = q[i] as f64;
+            sum[i] += v;
+            sumsqr[i] += v * v;
+        }
+    }
+    for &v in quads.remainder() {
+        sum[0] += v as f64;
+        sumsqr[0] += v as f64 * v as f64;
+    }
+    (sum, sumsqr, positive_max(row))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn unmasked_sums_avx2(row: &[f32]) -> ([f64; 4], [f64; 4], f32) {
+    use std::arch::x86_64::*;
+    let (mut s, mut q) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let mut quads = row.chunks_exact(4);
+    for c in &mut quads {
+        // SAFETY: c holds 4 floats; unaligned load.
+        let v = _mm256_cvtps_pd(unsafe { _mm_loadu_ps(c.as_ptr()) });
+        s = _mm256_add_pd(s, v);
+        // a separate product and sum (no fused multiply-add), as the scalar code
+        q = _mm256_add_pd(q, _mm256_mul_pd(v, v));
+    }
+    let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
+    // SAFETY: 4 doubles each; unaligned stores.
+    unsafe {
+        _mm256_storeu_pd(sum.as_mut_ptr(), s);
+        _mm256_storeu_pd(sumsqr.as_mut_ptr(), q);
+    }
+    for &v in quads.remainder() {
+        sum[0] += v as f64;
+        sumsqr[0] += v as f64 * v as f64;
+    }
+    (sum, sumsqr, positive_max(row))
 }
 
 /// The index of the first `x` in `xs`, checked 16 at a time (the test of a
@@ -89,19 +147,7 @@ pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> 
     let mut first = None;
     match mask {
         None => {
-            let mut quads = row.chunks_exact(4);
-            for q in &mut quads {
-                for i in 0..4 {
-                    let v = q[i] as f64;
-                    sum[i] += v;
-                    sumsqr[i] += v * v;
-                }
-            }
-            for &v in quads.remainder() {
-                sum[0] += v as f64;
-                sumsqr[0] += v as f64 * v as f64;
-            }
-            max = positive_max(row);
+            (sum, sumsqr, max) = unmasked_sums(row);
             n = row.len();
         }
         Some(m) => {
@@ -174,6 +220,23 @@ pub fn stats_from_rows(
     rows: &[RowStats],
 ) -> ImageStats {
     use rayon::prelude::*;
+    let mut stats = stats_but_rmsd(fpixels, rows);
+    let spixels = rows.len();
+    let ((f0, f1), (s0, s1)) =
+        (roi_span(roi[0], roi[1], fpixels), roi_span(roi[2], roi[3], spixels));
+    let mean = stats.mean;
+    let devs: Vec<f64> = (s0..s1)
+        .into_par_iter()
+        .map(|s| row_deviation(&image[s * fpixels + f0..s * fpixels + f1], mean))
+        .collect();
+    stats.rmsd = rmsd_from_deviations(&devs, fpixels, spixels, roi);
+    stats
+}
+
+/// [`stats_from_rows`] without its pass over the image: every field but
+/// `rmsd`, which is 0 (see [`row_deviation`] and [`rmsd_from_deviations`]
+/// for a caller that reads the image anyway).
+pub fn stats_but_rmsd(fpixels: usize, rows: &[RowStats]) -> ImageStats {
     let spixels = rows.len();
     let half = spixels.div_ceil(2).max(1);
     let rank = |f: usize, s: usize| ((s % half) * fpixels + f, s / half);
@@ -196,37 +259,75 @@ pub fn stats_from_rows(
     let mean = sum / nd as f64;
     let nr = if nd <= 1 { 2 } else { nd };
     let rms = (sumsqr / (nr - 1) as f64).sqrt();
+    ImageStats { max_i: max_i as f64, max_f, max_s, mean, rms, rmsd: 0.0, count: n }
+}
+
+/// A row's part of the RMSD: the sum of `(v - mean)²` over its pixels inside
+/// the ROI (`row`), in four interleaved partial sums.
+pub fn row_deviation(row: &[f32], mean: f64) -> f64 {
+    let mut d = [0.0f64; 4];
+    let mut quads = row.chunks_exact(4);
+    for q in &mut quads {
+        for i in 0..4 {
+            let t = q[i] as f64 - mean;
+            d[i] += t * t;
+        }
+    }
+    for &v in quads.remainder() {
+        let t = v as f64 - mean;
+        d[0] += t * t;
+    }
+    (d[0] + d[1]) + (d[2] + d[3])
+}
+
+/// The RMSD from the [`row_deviation`]s of the ROI's rows, in row order
+/// (nanoBragg.c's n − 1 denominator over every pixel of the ROI).
+pub fn rmsd_from_deviations(devs: &[f64], fpixels: usize, spixels: usize, roi: [i64; 4]) -> f64 {
     let ((f0, f1), (s0, s1)) =
         (roi_span(roi[0], roi[1], fpixels), roi_span(roi[2], roi[3], spixels));
-    let devs: Vec<f64> = (s0..s1)
-        .into_par_iter()
-        .map(|s| {
-            let row = &image[s * fpixels + f0..s * fpixels + f1];
-            let mut d = [0.0f64; 4];
-            let mut quads = row.chunks_exact(4);
-            for q in &mut quads {
-                for i in 0..4 {
-                    let t = q[i] as f64 - mean;
-                    d[i] += t * t;
-                }
-            }
-            for &v in quads.remainder() {
-                let t = v as f64 - mean;
-                d[0] += t * t;
-            }
-            (d[0] + d[1]) + (d[2] + d[3])
-        })
-        .collect();
     let dev: f64 = devs.iter().fold(0.0, |a, &d| a + d);
     let m = (s1 - s0) * (f1 - f0);
     let m = if m <= 1 { 2 } else { m };
-    let rmsd = (dev / (m - 1) as f64).sqrt();
-    ImageStats { max_i: max_i as f64, max_f, max_s, mean, rms, rmsd, count: n }
+    (dev / (m - 1) as f64).sqrt()
+}
+
+/// The rows `s0..s1` of a `spixels`-row image inside the ROI.
+pub fn roi_rows(roi: [i64; 4], spixels: usize) -> std::ops::Range<usize> {
+    let (s0, s1) = roi_span(roi[2], roi[3], spixels);
+    s0..s1
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vector_sums_are_the_scalar_sums() {
+        // values over many magnitudes, so that the order of additions shows
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let row: Vec<f32> = (0..4099)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let m = (x >> 11) as f64 / (1u64 << 53) as f64;
+                (m * 10f64.powi((x % 13) as i32 - 6)) as f32
+            })
+            .collect();
+        for len in [0, 1, 3, 4, 7, 64, 1001, 4099] {
+            let r = &row[..len];
+            let want = unmasked_sums_any(r);
+            assert_eq!(unmasked_sums(r), want, "{len}");
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let got = unsafe { unmasked_sums_avx2(r) };
+                let bits = |v: ([f64; 4], [f64; 4], f32)| {
+                    (v.0.map(f64::to_bits), v.1.map(f64::to_bits), v.2.to_bits())
+                };
+                assert_eq!(bits(got), bits(want), "{len}");
+            }
+        }
+    }
 
     #[test]
     fn row_maximum_and_its_first_position() {

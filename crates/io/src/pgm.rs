@@ -39,6 +39,20 @@ fn map_roi_rows<T: Copy + Default + Send>(
     out: &mut [T],
     convert: impl Fn(&[f32], &mut [T]) + Sync,
 ) {
+    map_roi_rows_visiting(float_image, fpixels, roi, first_row, out, convert, |_, _| {})
+}
+
+/// [`map_roi_rows`], showing `visit` each row's pixels inside the ROI (with
+/// the row's slow index) right after converting them, while they are in cache.
+fn map_roi_rows_visiting<T: Copy + Default + Send>(
+    float_image: &[f32],
+    fpixels: usize,
+    roi: Roi,
+    first_row: usize,
+    out: &mut [T],
+    convert: impl Fn(&[f32], &mut [T]) + Sync,
+    visit: impl Fn(usize, &[f32]) + Sync,
+) {
     use rayon::prelude::*;
     if fpixels == 0 {
         return;
@@ -62,6 +76,7 @@ fn map_roi_rows<T: Copy + Default + Send>(
                 d[..f0].fill(T::default());
                 d[f1..].fill(T::default());
                 convert(&v[f0..f1], &mut d[f0..f1]);
+                visit(s as usize, &v[f0..f1]);
             }
         });
 }
@@ -153,6 +168,31 @@ pub fn int_rows(
     map_roi_rows(float_image, fpixels, roi, first_row, out, |src, dst| {
         int_run(src, dst, scale, adc)
     });
+}
+
+/// [`int_rows`], showing `visit` each converted row's pixels inside the ROI
+/// with its slow index (so that another pass over the float image, such as
+/// the RMSD's, can ride along while the row is in cache).
+#[allow(clippy::too_many_arguments)]
+pub fn int_rows_visiting(
+    float_image: &[f32],
+    fpixels: usize,
+    roi: Roi,
+    scale: f64,
+    adc: f64,
+    first_row: usize,
+    out: &mut [u16],
+    visit: impl Fn(usize, &[f32]) + Sync,
+) {
+    map_roi_rows_visiting(
+        float_image,
+        fpixels,
+        roi,
+        first_row,
+        out,
+        |src, dst| int_run(src, dst, scale, adc),
+        visit,
+    );
 }
 
 /// One `-intfile` pixel (see [`int_image`]).
