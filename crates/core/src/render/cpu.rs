@@ -630,6 +630,82 @@ mod tests {
         a.iter().zip(b).fold(0f64, |m, (&x, &y)| m.max((x as f64 - y as f64).abs())) / max
     }
 
+    /// Every pixel of `plan` from the single-sample steps and from the
+    /// general loops, bit for bit (values, solid angles, fallbacks).
+    fn single_matches_general<V: Num, M: MathMode>(plan: &Plan, what: &str) {
+        let kernel = Kernel::<V, M>::new(plan);
+        assert!(kernel.single_sample(), "{what}");
+        let bits = |v: V| (0..V::LANES).map(|i| v.lane(i).val().to_bits()).collect::<Vec<_>>();
+        let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+        let (mut on_a, mut on_b) = (u32::MAX, u32::MAX);
+        let mut left_grid = false;
+        for s in 0..sp {
+            for f0 in (0..fp).step_by(V::LANES) {
+                let a = kernel.lanes_with::<true>(f0, s, &mut on_a);
+                let b = kernel.lanes_with::<false>(f0, s, &mut on_b);
+                assert_eq!(bits(a.value), bits(b.value), "{what}: row {s} from {f0}");
+                assert_eq!(bits(a.omega_sum), bits(b.omega_sum), "{what}: row {s} from {f0}");
+                assert_eq!(a.out_of_range.is_some(), b.out_of_range.is_some(), "{what}");
+                assert_eq!(on_a, on_b, "{what}");
+                left_grid |= a.out_of_range.is_some();
+            }
+        }
+        assert!(
+            plan.grid.is_none() || left_grid,
+            "{what}: the interpolation should leave the grid"
+        );
+    }
+
+    #[test]
+    fn single_sample_path_is_the_general_loop() {
+        let base = || {
+            let mut cfg = SimConfig::default();
+            cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+            (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 3.0, 7.0);
+            cfg.beam.lambda_a = 1.2;
+            cfg.beam.kahn_factor = 0.9;
+            cfg.detector.distance_mm = 60.0;
+            (cfg.detector.fpixels, cfg.detector.spixels) = (21, 19);
+            cfg.detector.pixel_mm = 0.4;
+            cfg.sampling.oversample = 1;
+            cfg.sf.default_f = 3.0;
+            cfg
+        };
+        let mut variants: Vec<(&str, SimConfig)> = Vec::new();
+        variants.push(("plain", base()));
+        let mut c = base();
+        c.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4));
+        c.sf.interpolate = Some(true);
+        variants.push(("hkl, tricubic", c));
+        let mut c = base();
+        c.beam.nopolar = true;
+        c.sampling.dmin_a = 2.5;
+        variants.push(("nopolar, dmin", c));
+        let mut c = base();
+        (c.sampling.oversample_omega, c.sampling.oversample_polar) = (true, true);
+        c.sampling.oversample_thick = true;
+        // (a sensor with a thickness always has two layers or more)
+        variants.push(("oversample flags", c));
+        let mut c = base();
+        c.beam.nopolar = true;
+        c.sampling.oversample_polar = true;
+        c.sampling.water_um = 50.0;
+        c.crystal.shape = crate::config::CrystalShape::Round;
+        variants.push(("nopolar + oversample_polar, water, round", c));
+        let mut c = base();
+        (c.crystal.na, c.crystal.nb, c.crystal.nc) = (4.0, 12.0, 2.0);
+        c.crystal.mosaic_deg = 0.3;
+        c.crystal.mosaic_domains = 3;
+        variants.push(("even and reduced gratings, mosaic", c));
+        for (what, cfg) in &variants {
+            let plan = Plan::new(cfg, SetupSeeds { misset_idum: 0 }).expect("test plan");
+            single_matches_general::<f64, Fast>(&plan, what);
+            single_matches_general::<f64, Exact>(&plan, what);
+            single_matches_general::<f32, Fast>(&plan, what);
+            single_matches_general::<X2<X2<f64>>, Fast>(&plan, what);
+        }
+    }
+
     #[test]
     fn rendered_row_statistics_are_those_of_the_image() {
         // this plan's tricubic interpolation runs off the grid, so rows are
