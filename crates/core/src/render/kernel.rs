@@ -189,6 +189,11 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     poly3_odd: bool,
     /// The most polynomial coefficients of the three ([`Grating::poly_terms`]).
     poly3_terms: usize,
+    /// Every cell's term can be added without the `F_latt == 0` skip: no
+    /// grid, no water, no `-dmin`, no compounding `oversample_*` factor, a
+    /// default_F whose square is finite in the lane type and a background
+    /// that is not -0 (see `add_cell`).
+    plain_sum: bool,
     fudge: V::Scalar,
     kahn: V::Scalar,
     /// The Kahn factor carries a derivative (ψ is needed even where it is 0).
@@ -299,6 +304,13 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 .filter_map(|&n| grating(n).map(|g: Grating<S<V>>| g.poly_terms()))
                 .max()
                 .unwrap_or(5),
+            plain_sum: plan.grid.is_none()
+                && plan.water_size_m == 0.0
+                && plan.dmin_m <= 0.0
+                && !(plan.oversample_thick || plan.oversample_polar || plan.oversample_omega)
+                && (c(plan.default_f) * c(plan.default_f)).val().is_finite()
+                && plan.i_bg.is_finite()
+                && plan.i_bg.to_bits() != (-0.0f64).to_bits(),
             fudge: c(plan.fudge),
             kahn: c(plan.kahn_factor),
             kahn_moves: false,
@@ -544,6 +556,14 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         let [h, k, l] = self.miller(cell, scattering);
         let f_latt = self.lattice(h, k, l);
         probe.lattice(cell, [h, k, l], f_latt);
+        if self.plain_sum {
+            // every lane active, F_cell = default_F (finite), no factor
+            // compounds, I never -0: where F_latt = 0 the sum adds +0 and
+            // leaves I as the skip would (the mask only tells the probe)
+            let f_cell = V::splat(self.default_f);
+            probe.structure_factor(f_cell, active & f_latt.cmp_ne(zero));
+            return i_acc + f_cell * f_cell * f_latt * f_latt;
+        }
         let mut hit = active;
         if plan.water_size_m == 0.0 {
             hit = hit & f_latt.cmp_ne(zero);
@@ -992,6 +1012,7 @@ where
             poly3: false,
             poly3_odd: false,
             poly3_terms: 5,
+            plain_sum: false,
             fudge: l.fudge,
             kahn: l.kahn,
             kahn_moves: !crate::diff::DiffReal::is_const_zero(l.kahn),
@@ -1114,4 +1135,57 @@ fn dot_fma<V: Num>(x: V3<V>, y: V3<V>) -> V {
 #[inline(always)]
 fn magnitude_fma<V: Num>(v: V3<V>) -> V {
     dot_fma(v, v).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SimConfig;
+    use crate::real::X2;
+    use crate::setup::SetupSeeds;
+
+    /// Every pixel with and without the plain sum, bit for bit.
+    fn plain_sum_is_the_skip<V: Num, M: MathMode>(plan: &Plan, what: &str) {
+        let plain = Kernel::<V, M>::new(plan);
+        assert!(plain.plain_sum, "{what}");
+        let mut masked = plain.clone();
+        masked.plain_sum = false;
+        let bits = |v: V| (0..V::LANES).map(|i| v.lane(i).val().to_bits()).collect::<Vec<_>>();
+        let mut zeros = 0;
+        for s in 0..plan.detector.spixels {
+            for f0 in (0..plan.detector.fpixels).step_by(V::LANES) {
+                let (mut a, mut b) = (0, 0);
+                let (x, y) = (plain.lanes(f0, s, &mut a), masked.lanes(f0, s, &mut b));
+                assert_eq!(bits(x.value), bits(y.value), "{what}: row {s} from {f0}");
+                zeros += (0..V::LANES).filter(|&i| x.value.lane(i).val() == 0.0).count();
+            }
+        }
+        // the top-hat spots leave most pixels at exactly 0: F_latt = 0 there
+        assert!(plan.shape != CrystalShape::Tophat || zeros > 0, "{what}");
+    }
+
+    #[test]
+    fn plain_sum_gives_the_skipped_sum() {
+        for shape in
+            [CrystalShape::Square, CrystalShape::Round, CrystalShape::Gauss, CrystalShape::Tophat]
+        {
+            let mut cfg = SimConfig::default();
+            cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+            (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 3.0, 7.0);
+            cfg.crystal.shape = shape;
+            cfg.crystal.mosaic_deg = 0.3;
+            cfg.crystal.mosaic_domains = 2;
+            cfg.beam.lambda_a = 1.2;
+            cfg.detector.distance_mm = 60.0;
+            (cfg.detector.fpixels, cfg.detector.spixels) = (27, 23);
+            cfg.detector.pixel_mm = 0.4;
+            cfg.sf.default_f = 3.0;
+            let plan = Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).expect("test plan");
+            let what = format!("{shape:?}");
+            plain_sum_is_the_skip::<f64, Fast>(&plan, &what);
+            plain_sum_is_the_skip::<f64, Exact>(&plan, &what);
+            plain_sum_is_the_skip::<f32, Fast>(&plan, &what);
+            plain_sum_is_the_skip::<X2<X2<f64>>, Fast>(&plan, &what);
+        }
+    }
 }
