@@ -17,7 +17,7 @@ use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
 use nanobragg_core::stats::{
-    image_stats, rmsd_from_deviations, roi_rows, row_deviation, stats_but_rmsd, stats_from_rows,
+    image_stats, rmsd, rmsd_from_deviations, roi_rows, row_deviation, stats_but_rmsd,
 };
 use nanobragg_io::cfmt::g;
 use nanobragg_io::mapped::MappedFile;
@@ -640,7 +640,7 @@ pub fn run(inv: Invocation) -> Result<()> {
                         .collect();
                     rmsd_from_deviations(&devs, fp, sp, roi)
                 } else {
-                    stats_from_rows(image, fp, roi, &rendered.rows).rmsd
+                    rmsd(image, fp, sp, roi, mean)
                 };
             }
             writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;

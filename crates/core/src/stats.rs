@@ -219,18 +219,21 @@ pub fn stats_from_rows(
     roi: [i64; 4],
     rows: &[RowStats],
 ) -> ImageStats {
-    use rayon::prelude::*;
     let mut stats = stats_but_rmsd(fpixels, rows);
-    let spixels = rows.len();
-    let ((f0, f1), (s0, s1)) =
-        (roi_span(roi[0], roi[1], fpixels), roi_span(roi[2], roi[3], spixels));
-    let mean = stats.mean;
-    let devs: Vec<f64> = (s0..s1)
+    stats.rmsd = rmsd(image, fpixels, rows.len(), roi, stats.mean);
+    stats
+}
+
+/// The RMSD about `mean` over every pixel of the ROI of a `spixels`-row
+/// image: one parallel pass of [`row_deviation`]s, combined in row order.
+pub fn rmsd(image: &[f32], fpixels: usize, spixels: usize, roi: [i64; 4], mean: f64) -> f64 {
+    use rayon::prelude::*;
+    let (f0, f1) = roi_span(roi[0], roi[1], fpixels);
+    let devs: Vec<f64> = roi_rows(roi, spixels)
         .into_par_iter()
         .map(|s| row_deviation(&image[s * fpixels + f0..s * fpixels + f1], mean))
         .collect();
-    stats.rmsd = rmsd_from_deviations(&devs, fpixels, spixels, roi);
-    stats
+    rmsd_from_deviations(&devs, fpixels, spixels, roi)
 }
 
 /// [`stats_from_rows`] without its pass over the image: every field but

@@ -25,26 +25,15 @@ fn map_roi<T: Copy + Default + Send>(
         "float image length does not match fpixels*spixels"
     );
     let mut out = vec![T::default(); fpixels * spixels];
-    map_roi_rows(float_image, fpixels, roi, 0, &mut out, convert);
+    map_roi_rows(float_image, fpixels, roi, 0, &mut out, convert, |_, _| {});
     out
 }
 
 /// [`map_roi`] of the whole rows from slow index `first_row` into `out`
-/// (whose length is a multiple of `fpixels`), rows in parallel.
+/// (whose length is a multiple of `fpixels`), rows in parallel; `visit` is
+/// shown each row's pixels inside the ROI (with the row's slow index) right
+/// after they are converted, while they are in cache.
 fn map_roi_rows<T: Copy + Default + Send>(
-    float_image: &[f32],
-    fpixels: usize,
-    roi: Roi,
-    first_row: usize,
-    out: &mut [T],
-    convert: impl Fn(&[f32], &mut [T]) + Sync,
-) {
-    map_roi_rows_visiting(float_image, fpixels, roi, first_row, out, convert, |_, _| {})
-}
-
-/// [`map_roi_rows`], showing `visit` each row's pixels inside the ROI (with
-/// the row's slow index) right after converting them, while they are in cache.
-fn map_roi_rows_visiting<T: Copy + Default + Send>(
     float_image: &[f32],
     fpixels: usize,
     roi: Roi,
@@ -165,9 +154,7 @@ pub fn int_rows(
     first_row: usize,
     out: &mut [u16],
 ) {
-    map_roi_rows(float_image, fpixels, roi, first_row, out, |src, dst| {
-        int_run(src, dst, scale, adc)
-    });
+    int_rows_visiting(float_image, fpixels, roi, scale, adc, first_row, out, |_, _| {});
 }
 
 /// [`int_rows`], showing `visit` each converted row's pixels inside the ROI
@@ -184,7 +171,7 @@ pub fn int_rows_visiting(
     out: &mut [u16],
     visit: impl Fn(usize, &[f32]) + Sync,
 ) {
-    map_roi_rows_visiting(
+    map_roi_rows(
         float_image,
         fpixels,
         roi,

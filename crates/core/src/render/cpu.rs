@@ -659,16 +659,8 @@ mod tests {
     #[test]
     fn single_sample_path_is_the_general_loop() {
         let base = || {
-            let mut cfg = SimConfig::default();
-            cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
-            (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 3.0, 7.0);
-            cfg.beam.lambda_a = 1.2;
+            let mut cfg = crate::render::kernel::small_config();
             cfg.beam.kahn_factor = 0.9;
-            cfg.detector.distance_mm = 60.0;
-            (cfg.detector.fpixels, cfg.detector.spixels) = (21, 19);
-            cfg.detector.pixel_mm = 0.4;
-            cfg.sampling.oversample = 1;
-            cfg.sf.default_f = 3.0;
             cfg
         };
         let mut variants: Vec<(&str, SimConfig)> = Vec::new();

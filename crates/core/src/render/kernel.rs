@@ -240,7 +240,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         type S<V> = <V as Num>::Scalar;
         let c = |x: f64| S::<V>::c(x);
         let d = &plan.detector;
-        let grating = |n: f64| if n > 1.0 { Some(Grating::new(n)) } else { None };
+        let gratings: [Option<Grating<S<V>>>; 3] =
+            plan.n_cells.map(|n| if n > 1.0 { Some(Grating::new(n)) } else { None });
         Kernel {
             plan,
             fpixels: d.fpixels,
@@ -291,19 +292,11 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             nb: c(plan.n_cells[1]),
             nc: c(plan.n_cells[2]),
             reduce_h: plan.n_cells.map(|n| n.fract() != 0.0),
-            gratings: plan.n_cells.map(grating),
+            gratings,
             poly3: plan.shape == CrystalShape::Square
-                && plan
-                    .n_cells
-                    .iter()
-                    .all(|&n| grating(n).is_some_and(|g| g.form() == GratingForm::Polynomial)),
-            poly3_odd: plan.n_cells.iter().all(|&n| grating(n).is_some_and(|g| !g.is_even())),
-            poly3_terms: plan
-                .n_cells
-                .iter()
-                .filter_map(|&n| grating(n).map(|g: Grating<S<V>>| g.poly_terms()))
-                .max()
-                .unwrap_or(5),
+                && gratings.iter().all(|g| g.is_some_and(|g| g.form() == GratingForm::Polynomial)),
+            poly3_odd: gratings.iter().all(|g| g.is_some_and(|g| !g.is_even())),
+            poly3_terms: gratings.iter().flatten().map(|g| g.poly_terms()).max().unwrap_or(5),
             plain_sum: plan.grid.is_none()
                 && plan.water_size_m == 0.0
                 && plan.dmin_m <= 0.0
@@ -455,19 +448,16 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         if recompute.any() {
                             polar = self.polarize(src, &mut diffracted, recompute, polar);
                         }
-                        for cell in &self.cells {
-                            let factors = [capture_fraction, polar, omega_pixel];
-                            i_acc = self.add_cell(
-                                cell,
-                                scattering,
-                                active,
-                                factors,
-                                i_acc,
-                                interp,
-                                &mut out_of_range,
-                                probe,
-                            );
-                        }
+                        let factors = [capture_fraction, polar, omega_pixel];
+                        i_acc = self.add_cells(
+                            scattering,
+                            active,
+                            factors,
+                            i_acc,
+                            interp,
+                            &mut out_of_range,
+                            probe,
+                        );
                     }
                 }
             }
@@ -518,22 +508,48 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 polar = self.polarize(src, &mut diffracted, active, polar);
             }
             let factors = [capture_fraction, polar, omega_pixel];
-            for cell in &self.cells {
-                i_acc = self.add_cell(
-                    cell,
-                    scattering,
-                    active,
-                    factors,
-                    i_acc,
-                    interp,
-                    &mut out_of_range,
-                    probe,
-                );
-            }
+            i_acc = self.add_cells(
+                scattering,
+                active,
+                factors,
+                i_acc,
+                interp,
+                &mut out_of_range,
+                probe,
+            );
         }
         probe.finish(i_acc, polar, omega_pixel, capture_fraction);
         let value = self.finish_value(i_acc, [capture_fraction, polar, omega_pixel]);
         LaneResult { value, omega_sum: omega_pixel, out_of_range }
+    }
+
+    /// `i_acc` with every cell's term added ([`Kernel::add_cell`]), cells in
+    /// order: the phi × mosaic loop of one sample and source.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn add_cells(
+        &self,
+        scattering: V3<V>,
+        active: V::Mask,
+        factors: [V; 3],
+        mut i_acc: V,
+        interp: &mut u32,
+        out_of_range: &mut Option<(usize, Fallback)>,
+        probe: &mut impl Probe<V>,
+    ) -> V {
+        for cell in &self.cells {
+            i_acc = self.add_cell(
+                cell,
+                scattering,
+                active,
+                factors,
+                i_acc,
+                interp,
+                out_of_range,
+                probe,
+            );
+        }
+        i_acc
     }
 
     /// `i_acc` with the lanes of `active` where `cell` scatters increased by
@@ -1137,10 +1153,25 @@ fn magnitude_fma<V: Num>(v: V3<V>) -> V {
     dot_fma(v, v).sqrt()
 }
 
+/// A small triclinic crystal (N = 5, 3, 7, default_F 3) on a 21 × 19 detector,
+/// one sample per pixel: the base of the kernel's bit-for-bit tests.
+#[cfg(test)]
+pub(crate) fn small_config() -> crate::config::SimConfig {
+    let mut cfg = crate::config::SimConfig::default();
+    cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+    (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 3.0, 7.0);
+    cfg.beam.lambda_a = 1.2;
+    cfg.detector.distance_mm = 60.0;
+    (cfg.detector.fpixels, cfg.detector.spixels) = (21, 19);
+    cfg.detector.pixel_mm = 0.4;
+    cfg.sampling.oversample = 1;
+    cfg.sf.default_f = 3.0;
+    cfg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::SimConfig;
     use crate::real::X2;
     use crate::setup::SetupSeeds;
 
@@ -1169,17 +1200,11 @@ mod tests {
         for shape in
             [CrystalShape::Square, CrystalShape::Round, CrystalShape::Gauss, CrystalShape::Tophat]
         {
-            let mut cfg = SimConfig::default();
-            cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
-            (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 3.0, 7.0);
+            let mut cfg = small_config();
             cfg.crystal.shape = shape;
             cfg.crystal.mosaic_deg = 0.3;
             cfg.crystal.mosaic_domains = 2;
-            cfg.beam.lambda_a = 1.2;
-            cfg.detector.distance_mm = 60.0;
             (cfg.detector.fpixels, cfg.detector.spixels) = (27, 23);
-            cfg.detector.pixel_mm = 0.4;
-            cfg.sf.default_f = 3.0;
             let plan = Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).expect("test plan");
             let what = format!("{shape:?}");
             plain_sum_is_the_skip::<f64, Fast>(&plan, &what);
