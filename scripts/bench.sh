@@ -22,6 +22,9 @@
 #   BENCH_RUNS     timed runs per command (default 5; one warm-up run is added)
 #   BENCH_JSON     where to write the JSON (default target/bench/bench.json)
 #   BENCH_DIR      scratch directory the programs write into (default: a fresh temp dir)
+#   BENCH_FRESH    1: remove the outputs before each timed run, so every run writes new
+#                  files (by default each run overwrites the last one's outputs, which
+#                  nanobragg then reuses in place for short renders; C truncates them)
 # Requires hyperfine (`apt-get install hyperfine` or `cargo install hyperfine`) and python3.
 set -euo pipefail
 
@@ -88,8 +91,12 @@ bench_case() {
     if [[ -n "$c_bin" ]]; then
         cmds+=(-n "C" "env OMP_NUM_THREADS=$threads $c_bin $args")
     fi
+    local prep=()
+    if [[ "${BENCH_FRESH:-0}" == 1 ]]; then
+        prep=(--prepare "rm -f float.bin intimage.img int.img noise.img noiseimage.img image.pgm")
+    fi
     echo "== $name" >&2
-    (cd "$work" && hyperfine -N --style basic --warmup 1 --runs "$runs" \
+    (cd "$work" && hyperfine -N --style basic --warmup 1 --runs "$runs" "${prep[@]}" \
         --export-json "$raw/$name.json" "${cmds[@]}" >&2)
     {
         echo "nanobragg f64 $(cd "$work" && peak_rss "$nb" $args -threads "$threads")"

@@ -3,6 +3,7 @@
 mod batch;
 mod flags;
 mod gradient;
+mod interrupt;
 mod parse;
 mod refine;
 mod report;

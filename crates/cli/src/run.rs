@@ -95,6 +95,21 @@ fn resolve(path: &Path) -> PathBuf {
     path.to_path_buf()
 }
 
+/// Whether `path` is a regular file with one name, one a new output may
+/// overwrite in place once renamed aside.
+fn reusable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.nlink() == 1)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
 /// The directory a file would be created in.
 fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
@@ -159,12 +174,20 @@ fn output_files(o: &Outputs) -> Vec<(&'static str, &Path)> {
     files
 }
 
+/// Samples per pixel up to which old outputs are overwritten in place: for a
+/// render this short the page cache's cost of a new file is a large part of
+/// the run (a third at 4096² with one sample), while a long render, which is
+/// more likely to be interrupted, keeps the old outputs until it is done.
+const REUSE_MAX_STEPS: usize = 16;
+
 /// Output files written under temporary names and renamed into place together
 /// by [`Staging::commit`]; dropping it uncommitted removes the temporaries.
 #[derive(Default)]
 struct Staging {
     /// (temporary, target) pairs not yet renamed.
     pending: Vec<(PathBuf, PathBuf)>,
+    /// The temporaries, removed if a signal stops the run.
+    guards: Vec<crate::interrupt::Registered>,
 }
 
 impl Staging {
@@ -177,7 +200,22 @@ impl Staging {
         let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let n = PROBE.fetch_add(1, Ordering::Relaxed);
         let tmp = parent_dir(target).join(format!(".{name}.partial.{}.{n}", std::process::id()));
+        self.guards.extend(crate::interrupt::register(&tmp));
         self.pending.push((tmp.clone(), target.to_path_buf()));
+        tmp
+    }
+
+    /// [`Self::stage`]; where `target` is a regular file with a single link,
+    /// it is renamed to the temporary, to be overwritten in place
+    /// (`MappedFile::reuse`): the new output then takes over the old one's
+    /// pages instead of allocating new ones and freeing the old.
+    fn stage_reusing(&mut self, target: &Path) -> PathBuf {
+        let tmp = self.stage(target);
+        if let Some((staged, target)) = self.pending.last() {
+            if *staged == tmp && reusable(target) {
+                let _ = std::fs::rename(target, &tmp);
+            }
+        }
         tmp
     }
 
@@ -542,17 +580,29 @@ pub fn run(inv: Invocation) -> Result<()> {
     let roi = d.roi;
     let o = &inv.outputs;
     let mut staging = Staging::default();
-    let float_tmp = staging.stage(&o.floatfile);
-    let int_tmp = staging.stage(&o.intfile);
+    let gpu = uses_gpu(&inv);
+    // short renders overwrite old outputs in place (see Staging::stage_reusing);
+    // the float file only where the CPU renders into its mapping
+    let reuse = plan.steps <= REUSE_MAX_STEPS;
+    let float_tmp = if reuse && !gpu {
+        staging.stage_reusing(&o.floatfile)
+    } else {
+        staging.stage(&o.floatfile)
+    };
+    let int_tmp = if reuse { staging.stage_reusing(&o.intfile) } else { staging.stage(&o.intfile) };
     let pgm_tmp = o.write_pgm.then(|| staging.stage(&o.pgmfile));
     let noise_tmp = o.calculate_noise.then(|| staging.stage(&o.noisefile));
-    let gpu = uses_gpu(&inv);
     // the CPU renders straight into the (unnamed, mapped) float file
     let mut float_map = if gpu || is_special(&float_tmp) {
         None
     } else {
-        MappedFile::create_unnamed(&float_tmp, fp * sp * 4)
-            .map_err(|e| write_error("-floatfile", &o.floatfile, e))?
+        let len = fp * sp * 4;
+        let map = if reuse {
+            MappedFile::reuse_or_create(&float_tmp, len)
+        } else {
+            MappedFile::create_unnamed(&float_tmp, len)
+        };
+        map.map_err(|e| write_error("-floatfile", &o.floatfile, e))?
     };
     let (owned, rendered) = render_with_progress(
         &plan,
@@ -616,7 +666,7 @@ pub fn run(inv: Invocation) -> Result<()> {
             let devs: Vec<AtomicU64> =
                 if from_rows { (0..sp).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
             let mean = stats.mean;
-            let int_written = nanobragg_io::smv::write_smv_rows(&int_tmp, &header, |row, block| {
+            let fill = |row: usize, block: &mut [u16]| {
                 let (scale, adc) = (int_scale, o.adc_offset);
                 nanobragg_io::pgm::int_rows_visiting(
                     image,
@@ -632,7 +682,12 @@ pub fn run(inv: Invocation) -> Result<()> {
                         }
                     },
                 )
-            });
+            };
+            let int_written = if reuse {
+                nanobragg_io::smv::write_smv_rows_reusing(&int_tmp, &header, fill)
+            } else {
+                nanobragg_io::smv::write_smv_rows(&int_tmp, &header, fill)
+            };
             if from_rows {
                 stats.rmsd = if int_written.is_ok() {
                     let devs: Vec<f64> = roi_rows(roi, sp)

@@ -196,3 +196,91 @@ fn mapped_outputs_leave_only_the_named_files() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The names in `dir`, sorted.
+fn names(dir: &PathBuf) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A short render over old outputs overwrites their files in place (same
+/// inode: their pages are reused), whatever they held: a larger or smaller
+/// image, pixels now outside the region of interest. The bytes are those of
+/// the same run in an empty directory. A long render replaces them.
+#[cfg(unix)]
+#[test]
+fn old_outputs_are_overwritten_in_place() {
+    use std::os::unix::fs::MetadataExt;
+    let (old, fresh) = (scratch("reuse-old"), scratch("reuse-fresh"));
+    let model = "-hkl t.hkl -cell 50 60 70 90 95 100 -N 3 -pixel 0.5 -distance 40 -nopgm -nonoise \
+                 -floatfile f.bin -intfile i.img";
+    let inode = |f: &str| std::fs::metadata(old.join(f)).unwrap().ino();
+    run(&old, &format!("{model} -detpixels 40 -oversample 1"));
+    let inodes = [inode("f.bin"), inode("i.img")];
+    for (i, extra) in
+        // up to 16 samples per pixel (the model alone would take 64)
+        [
+            "-detpixels 32 -roi 3 25 2 20 -oversample 1",
+            "-detpixels 48 -oversample 2",
+            "-detpixels 48 -roi 0 10 30 47 -oversample 4",
+        ]
+        .iter()
+        .enumerate()
+    {
+        run(&old, &format!("{model} {extra}"));
+        run(&fresh, &format!("{model} {extra}"));
+        for f in ["f.bin", "i.img"] {
+            let (a, b) =
+                (std::fs::read(old.join(f)).unwrap(), std::fs::read(fresh.join(f)).unwrap());
+            assert!(a == b, "run {i} ({extra}): {f} differs from a fresh run");
+        }
+        assert_eq!([inode("f.bin"), inode("i.img")], inodes, "run {i}: reused in place");
+        assert_eq!(names(&old), ["Fdump.bin", "f.bin", "i.img", "t.hkl"]);
+    }
+    // 25 samples per pixel: a new file replaces the old one
+    run(&old, &format!("{model} -detpixels 40 -oversample 5"));
+    run(&fresh, &format!("{model} -detpixels 40 -oversample 5"));
+    assert_ne!(inode("f.bin"), inodes[0]);
+    assert!(
+        std::fs::read(old.join("f.bin")).unwrap() == std::fs::read(fresh.join("f.bin")).unwrap()
+    );
+    assert_eq!(names(&old), ["Fdump.bin", "f.bin", "i.img", "t.hkl"]);
+    std::fs::remove_dir_all(&old).unwrap();
+    std::fs::remove_dir_all(&fresh).unwrap();
+}
+
+/// A run stopped by SIGINT while it overwrites an old output in place
+/// leaves no temporary behind (the old output, already half new, is gone
+/// too), and its exit status tells of the signal.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_leaves_no_temporaries() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("interrupt");
+    let model = "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 \
+                 -nopgm -nonoise -floatfile f.bin -intfile i.img";
+    run(&dir, &format!("{model} -detpixels 64"));
+    // 16 samples per pixel over 2048² pixels on one thread: long enough to interrupt
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+        .args(format!("{model} -detpixels 2048 -oversample 4 -threads 1").split_whitespace())
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !names(&dir).iter().any(|n| n.starts_with(".f.bin.partial")) {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it was interrupted");
+        assert!(start.elapsed().as_secs() < 60, "no temporary appeared");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(2), "{status:?}");
+    assert_eq!(names(&dir), ["t.hkl"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

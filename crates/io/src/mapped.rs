@@ -24,6 +24,8 @@ use crate::IoError;
 pub struct MappedFile {
     map: memmap2::MmapMut,
     file: File,
+    /// The name the file already has (one opened by [`MappedFile::reuse`]).
+    named: Option<std::path::PathBuf>,
 }
 
 impl MappedFile {
@@ -45,9 +47,54 @@ impl MappedFile {
         match unsafe { memmap2::MmapMut::map_mut(&file) } {
             Ok(map) => {
                 huge_pages(&map);
-                Ok(Some(MappedFile { map, file }))
+                Ok(Some(MappedFile { map, file, named: None }))
             }
             Err(_) => Ok(None),
+        }
+    }
+
+    /// The existing file at `path`, given the length `len` and mapped for
+    /// writing in place. Its old bytes stay until overwritten: the caller
+    /// writes every byte. Meant for a caller's own temporary, such as an old
+    /// output renamed aside: its pages are already in the page cache, so
+    /// filling them skips allocating and zeroing new pages, and replacing the
+    /// old file skips freeing its pages (together about a third of a fast
+    /// 4096² run). `Ok(None)` where `path` is not a regular file with a
+    /// single link or cannot be opened, mapped or reserved in place (then
+    /// the caller writes a new file, over this one); an error, naming
+    /// `path`, when the space is not there.
+    pub fn reuse(path: &Path, len: usize) -> Result<Option<MappedFile>, IoError> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let Some(file) = open_in_place(path) else { return Ok(None) };
+        let wrap = |source| IoError::Write { path: path.to_path_buf(), source };
+        let Ok(meta) = file.metadata() else { return Ok(None) };
+        if !meta.is_file() || !single_link(&meta) {
+            return Ok(None);
+        }
+        if meta.len() != len as u64 {
+            file.set_len(len as u64).map_err(wrap)?;
+        }
+        if !reserve(&file, len).map_err(wrap)? {
+            return Ok(None);
+        }
+        // SAFETY: the caller's own temporary (see above), reserved in full.
+        match unsafe { memmap2::MmapMut::map_mut(&file) } {
+            Ok(map) => {
+                huge_pages(&map);
+                Ok(Some(MappedFile { map, file, named: Some(path.to_path_buf()) }))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// [`Self::reuse`] where `path` can be reused, else
+    /// [`Self::create_unnamed`] (a new file, to replace `path` when persisted).
+    pub fn reuse_or_create(path: &Path, len: usize) -> Result<Option<MappedFile>, IoError> {
+        match MappedFile::reuse(path, len)? {
+            Some(m) => Ok(Some(m)),
+            None => MappedFile::create_unnamed(path, len),
         }
     }
 
@@ -83,8 +130,16 @@ impl MappedFile {
     /// [`crate::atomic::write_atomic`] does (where the system refuses to name
     /// an unnamed file, its bytes are written through that function instead).
     pub fn persist(self, path: &Path) -> Result<(), IoError> {
-        let MappedFile { map, file } = self;
+        let MappedFile { map, file, named } = self;
         let wrap = |source| IoError::Write { path: path.to_path_buf(), source };
+        if let Some(named) = named {
+            drop(map);
+            return if named == path {
+                Ok(())
+            } else {
+                std::fs::rename(&named, path).map_err(wrap)
+            };
+        }
         let tmp = crate::atomic::temp_path(path);
         if link(&file, &tmp).is_ok() {
             drop(map);
@@ -123,6 +178,30 @@ fn unnamed_file(target: &Path) -> Option<File> {
 #[cfg(not(target_os = "linux"))]
 fn unnamed_file(_target: &Path) -> Option<File> {
     None
+}
+
+/// `path` opened for reading and writing, not following a final symlink.
+#[cfg(target_os = "linux")]
+fn open_in_place(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_in_place(_path: &Path) -> Option<File> {
+    None
+}
+
+/// Whether the file has one name (another would see it change in place).
+#[cfg(unix)]
+fn single_link(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.nlink() == 1
+}
+
+#[cfg(not(unix))]
+fn single_link(_meta: &std::fs::Metadata) -> bool {
+    false
 }
 
 /// Reserves `len` bytes of disk for `file` (which also sets its length).
@@ -202,6 +281,42 @@ mod tests {
         // an unfinished one vanishes
         drop(MappedFile::create_unnamed(&dir.join("gone.bin"), 4096).unwrap());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A reused file keeps its inode, takes the new length (shorter or
+    /// longer) and holds exactly what was written; a file with a second
+    /// name or a symlink is not reused.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn reused_files_are_overwritten_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("nanobragg-io-reuse-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (tmp, out) = (dir.join(".t.partial"), dir.join("t.bin"));
+        for len in [10_000usize, 3, 70_000] {
+            std::fs::write(&tmp, vec![7u8; 5000]).unwrap();
+            let ino = std::fs::metadata(&tmp).unwrap().ino();
+            let mut m = MappedFile::reuse(&tmp, len).unwrap().expect("reused");
+            let new: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            m.bytes_mut().copy_from_slice(&new);
+            m.persist(&out).unwrap();
+            assert!(!tmp.exists());
+            assert_eq!(std::fs::read(&out).unwrap(), new);
+            assert_eq!(std::fs::metadata(&out).unwrap().ino(), ino, "len {len}");
+        }
+        // persisted under its own name: nothing to rename
+        std::fs::rename(&out, &tmp).unwrap();
+        MappedFile::reuse(&tmp, 4).unwrap().unwrap().persist(&tmp).unwrap();
+        assert_eq!(std::fs::metadata(&tmp).unwrap().len(), 4);
+        // a second name would see the file change: not reused
+        std::fs::hard_link(&tmp, &out).unwrap();
+        assert!(MappedFile::reuse(&tmp, 4).unwrap().is_none());
+        std::fs::remove_file(&out).unwrap();
+        std::os::unix::fs::symlink(&tmp, &out).unwrap();
+        assert!(MappedFile::reuse(&out, 4).unwrap().is_none());
+        assert!(MappedFile::reuse(&dir.join("absent"), 4).unwrap().is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -179,14 +179,40 @@ pub fn write_smv(path: &Path, fields: &SmvHeaderFields, pixels: &[u16]) -> Resul
 pub fn write_smv_rows(
     path: &Path,
     fields: &SmvHeaderFields,
+    fill: impl FnMut(usize, &mut [u16]),
+) -> Result<(), IoError> {
+    smv_rows(path, fields, false, fill)
+}
+
+/// [`write_smv_rows`] for a caller's own temporary `path`: where it names an
+/// existing file (an old output renamed aside), that file is overwritten in
+/// place ([`crate::mapped::MappedFile::reuse`]) instead of replaced.
+pub fn write_smv_rows_reusing(
+    path: &Path,
+    fields: &SmvHeaderFields,
+    fill: impl FnMut(usize, &mut [u16]),
+) -> Result<(), IoError> {
+    smv_rows(path, fields, true, fill)
+}
+
+fn smv_rows(
+    path: &Path,
+    fields: &SmvHeaderFields,
+    reuse: bool,
     mut fill: impl FnMut(usize, &mut [u16]),
 ) -> Result<(), IoError> {
+    use crate::mapped::MappedFile;
     let header = smv_header_text(fields);
     let n = fields.fpixels * fields.spixels;
     if !crate::atomic::is_special(path) {
+        let len = header.len() + 2 * n;
+        let map = if reuse {
+            MappedFile::reuse_or_create(path, len)?
+        } else {
+            MappedFile::create_unnamed(path, len)?
+        };
         // the whole image at once, straight into the file's pages
-        if let Some(mut m) = crate::mapped::MappedFile::create_unnamed(path, header.len() + 2 * n)?
-        {
+        if let Some(mut m) = map {
             m.bytes_mut()[..header.len()].copy_from_slice(header.as_bytes());
             fill(0, m.values_mut::<u16>(header.len()));
             return m.persist(path);

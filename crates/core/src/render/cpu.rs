@@ -416,6 +416,7 @@ fn render_rows<K: Rows>(
         .zip(stats.par_iter_mut())
         .enumerate()
         .map(|(r, ((row, omega), stats))| {
+            clear_unrendered(plan, first_row + r, row);
             let (o, first) = kernel.row(first_row + r, row, limit);
             *omega = o;
             // while the row is in cache
@@ -423,6 +424,26 @@ fn render_rows<K: Rows>(
             first
         })
         .collect()
+}
+
+/// Zeroes the pixels of row `s` that the kernel leaves alone (outside the
+/// region of interest, masked), so that a target need not start zeroed: a
+/// reused output file holds its old image.
+fn clear_unrendered(plan: &Plan, s: usize, row: &mut [f32]) {
+    let Some((lo, hi)) = roi_row(plan, s) else {
+        row.fill(0.0);
+        return;
+    };
+    row[..lo].fill(0.0);
+    row[hi + 1..].fill(0.0);
+    if let Some(mask) = plan.mask.as_deref() {
+        let fp = plan.detector.fpixels;
+        for (v, &m) in row[lo..=hi].iter_mut().zip(&mask[s * fp + lo..=s * fp + hi]) {
+            if m == 0 {
+                *v = 0.0;
+            }
+        }
+    }
 }
 
 /// A zeroed image. Large images ask Linux for transparent huge pages (the
@@ -452,8 +473,8 @@ fn zeroed_image(n: usize) -> Vec<f32> {
     image
 }
 
-/// Render into `image` (zeroed, `fpixels * spixels` long; pixels not
-/// rendered are left as they are).
+/// Render into `image` (`fpixels * spixels` long; pixels not rendered are
+/// set to 0).
 fn render_with<K: Rows>(plan: &Plan, kernel: &K, image: &mut [f32]) -> RenderInfo {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
     let mut omega_rows = vec![0.0f64; sp];
@@ -508,9 +529,10 @@ pub fn render_on(
     RenderOutput::from_info(image, info)
 }
 
-/// Render into a caller's buffer, for example a memory-mapped output file:
-/// `image` must hold `fpixels * spixels` zeros (pixels outside the ROI or
-/// the mask are not written). Same image as [`render_precision`].
+/// Render into a caller's buffer of `fpixels * spixels` values, for example a
+/// memory-mapped output file. Every pixel is written (those outside the ROI
+/// or masked with 0), so `image` may hold anything, such as an old image.
+/// Same image as [`render_precision`].
 ///
 /// Panics if `image` has another length.
 pub fn render_into(
@@ -749,6 +771,20 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A target holding an old image (here NaN everywhere) is overwritten
+    /// completely: the masked and out-of-ROI pixels too.
+    #[test]
+    fn render_into_overwrites_every_pixel() {
+        let plan = plan(0);
+        let opts = RenderOptions { threads: 2 };
+        for precision in [Precision::Exact64, Precision::Fast64, Precision::Fast32] {
+            let fresh = render_precision(&plan, opts, precision);
+            let mut old = vec![f32::NAN; fresh.image.len()];
+            render_into(&plan, opts, precision, &mut old);
+            assert!(old.iter().zip(&fresh.image).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
     }
 
