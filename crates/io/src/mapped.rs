@@ -13,6 +13,10 @@
 //! Linux, a filesystem without `O_TMPFILE` or fallocate),
 //! [`MappedFile::create_unnamed`] returns `None` and the caller writes the
 //! file the usual way.
+//!
+//! [`MappedFile::reuse`] instead maps an existing file (an old output that
+//! the caller renamed to its temporary name) and overwrites it in place,
+//! which spares the page cache a new file's pages and the freeing of the old.
 
 use std::fs::File;
 use std::io::Write;
@@ -20,7 +24,8 @@ use std::path::Path;
 
 use crate::IoError;
 
-/// An unnamed file of fixed length, created zero-filled and mapped for writing.
+/// A file of fixed length mapped for writing: a new unnamed one (zero-filled)
+/// or a reused one (holding its old bytes until overwritten).
 pub struct MappedFile {
     map: memmap2::MmapMut,
     file: File,
