@@ -61,11 +61,29 @@ fn positive_max(xs: &[f32]) -> f32 {
     m.iter().chain(chunks.remainder()).fold(0.0f32, |b, &v| if v > b { v } else { b })
 }
 
-/// The four interleaved partial sums of `row` and of its squares (pixel
-/// `i` goes to partial `i % 4`, the tail to partial 0) and its
-/// [`positive_max`]. With AVX2 the four partials are one vector: the same
+/// Pixel `i` of a row goes to partial sum `i % PARTIALS`: sixteen
+/// independent chains of additions (four AVX2 vectors), so that the sums run
+/// at the adder's throughput rather than waiting on its latency.
+const PARTIALS: usize = 16;
+
+/// The partial sums of a row, added pairwise:
+/// `((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)) + ...`.
+fn combine(p: &[f64; PARTIALS]) -> f64 {
+    let mut v = *p;
+    let mut n = PARTIALS;
+    while n > 1 {
+        n /= 2;
+        for i in 0..n {
+            v[i] = v[2 * i] + v[2 * i + 1];
+        }
+    }
+    v[0]
+}
+
+/// The partial sums of `row` and of its squares (see [`PARTIALS`]) and its
+/// [`positive_max`]. With AVX2 the partials are four vectors: the same
 /// additions in the same order, so the same sums.
-fn unmasked_sums(row: &[f32]) -> ([f64; 4], [f64; 4], f32) {
+fn unmasked_sums(row: &[f32]) -> ([f64; PARTIALS], [f64; PARTIALS], f32) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
@@ -75,45 +93,51 @@ fn unmasked_sums(row: &[f32]) -> ([f64; 4], [f64; 4], f32) {
 }
 
 #[inline(always)]
-fn unmasked_sums_any(row: &[f32]) -> ([f64; 4], [f64; 4], f32) {
-    let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
-    let mut quads = row.chunks_exact(4);
-    for q in &mut quads {
-        for i in 0..4 {
-            let v = q[i] as f64;
+fn unmasked_sums_any(row: &[f32]) -> ([f64; PARTIALS], [f64; PARTIALS], f32) {
+    let (mut sum, mut sumsqr) = ([0.0f64; PARTIALS], [0.0f64; PARTIALS]);
+    let mut blocks = row.chunks_exact(PARTIALS);
+    for b in &mut blocks {
+        for i in 0..PARTIALS {
+            let v = b[i] as f64;
             sum[i] += v;
             sumsqr[i] += v * v;
         }
     }
-    for &v in quads.remainder() {
-        sum[0] += v as f64;
-        sumsqr[0] += v as f64 * v as f64;
+    for (i, &v) in blocks.remainder().iter().enumerate() {
+        sum[i] += v as f64;
+        sumsqr[i] += v as f64 * v as f64;
     }
     (sum, sumsqr, positive_max(row))
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn unmasked_sums_avx2(row: &[f32]) -> ([f64; 4], [f64; 4], f32) {
+unsafe fn unmasked_sums_avx2(row: &[f32]) -> ([f64; PARTIALS], [f64; PARTIALS], f32) {
     use std::arch::x86_64::*;
-    let (mut s, mut q) = (_mm256_setzero_pd(), _mm256_setzero_pd());
-    let mut quads = row.chunks_exact(4);
-    for c in &mut quads {
-        // SAFETY: c holds 4 floats; unaligned load.
-        let v = _mm256_cvtps_pd(unsafe { _mm_loadu_ps(c.as_ptr()) });
-        s = _mm256_add_pd(s, v);
-        // a separate product and sum (no fused multiply-add), as the scalar code
-        q = _mm256_add_pd(q, _mm256_mul_pd(v, v));
+    let (mut s, mut q) = ([_mm256_setzero_pd(); 4], [_mm256_setzero_pd(); 4]);
+    let mut blocks = row.chunks_exact(PARTIALS);
+    for b in &mut blocks {
+        for ((s, q), c) in s.iter_mut().zip(&mut q).zip(b.chunks_exact(4)) {
+            // SAFETY: c holds 4 floats; unaligned load.
+            let v = _mm256_cvtps_pd(unsafe { _mm_loadu_ps(c.as_ptr()) });
+            *s = _mm256_add_pd(*s, v);
+            // a separate product and sum (no fused multiply-add), as the scalar code
+            *q = _mm256_add_pd(*q, _mm256_mul_pd(v, v));
+        }
     }
-    let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
-    // SAFETY: 4 doubles each; unaligned stores.
-    unsafe {
-        _mm256_storeu_pd(sum.as_mut_ptr(), s);
-        _mm256_storeu_pd(sumsqr.as_mut_ptr(), q);
+    let (mut sum, mut sumsqr) = ([0.0f64; PARTIALS], [0.0f64; PARTIALS]);
+    for ((s, q), (sum, sumsqr)) in
+        s.iter().zip(&q).zip(sum.chunks_exact_mut(4).zip(sumsqr.chunks_exact_mut(4)))
+    {
+        // SAFETY: 4 doubles each; unaligned stores.
+        unsafe {
+            _mm256_storeu_pd(sum.as_mut_ptr(), *s);
+            _mm256_storeu_pd(sumsqr.as_mut_ptr(), *q);
+        }
     }
-    for &v in quads.remainder() {
-        sum[0] += v as f64;
-        sumsqr[0] += v as f64 * v as f64;
+    for (i, &v) in blocks.remainder().iter().enumerate() {
+        sum[i] += v as f64;
+        sumsqr[i] += v as f64 * v as f64;
     }
     (sum, sumsqr, positive_max(row))
 }
@@ -140,8 +164,8 @@ pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> 
     }
     let (f0, f1) = roi_span(roi[0], roi[1], fpixels);
     let row = &row[f0..f1];
-    // four interleaved partial sums: a fixed order the compiler can vectorise
-    let (mut sum, mut sumsqr) = ([0.0f64; 4], [0.0f64; 4]);
+    // interleaved partial sums (see PARTIALS): a fixed order
+    let (mut sum, mut sumsqr) = ([0.0f64; PARTIALS], [0.0f64; PARTIALS]);
     let mut max = 0.0f32;
     let n;
     let mut first = None;
@@ -156,8 +180,8 @@ pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> 
             for (i, (&v, &keep)) in row.iter().zip(m).enumerate() {
                 if keep != 0 {
                     let v64 = v as f64;
-                    sum[i % 4] += v64;
-                    sumsqr[i % 4] += v64 * v64;
+                    sum[i % PARTIALS] += v64;
+                    sumsqr[i % PARTIALS] += v64 * v64;
                     if v > max {
                         max = v;
                         first = Some(i);
@@ -173,13 +197,7 @@ pub fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> 
         None if max > 0.0 => f0 + first_index_of(row, max).unwrap_or(0),
         None => 0,
     };
-    RowStats {
-        sum: (sum[0] + sum[1]) + (sum[2] + sum[3]),
-        sumsqr: (sumsqr[0] + sumsqr[1]) + (sumsqr[2] + sumsqr[3]),
-        n,
-        max,
-        max_f,
-    }
+    RowStats { sum: combine(&sum), sumsqr: combine(&sumsqr), n, max, max_f }
 }
 
 /// Compute max, mean, RMS and RMSD the way nanoBragg.c does: max/mean/rms over
@@ -266,21 +284,58 @@ pub fn stats_but_rmsd(fpixels: usize, rows: &[RowStats]) -> ImageStats {
 }
 
 /// A row's part of the RMSD: the sum of `(v - mean)²` over its pixels inside
-/// the ROI (`row`), in four interleaved partial sums.
+/// the ROI (`row`), in interleaved partial sums (see [`PARTIALS`]).
 pub fn row_deviation(row: &[f32], mean: f64) -> f64 {
-    let mut d = [0.0f64; 4];
-    let mut quads = row.chunks_exact(4);
-    for q in &mut quads {
-        for i in 0..4 {
-            let t = q[i] as f64 - mean;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return combine(&unsafe { deviations_avx2(row, mean) });
+    }
+    combine(&deviations_any(row, mean))
+}
+
+#[inline(always)]
+fn deviations_any(row: &[f32], mean: f64) -> [f64; PARTIALS] {
+    let mut d = [0.0f64; PARTIALS];
+    let mut blocks = row.chunks_exact(PARTIALS);
+    for b in &mut blocks {
+        for i in 0..PARTIALS {
+            let t = b[i] as f64 - mean;
             d[i] += t * t;
         }
     }
-    for &v in quads.remainder() {
+    for (i, &v) in blocks.remainder().iter().enumerate() {
         let t = v as f64 - mean;
-        d[0] += t * t;
+        d[i] += t * t;
     }
-    (d[0] + d[1]) + (d[2] + d[3])
+    d
+}
+
+/// [`deviations_any`] in four AVX2 vectors (the same operations in the same order).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn deviations_avx2(row: &[f32], mean: f64) -> [f64; PARTIALS] {
+    use std::arch::x86_64::*;
+    let m = _mm256_set1_pd(mean);
+    let mut acc = [_mm256_setzero_pd(); 4];
+    let mut blocks = row.chunks_exact(PARTIALS);
+    for b in &mut blocks {
+        for (acc, c) in acc.iter_mut().zip(b.chunks_exact(4)) {
+            // SAFETY: c holds 4 floats; unaligned load.
+            let t = _mm256_sub_pd(_mm256_cvtps_pd(unsafe { _mm_loadu_ps(c.as_ptr()) }), m);
+            *acc = _mm256_add_pd(*acc, _mm256_mul_pd(t, t));
+        }
+    }
+    let mut d = [0.0f64; PARTIALS];
+    for (acc, d) in acc.iter().zip(d.chunks_exact_mut(4)) {
+        // SAFETY: 4 doubles; unaligned store.
+        unsafe { _mm256_storeu_pd(d.as_mut_ptr(), *acc) };
+    }
+    for (i, &v) in blocks.remainder().iter().enumerate() {
+        let t = v as f64 - mean;
+        d[i] += t * t;
+    }
+    d
 }
 
 /// The RMSD from the [`row_deviation`]s of the ROI's rows, in row order
@@ -317,17 +372,35 @@ mod tests {
                 (m * 10f64.powi((x % 13) as i32 - 6)) as f32
             })
             .collect();
-        for len in [0, 1, 3, 4, 7, 64, 1001, 4099] {
+        let mean = 0.37;
+        for len in [0, 1, 3, 4, 7, 15, 16, 17, 64, 1001, 4099] {
             let r = &row[..len];
             let want = unmasked_sums_any(r);
             assert_eq!(unmasked_sums(r), want, "{len}");
+            let dev = deviations_any(r, mean);
+            assert_eq!(row_deviation(r, mean).to_bits(), combine(&dev).to_bits());
+            // pixel i in partial i % 16, each partial summed in pixel order
+            for (p, &dev_p) in dev.iter().enumerate() {
+                let (mut s, mut q, mut d) = (0.0f64, 0.0f64, 0.0f64);
+                for &v in r.iter().skip(p).step_by(PARTIALS) {
+                    s += v as f64;
+                    q += v as f64 * v as f64;
+                    d += (v as f64 - mean) * (v as f64 - mean);
+                }
+                assert_eq!(
+                    [s, q, d].map(f64::to_bits),
+                    [want.0[p], want.1[p], dev_p].map(f64::to_bits)
+                );
+            }
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
                 let got = unsafe { unmasked_sums_avx2(r) };
-                let bits = |v: ([f64; 4], [f64; 4], f32)| {
+                let bits = |v: ([f64; PARTIALS], [f64; PARTIALS], f32)| {
                     (v.0.map(f64::to_bits), v.1.map(f64::to_bits), v.2.to_bits())
                 };
                 assert_eq!(bits(got), bits(want), "{len}");
+                let got = unsafe { deviations_avx2(r, mean) };
+                assert_eq!(got.map(f64::to_bits), dev.map(f64::to_bits), "{len}");
             }
         }
     }
