@@ -222,7 +222,18 @@ impl Staging {
     /// Renames every staged file onto its target (on failure, the ones not
     /// yet renamed are removed when `self` drops).
     fn commit(mut self) -> Result<()> {
-        let pending = std::mem::take(&mut self.pending);
+        let mut pending = std::mem::take(&mut self.pending);
+        // one output named twice (say -floatfile x -intfile x): the last
+        // written wins, as in nanoBragg.c, not whichever rename ends last
+        let mut i = 0;
+        while i < pending.len() {
+            if pending[i + 1..].iter().any(|(_, t)| *t == pending[i].1) {
+                let (tmp, _) = pending.remove(i);
+                let _ = std::fs::remove_file(tmp);
+            } else {
+                i += 1;
+            }
+        }
         // Renaming over a large old output frees its pages inside rename()
         // (tens of ms at 4096²): the files are renamed side by side (one by
         // one with -threads 1).
