@@ -6,6 +6,9 @@
 //! targets and renamed into place together at the end, so a run that fails
 //! leaves none of its outputs behind (the Fdump file, a cache of the structure
 //! factors that nanoBragg.c writes before rendering, is the one exception).
+//! A short render refills old float and int files in place under their
+//! temporary names (see [`REUSE_MAX_STEPS`]); if it fails, those old files
+//! are gone with the temporaries.
 
 use crate::parse::{Device, Dtype, Invocation, Outputs};
 use crate::report;
