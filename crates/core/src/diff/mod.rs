@@ -23,6 +23,8 @@ pub mod dense;
 pub mod dual;
 pub mod hessian;
 pub mod jacobian;
+// the f32 renderer over its lanes is x86-only (see render_dense32)
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) mod lanes;
 pub mod leaves;
 pub mod loss;
