@@ -170,6 +170,8 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     pub(crate) thickstep: V::Scalar,
     pub(crate) thicksteps: usize,
     pub(crate) thick_zero: bool,
+    /// Whether a pixel can lie at the sample (see [`may_reach_sample`]).
+    may_reach_sample: bool,
     mu: V::Scalar,
     pub(crate) sources: Vec<KSource<V::Scalar>>,
     pub(crate) cells: Vec<KCell<V::Scalar>>,
@@ -259,6 +261,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             thickstep: c(d.thickstep_m),
             thicksteps: d.thicksteps,
             thick_zero: d.thick_m == 0.0,
+            may_reach_sample: may_reach_sample(d),
             mu: c(d.mu_per_m),
             sources: plan
                 .sources
@@ -698,6 +701,10 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         if M::FAST {
             let airpath = magnitude_fma(pos);
             let inv = V::one() / airpath;
+            if !self.may_reach_sample {
+                // no pixel at the sample: airpath > 0 in every lane
+                return (v3!(i => pos[i] * inv), airpath, inv);
+            }
             let nonzero = airpath.cmp_ne(zero);
             (v3!(i => V::select(nonzero, pos[i] * inv, zero)), airpath, inv)
         } else {
@@ -995,6 +1002,7 @@ where
             thickstep: c(d.thickstep_m),
             thicksteps: d.thicksteps,
             thick_zero: d.thick_m == 0.0,
+            may_reach_sample: may_reach_sample(d),
             mu: c(d.mu_per_m),
             sources: l
                 .sources
@@ -1147,6 +1155,25 @@ fn dot_fma<V: Num>(x: V3<V>, y: V3<V>) -> V {
     x[2].mul_add(y[2], x[1].mul_add(y[1], x[0] * y[0]))
 }
 
+/// Whether a pixel of some sensor layer can lie at the sample, where its
+/// distance is 0 and its direction is set to 0. On a flat detector every
+/// pixel of layer `t` lies in the plane at distance `pix0 · odet + t ·
+/// thickstep` from the sample; unless that is tiny against the detector's
+/// size (then rounding could land a position on the sample), no position
+/// is the zero vector and the fast kernel drops the select that guards it.
+fn may_reach_sample(d: &crate::geometry::detector::Detector) -> bool {
+    if d.curved {
+        return true;
+    }
+    let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    let d0 = dot(d.pix0, d.odet);
+    let layers = d.thicksteps.max(1);
+    let size = dot(d.pix0, d.pix0).sqrt()
+        + (d.fpixels + d.spixels) as f64 * d.pixel_size_m
+        + layers as f64 * d.thickstep_m.abs();
+    !size.is_finite() || (0..layers).any(|t| (d0 + t as f64 * d.thickstep_m).abs() <= 1e-3 * size)
+}
+
 /// `|v|` with fused multiply-adds.
 #[inline(always)]
 fn magnitude_fma<V: Num>(v: V3<V>) -> V {
@@ -1212,5 +1239,46 @@ mod tests {
             plain_sum_is_the_skip::<f32, Fast>(&plan, &what);
             plain_sum_is_the_skip::<X2<X2<f64>>, Fast>(&plan, &what);
         }
+    }
+
+    /// The fast kernel drops the zero-distance guard only where no pixel can
+    /// lie at the sample, and the values are the same bit for bit.
+    #[test]
+    fn directions_skip_the_guard_only_off_the_sample() {
+        let plan = Plan::new(&small_config(), SetupSeeds { misset_idum: 0 }).expect("test plan");
+        let d = &plan.detector;
+        assert!(!may_reach_sample(d));
+        fn same<V: Num>(plan: &Plan) {
+            let fast = Kernel::<V, Fast>::new(plan);
+            assert!(!fast.may_reach_sample);
+            let mut guarded = fast.clone();
+            guarded.may_reach_sample = true;
+            let bits = |v: V| (0..V::LANES).map(|i| v.lane(i).val().to_bits()).collect::<Vec<_>>();
+            for s in 0..plan.detector.spixels {
+                for f0 in (0..plan.detector.fpixels).step_by(V::LANES) {
+                    let (mut a, mut b) = (0, 0);
+                    let (x, y) = (fast.lanes(f0, s, &mut a), guarded.lanes(f0, s, &mut b));
+                    assert_eq!(bits(x.value), bits(y.value), "row {s} from {f0}");
+                    assert_eq!(bits(x.omega_sum), bits(y.omega_sum));
+                }
+            }
+        }
+        same::<f64>(&plan);
+        same::<f32>(&plan);
+        same::<X2<X2<f32>>>(&plan);
+        // the plane through the sample, directly or at the third of four layers
+        let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+        let mut through = d.clone();
+        let d0 = dot(d.pix0, d.odet);
+        through.pix0 = std::array::from_fn(|i| d.pix0[i] - d0 * d.odet[i]);
+        assert!(may_reach_sample(&through));
+        (through.thicksteps, through.thickstep_m) = (4, 1e-4);
+        through.pix0 = std::array::from_fn(|i| through.pix0[i] - 2e-4 * d.odet[i]);
+        assert!(may_reach_sample(&through));
+        through.thickstep_m = 3e-4;
+        assert!(!may_reach_sample(&through));
+        let mut curved = d.clone();
+        curved.curved = true;
+        assert!(may_reach_sample(&curved));
     }
 }
