@@ -86,11 +86,14 @@ impl MappedFile {
         }
         // SAFETY: the caller's own temporary (see above), reserved in full.
         match unsafe { memmap2::MmapMut::map_mut(&file) } {
-            Ok(map) => {
+            // old pages not in the page cache would be read from the disk
+            // before being overwritten: a new file is cheaper then (the
+            // part past the old length is a hole, read as zeros)
+            Ok(map) if cached(&file, &map, meta.len().min(len as u64) as usize) => {
                 huge_pages(&map);
                 Ok(Some(MappedFile { map, file, named: Some(path.to_path_buf()) }))
             }
-            Err(_) => Ok(None),
+            _ => Ok(None),
         }
     }
 
@@ -183,6 +186,62 @@ fn unnamed_file(target: &Path) -> Option<File> {
 #[cfg(not(target_os = "linux"))]
 fn unnamed_file(_target: &Path) -> Option<File> {
     None
+}
+
+/// Whether every page of the first `len` bytes of `file` (mapped as `map`)
+/// is in the page cache: `cachestat` (Linux 6.5, one step per folio), else
+/// `mincore` (one per page).
+#[cfg(target_os = "linux")]
+fn cached(file: &File, map: &memmap2::MmapMut, len: usize) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain query.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let Ok(page) = usize::try_from(page) else { return false };
+    if page == 0 {
+        return false;
+    }
+    let len = len.min(map.len());
+    let pages = len.div_ceil(page);
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Cachestat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    // the same number on every Linux architecture
+    const SYS_CACHESTAT: libc::c_long = 451;
+    if len == 0 {
+        return true;
+    }
+    let range = Range { off: 0, len: len as u64 };
+    let mut stat = Cachestat::default();
+    // SAFETY: the kernel reads `range` and writes `stat`, both live and of
+    // the layout it expects; an older kernel answers ENOSYS.
+    let rc = unsafe {
+        libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range as *const Range, &mut stat, 0u32)
+    };
+    if rc == 0 {
+        return stat.nr_cache >= pages as u64;
+    }
+    let mut resident = vec![0u8; pages];
+    // SAFETY: the mapping is page-aligned, `len` lies inside it and
+    // `resident` has one byte per page of it.
+    let rc =
+        unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, len, resident.as_mut_ptr()) };
+    rc == 0 && resident.iter().all(|&r| r & 1 == 1)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cached(_file: &File, _map: &memmap2::MmapMut, _len: usize) -> bool {
+    false
 }
 
 /// `path` opened for reading and writing, not following a final symlink.
@@ -322,6 +381,36 @@ mod tests {
         std::os::unix::fs::symlink(&tmp, &out).unwrap();
         assert!(MappedFile::reuse(&out, 4).unwrap().is_none());
         assert!(MappedFile::reuse(&dir.join("absent"), 4).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file whose pages have left the page cache is not reused: mapping
+    /// it for writing would first read every page back from the disk.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn files_out_of_the_page_cache_are_not_reused() {
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("nanobragg-io-evict-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(".t.partial");
+        std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+        assert!(MappedFile::reuse(&path, 1 << 20).unwrap().is_some(), "just written: cached");
+        // written back and dropped from the cache
+        let f = File::open(&path).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: a plain syscall on a descriptor we own.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+        let mut resident = vec![0u8; (1usize << 20).div_ceil(4096)];
+        unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, 1 << 20, resident.as_mut_ptr()) };
+        drop(map);
+        if resident.iter().any(|&r| r & 1 == 1) {
+            // a filesystem that keeps its pages (tmpfs): nothing to test
+            eprintln!("skipped: the pages stayed in memory");
+        } else {
+            assert!(MappedFile::reuse(&path, 1 << 20).unwrap().is_none());
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
