@@ -98,21 +98,6 @@ fn resolve(path: &Path) -> PathBuf {
     path.to_path_buf()
 }
 
-/// Whether `path` is a regular file with one name, one a new output may
-/// overwrite in place once renamed aside.
-fn reusable(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.nlink() == 1)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = path;
-        false
-    }
-}
-
 /// The directory a file would be created in.
 fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
@@ -215,7 +200,7 @@ impl Staging {
     fn stage_reusing(&mut self, target: &Path) -> PathBuf {
         let tmp = self.stage(target);
         if let Some((staged, target)) = self.pending.last() {
-            if *staged == tmp && reusable(target) {
+            if *staged == tmp && nanobragg_io::mapped::reusable(target) {
                 let _ = std::fs::rename(target, &tmp);
             }
         }
@@ -610,13 +595,9 @@ pub fn run(inv: Invocation) -> Result<()> {
     let mut float_map = if gpu || is_special(&float_tmp) {
         None
     } else {
-        let len = fp * sp * 4;
-        let map = if reuse {
-            MappedFile::reuse_or_create(&float_tmp, len)
-        } else {
-            MappedFile::create_unnamed(&float_tmp, len)
-        };
-        map.map_err(|e| write_error("-floatfile", &o.floatfile, e))?
+        // the temporary exists only where staging renamed an old output to it
+        MappedFile::reuse_or_create(&float_tmp, fp * sp * 4)
+            .map_err(|e| write_error("-floatfile", &o.floatfile, e))?
     };
     let (owned, rendered) = render_with_progress(
         &plan,
@@ -680,28 +661,25 @@ pub fn run(inv: Invocation) -> Result<()> {
             let devs: Vec<AtomicU64> =
                 if from_rows { (0..sp).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
             let mean = stats.mean;
-            let fill = |row: usize, block: &mut [u16]| {
-                let (scale, adc) = (int_scale, o.adc_offset);
-                nanobragg_io::pgm::int_rows_visiting(
-                    image,
-                    fp,
-                    roi,
-                    scale,
-                    adc,
-                    row,
-                    block,
-                    |s, v| {
-                        if let Some(d) = devs.get(s) {
-                            d.store(row_deviation(v, mean).to_bits(), Ordering::Relaxed);
-                        }
-                    },
-                )
-            };
-            let int_written = if reuse {
-                nanobragg_io::smv::write_smv_rows_reusing(&int_tmp, &header, fill)
-            } else {
-                nanobragg_io::smv::write_smv_rows(&int_tmp, &header, fill)
-            };
+            // (an old int file renamed to the temporary is overwritten)
+            let int_written =
+                nanobragg_io::smv::write_smv_rows_reusing(&int_tmp, &header, |row, block| {
+                    let (scale, adc) = (int_scale, o.adc_offset);
+                    nanobragg_io::pgm::int_rows_visiting(
+                        image,
+                        fp,
+                        roi,
+                        scale,
+                        adc,
+                        row,
+                        block,
+                        |s, v| {
+                            if let Some(d) = devs.get(s) {
+                                d.store(row_deviation(v, mean).to_bits(), Ordering::Relaxed);
+                            }
+                        },
+                    )
+                });
             if from_rows {
                 stats.rmsd = if int_written.is_ok() {
                     let devs: Vec<f64> = roi_rows(roi, sp)

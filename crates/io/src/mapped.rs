@@ -75,7 +75,7 @@ impl MappedFile {
         let Some(file) = open_in_place(path) else { return Ok(None) };
         let wrap = |source| IoError::Write { path: path.to_path_buf(), source };
         let Ok(meta) = file.metadata() else { return Ok(None) };
-        if !meta.is_file() || !single_link(&meta) {
+        if !reusable_file(&meta) {
             return Ok(None);
         }
         if meta.len() != len as u64 {
@@ -256,15 +256,21 @@ fn open_in_place(_path: &Path) -> Option<File> {
     None
 }
 
-/// Whether the file has one name (another would see it change in place).
+/// Whether `path` names a file [`MappedFile::reuse`] may overwrite in place
+/// (a caller checks this before renaming an old output aside for it).
+pub fn reusable(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| reusable_file(&m))
+}
+
+/// A regular file with one name (another name would see it change in place).
 #[cfg(unix)]
-fn single_link(meta: &std::fs::Metadata) -> bool {
+fn reusable_file(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    meta.nlink() == 1
+    meta.is_file() && meta.nlink() == 1
 }
 
 #[cfg(not(unix))]
-fn single_link(_meta: &std::fs::Metadata) -> bool {
+fn reusable_file(_meta: &std::fs::Metadata) -> bool {
     false
 }
 
@@ -321,11 +327,17 @@ fn link(_file: &File, _path: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn mapped_values_reach_the_file() {
-        let dir = std::env::temp_dir().join(format!("nanobragg-io-mapped-{}", std::process::id()));
+    /// An empty directory of this test process.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("nanobragg-io-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn mapped_values_reach_the_file() {
+        let dir = scratch("mapped");
         let path = dir.join("m.bin");
         let Some(mut m) = MappedFile::create_unnamed(&path, 512 + 6).unwrap() else {
             eprintln!("skipped: this system cannot map unnamed output files");
@@ -355,9 +367,7 @@ mod tests {
     #[test]
     fn reused_files_are_overwritten_in_place() {
         use std::os::unix::fs::MetadataExt;
-        let dir = std::env::temp_dir().join(format!("nanobragg-io-reuse-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("reuse");
         let (tmp, out) = (dir.join(".t.partial"), dir.join("t.bin"));
         for len in [10_000usize, 3, 70_000] {
             std::fs::write(&tmp, vec![7u8; 5000]).unwrap();
@@ -390,9 +400,7 @@ mod tests {
     #[test]
     fn files_out_of_the_page_cache_are_not_reused() {
         use std::os::fd::AsRawFd;
-        let dir = std::env::temp_dir().join(format!("nanobragg-io-evict-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("evict");
         let path = dir.join(".t.partial");
         std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
         assert!(MappedFile::reuse(&path, 1 << 20).unwrap().is_some(), "just written: cached");

@@ -1165,10 +1165,9 @@ fn may_reach_sample(d: &crate::geometry::detector::Detector) -> bool {
     if d.curved {
         return true;
     }
-    let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
     let d0 = dot(d.pix0, d.odet);
     let layers = d.thicksteps.max(1);
-    let size = dot(d.pix0, d.pix0).sqrt()
+    let size = magnitude(d.pix0)
         + (d.fpixels + d.spixels) as f64 * d.pixel_size_m
         + layers as f64 * d.thickstep_m.abs();
     !size.is_finite() || (0..layers).any(|t| (d0 + t as f64 * d.thickstep_m).abs() <= 1e-3 * size)
@@ -1267,7 +1266,6 @@ mod tests {
         same::<f32>(&plan);
         same::<X2<X2<f32>>>(&plan);
         // the plane through the sample, directly or at the third of four layers
-        let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
         let mut through = d.clone();
         let d0 = dot(d.pix0, d.odet);
         through.pix0 = std::array::from_fn(|i| d.pix0[i] - d0 * d.odet[i]);
