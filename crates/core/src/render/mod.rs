@@ -1,11 +1,13 @@
 //! Render kernels: one per backend, all reading a [`crate::setup::Plan`].
 
+pub mod backend;
 pub mod cpu;
 pub mod kernel;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod simd;
 pub mod trace;
 
+pub use backend::{Backend, BackendError, Cpu};
 pub use cpu::{
     render, render_as, render_exact, render_into, render_on, render_precision, simd_level,
     Precision, RenderInfo, RenderOptions, RenderOutput, SimdLevel,
