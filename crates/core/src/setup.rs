@@ -4,11 +4,15 @@
 //! the pixel, once: detector basis and origin, sources, phi × mosaic rotated
 //! cell vectors, structure factor grid, scale factors. Kernels only read it.
 
+mod leaves;
+
+pub use leaves::{LeafSource, Leaves};
+
 use crate::config::{CrystalShape, SfSource, SimConfig};
 use crate::crystal::cell::Cell;
-use crate::diff::DiffReal;
 use crate::error::{Error, Result, Warning};
 use crate::geometry::Detector;
+use crate::real::DiffReal;
 use crate::rng::Ran1;
 use crate::sf::HklGrid;
 use crate::source::Sources;
@@ -157,10 +161,7 @@ pub fn phi_steps(osc_in: f64, phistep_in: f64, phisteps_in: i64) -> (f64, f64, i
     (osc, phistep, phisteps)
 }
 
-/// Bytes each detector pixel needs at a run's peak: the f32 float image, the
-/// u16 integer image, the u8 PGM image, the u16 noise image, and the 2-byte
-/// encoded pixels of the SMV file being written.
-pub const BYTES_PER_PIXEL: u128 = 4 + 2 + 1 + 2 + 2;
+pub use crate::geometry::detector::BYTES_PER_PIXEL;
 
 /// The sizes that decide how much memory a run needs (see [`MemoryNeeds::bytes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

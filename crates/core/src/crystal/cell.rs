@@ -6,11 +6,11 @@
 //! requested for non-90° angles; this is reproduced (docs/compat.md).
 
 use crate::config::{CrystalConfig, Misset};
-use crate::diff::{rotate_xyz, Deltas, DiffReal, Param};
 use crate::error::{Error, Result, Warning};
-use crate::real::Real;
+use crate::param::{Deltas, Param};
+use crate::real::{DiffReal, Real};
 use crate::units::RTD;
-use crate::vec3::{cross, dot, lift, magnitude, rescale, scale, V3};
+use crate::vec3::{cross, dot, lift, magnitude, rescale, rotate_xyz, scale, V3};
 
 /// The resolved crystal lattice at phi = 0, before mosaic rotation.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,11 +1,12 @@
 //! The resolved detector: pixel grid, orientation, origin and sensor layers.
 
 use crate::config::{Convention, DetectorConfig, Pivot};
-use crate::diff::{rotate_xyz, Deltas, DiffReal, Param};
 use crate::error::{Error, Result, Warning};
 use crate::geometry::convention::Axes;
+use crate::param::{Deltas, Param};
+use crate::real::DiffReal;
 use crate::units::{mm_to_m, RTD};
-use crate::vec3::{cross, dot, lift, rotate_axis, unitize, V3};
+use crate::vec3::{cross, dot, lift, rotate_axis, rotate_xyz, unitize, V3};
 
 /// Detector geometry after conventions, pivots and rotations are applied (SI units).
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +109,11 @@ pub struct Placement<R> {
     pub close_distance: R,
 }
 
+/// Bytes each detector pixel needs at a run's peak: the f32 float image, the
+/// u16 integer image, the u8 PGM image, the u16 noise image, and the 2-byte
+/// encoded pixels of the SMV file being written.
+pub const BYTES_PER_PIXEL: u128 = 4 + 2 + 1 + 2 + 2;
+
 fn nan_or(x: Option<f64>) -> f64 {
     x.unwrap_or(f64::NAN)
 }
@@ -160,7 +166,7 @@ impl Detector {
         if fp * sp > (i32::MAX as f64) {
             return Err(Error::TooLarge {
                 what: format!("a {fp} x {sp} pixel detector (-detpixels/-detsize)"),
-                bytes: (fp * sp) as u128 * crate::setup::BYTES_PER_PIXEL,
+                bytes: (fp * sp) as u128 * BYTES_PER_PIXEL,
             });
         }
         let fpixels = fp as usize;

@@ -39,8 +39,8 @@ use crate::physics::lattice::{
     GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
 use crate::physics::{polarization_factor_in, PolarBasis, Polarization};
-use crate::real::{fast, Mask, Num, Real};
-use crate::setup::{Interpolation, Plan};
+use crate::real::{fast, DiffReal, Mask, Num, Real};
+use crate::setup::{Interpolation, Leaves, Plan};
 use crate::sf::{polin3, HklGrid};
 use crate::vec3::{dot, lift, magnitude, rotate_axis, rotate_axis_sc, unitize, V3};
 use std::f64::consts::PI;
@@ -965,7 +965,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
 
 impl<'p, V: Num, M: MathMode> Kernel<'p, V, M>
 where
-    V::Scalar: crate::diff::DiffReal,
+    V::Scalar: DiffReal,
 {
     /// The kernel of `plan` with every number a parameter can move taken
     /// from `leaves` (field for field; the integer counts, masks, the
@@ -976,7 +976,7 @@ where
     /// In the fast mode the square lattice factors come from N's value alone
     /// (no derivative by N): the pieces other than [`Kernel::lattice`] carry
     /// every derivative in both modes.
-    pub fn from_leaves(plan: &'p Plan, leaves: &crate::diff::Leaves<V::Scalar>) -> Self {
+    pub fn from_leaves(plan: &'p Plan, leaves: &Leaves<V::Scalar>) -> Self {
         type R<V> = <V as Num>::Scalar;
         let c = R::<V>::c;
         let d = &plan.detector;
@@ -1028,9 +1028,9 @@ where
             na: l.n_cells[0],
             nb: l.n_cells[1],
             nc: l.n_cells[2],
-            reduce_h: l.n_cells.map(|n| {
-                n.val().fract() != 0.0 || !crate::diff::DiffReal::is_const_zero(n - c(n.val()))
-            }),
+            reduce_h: l
+                .n_cells
+                .map(|n| n.val().fract() != 0.0 || !DiffReal::is_const_zero(n - c(n.val()))),
             // fast mode only
             gratings: n_val.map(grating),
             poly3: false,
@@ -1039,7 +1039,7 @@ where
             plain_sum: false,
             fudge: l.fudge,
             kahn: l.kahn,
-            kahn_moves: !crate::diff::DiffReal::is_const_zero(l.kahn),
+            kahn_moves: !DiffReal::is_const_zero(l.kahn),
             dmin: c(plan.dmin_m),
             i_bg: l.i_bg,
             scale,
