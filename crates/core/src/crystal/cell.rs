@@ -161,6 +161,9 @@ impl<R: DiffReal> GivenCell<R> {
     }
 }
 
+/// Reciprocal vectors after the misset, and the misset angles when drawn (rad).
+type Misset3<R> = ([V3<R>; 3], Option<[f64; 3]>);
+
 /// The reciprocal vectors rotated by the misset (given, or drawn: then also
 /// returned, in radians) and by the misset parameters of `deltas`.
 fn apply_misset<R: DiffReal>(
@@ -168,7 +171,7 @@ fn apply_misset<R: DiffReal>(
     random_umat: Option<[f64; 9]>,
     deltas: &Deltas<R>,
     mut stars: [V3<R>; 3],
-) -> Result<([V3<R>; 3], Option<[f64; 3]>)> {
+) -> Result<Misset3<R>> {
     let k = R::c;
     let mut random_misset_rad = None;
     let misset = match cfg.misset {
