@@ -13,6 +13,7 @@ pub mod diff;
 pub mod error;
 pub mod geometry;
 pub mod noise;
+pub mod param;
 pub mod physics;
 pub mod real;
 pub mod render;

@@ -484,6 +484,34 @@ impl<V: Num> Num for X2<V> {
     }
 }
 
+/// A [`Real`] that can say whether it is an exact constant zero.
+///
+/// Setup skips a rotation by a zero angle, as nanoBragg.c does; an angle whose
+/// value is 0 but which carries a derivative must still be applied.
+pub trait DiffReal: Real {
+    /// The value and every derivative part are zero.
+    fn is_const_zero(self) -> bool;
+    /// The value part kept, derivative parts dropped.
+    #[inline(always)]
+    fn constant(self) -> Self {
+        Self::c(self.val())
+    }
+}
+
+impl DiffReal for f64 {
+    #[inline(always)]
+    fn is_const_zero(self) -> bool {
+        self == 0.0
+    }
+}
+
+impl DiffReal for f32 {
+    #[inline(always)]
+    fn is_const_zero(self) -> bool {
+        self == 0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

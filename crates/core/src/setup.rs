@@ -4,14 +4,19 @@
 //! the pixel, once: detector basis and origin, sources, phi × mosaic rotated
 //! cell vectors, structure factor grid, scale factors. Kernels only read it.
 
+mod leaves;
+
+pub use leaves::{LeafSource, Leaves};
+
 use crate::config::{CrystalShape, SfSource, SimConfig};
 use crate::crystal::cell::Cell;
-use crate::diff::DiffReal;
 use crate::error::{Error, Result, Warning};
 use crate::geometry::Detector;
+use crate::param::{Deltas, Param};
+use crate::real::{DiffReal, Real};
 use crate::rng::Ran1;
 use crate::sf::HklGrid;
-use crate::source::Sources;
+use crate::source::{SourceIn, Sources};
 use crate::units::{AVOGADRO, RTD, R_E_SQR, WATER_F, WATER_MW};
 use crate::vec3::{lift, rotate_axis, rotate_umat, V3};
 
@@ -116,6 +121,9 @@ pub struct Plan {
     pub mask: Option<Vec<u16>>,
     /// Warnings in the order nanoBragg.c prints them.
     pub warnings: Vec<Warning>,
+    /// The numbers the render kernel reads, as [`Plan::with_leaves`] computed
+    /// them (their values; the kernel's one constructor reads them).
+    pub leaves: Leaves<f64>,
 }
 
 /// The phi sampling nanoBragg.c derives from `-phi`, `-osc`, `-phistep`, `-phisteps`.
@@ -157,10 +165,7 @@ pub fn phi_steps(osc_in: f64, phistep_in: f64, phisteps_in: i64) -> (f64, f64, i
     (osc, phistep, phisteps)
 }
 
-/// Bytes each detector pixel needs at a run's peak: the f32 float image, the
-/// u16 integer image, the u8 PGM image, the u16 noise image, and the 2-byte
-/// encoded pixels of the SMV file being written.
-pub const BYTES_PER_PIXEL: u128 = 4 + 2 + 1 + 2 + 2;
+pub use crate::geometry::detector::BYTES_PER_PIXEL;
 
 /// The sizes that decide how much memory a run needs (see [`MemoryNeeds::bytes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,10 +198,10 @@ impl MemoryNeeds {
     }
 
     /// Bytes for the rotated unit cells (one per phi step × mosaic domain, in the
-    /// plan and in the kernel) and the mosaic rotations.
+    /// plan, its leaves and the kernel) and the mosaic rotations.
     pub fn cell_bytes(&self) -> u128 {
         let cells = self.phisteps.saturating_mul(self.mosaic_domains);
-        cells.saturating_mul(2 * 72).saturating_add(self.mosaic_domains.saturating_mul(72))
+        cells.saturating_mul(3 * 72).saturating_add(self.mosaic_domains.saturating_mul(72))
     }
 
     /// Total bytes a run needs at its peak, structure factors aside (their grid
@@ -270,38 +275,75 @@ pub fn rotated_cells<R: DiffReal>(
     cells
 }
 
-impl Plan {
-    /// Resolve a configuration. `seeds` supplies the random state for
-    /// `-misset random`; mosaic domains use `cfg.crystal.mosaic_seed`.
-    pub fn new(cfg: &SimConfig, seeds: SetupSeeds) -> Result<Plan> {
-        let mut warnings = Vec::new();
-        let lambda0_m = cfg.beam.lambda_a / 1.0e10;
-        if !(lambda0_m > 0.0 && lambda0_m.is_finite()) {
-            return Err(Error::Invalid {
-                what: "-lambda",
-                msg: format!("wavelength {} Å must be positive", cfg.beam.lambda_a),
-            });
-        }
-        check_finite("-distance", cfg.detector.distance_mm)?;
-        if cfg.detector.distance_mm <= 0.0 && cfg.detector.close_distance_mm.is_none() {
-            return Err(Error::Invalid {
-                what: "-distance",
-                msg: "distance must be positive".into(),
-            });
-        }
-        for (what, n) in [("-Na", cfg.crystal.na), ("-Nb", cfg.crystal.nb), ("-Nc", cfg.crystal.nc)]
-        {
-            if !(n.is_finite() && n >= 0.0) {
-                return Err(Error::Invalid { what, msg: format!("{n} unit cells") });
-            }
-        }
+/// The phi sampling and mosaic spread as setup resolves them (radians).
+struct PhiMosaic {
+    osc: f64,
+    phistep: f64,
+    phisteps: usize,
+    phi0: f64,
+    mosaic_spread: f64,
+    mosaic_domains: usize,
+}
 
-        // fill in blanks: sample clipped by beam, fluence from flux
-        let mut sample = [
-            cfg.crystal.size_mm[0] / 1000.0,
-            cfg.crystal.size_mm[1] / 1000.0,
-            cfg.crystal.size_mm[2] / 1000.0,
-        ];
+impl PhiMosaic {
+    /// nanoBragg.c's phi steps and mosaic domain count from `-phi`, `-osc`,
+    /// `-phistep(s)`, `-mosaic` and `-mosaic_domains`.
+    fn resolve(cfg: &SimConfig, warnings: &mut Vec<Warning>) -> Result<PhiMosaic> {
+        let x = &cfg.crystal;
+        let (osc, phistep, phisteps) = phi_steps(
+            if x.osc_deg < 0.0 { -1.0 } else { x.osc_deg / RTD },
+            if x.phistep_deg < 0.0 { -1.0 } else { x.phistep_deg / RTD },
+            x.phisteps,
+        );
+        if phisteps <= 0 {
+            return Err(Error::Invalid { what: "-phisteps", msg: format!("{phisteps} phi steps") });
+        }
+        let mut mosaic_spread = if x.mosaic_deg < 0.0 { -1.0 } else { x.mosaic_deg / RTD };
+        let mut mosaic_domains = x.mosaic_domains;
+        if mosaic_domains <= 0 {
+            if mosaic_spread < 0.0 {
+                mosaic_domains = 1;
+                mosaic_spread = 0.0;
+            } else if mosaic_spread == 0.0 {
+                mosaic_domains = 1;
+            } else {
+                warnings.push(Warning::MosaicTenDomains);
+                mosaic_domains = 10;
+            }
+        } else if mosaic_spread < 0.0 {
+            warnings.push(Warning::MosaicNoSpread);
+            mosaic_spread = 0.0;
+            mosaic_domains = 1;
+        } else if mosaic_spread == 0.0 {
+            warnings.push(Warning::MosaicZeroSpread);
+            mosaic_domains = 1;
+        }
+        Ok(PhiMosaic {
+            osc,
+            phistep,
+            phisteps: phisteps as usize,
+            phi0: x.phi0_deg / RTD,
+            mosaic_spread,
+            mosaic_domains: mosaic_domains as usize,
+        })
+    }
+}
+
+/// The beam's fluence, flux and size, and the sample clipped by the beam.
+struct Exposure {
+    /// Sample size along a, b, c (m), clipped to the beam.
+    sample: [f64; 3],
+    beamsize: f64,
+    exposure: f64,
+    fluence: f64,
+    flux: f64,
+}
+
+impl Exposure {
+    /// Fill in blanks as nanoBragg.c does: fluence from flux, the sample
+    /// clipped by the beam, the flux made consistent with the fluence.
+    fn resolve(cfg: &SimConfig, warnings: &mut Vec<Warning>) -> Exposure {
+        let mut sample = cfg.crystal.size_mm.map(|mm| mm / 1000.0);
         let beamsize = cfg.beam.beamsize_mm / 1000.0;
         let exposure = cfg.beam.exposure_s;
         let mut fluence = cfg.beam.fluence;
@@ -322,107 +364,42 @@ impl Plan {
         if exposure > 0.0 {
             flux = fluence / exposure * beamsize * beamsize;
         }
+        Exposure { sample, beamsize, exposure, fluence, flux }
+    }
+}
 
-        let detector = Detector::resolve(&cfg.detector)?;
+/// The crystal's size in unit cells and the oversampling it asks for.
+struct CrystalSize {
+    n_cells: [f64; 3],
+    xtal: [f64; 3],
+    approx_mw: f64,
+    oversample: usize,
+    recommended: i64,
+    oversample_auto: bool,
+}
 
-        // phi, mosaic
-        let (osc, phistep, phisteps) = phi_steps(
-            if cfg.crystal.osc_deg < 0.0 { -1.0 } else { cfg.crystal.osc_deg / RTD },
-            if cfg.crystal.phistep_deg < 0.0 { -1.0 } else { cfg.crystal.phistep_deg / RTD },
-            cfg.crystal.phisteps,
-        );
-        if phisteps <= 0 {
-            return Err(Error::Invalid { what: "-phisteps", msg: format!("{phisteps} phi steps") });
-        }
-        let phi0 = cfg.crystal.phi0_deg / RTD;
-        let mut mosaic_spread =
-            if cfg.crystal.mosaic_deg < 0.0 { -1.0 } else { cfg.crystal.mosaic_deg / RTD };
-        let mut mosaic_domains = cfg.crystal.mosaic_domains;
-        if mosaic_domains <= 0 {
-            if mosaic_spread < 0.0 {
-                mosaic_domains = 1;
-                mosaic_spread = 0.0;
-            } else if mosaic_spread == 0.0 {
-                mosaic_domains = 1;
+impl CrystalSize {
+    /// Unit cells along a, b, c (from `-N` or the sample size), the crystal
+    /// size, and the oversample recommended for it on this detector.
+    fn resolve(
+        cfg: &SimConfig,
+        sample: [f64; 3],
+        cell: &Cell,
+        lambda0_m: f64,
+        detector: &Detector,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<CrystalSize> {
+        let lengths = [cell.a_m, cell.b_m, cell.c_m].map(crate::vec3::magnitude);
+        let given = [cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc];
+        let n_cells: [f64; 3] = std::array::from_fn(|i| {
+            let n = if sample[i] > 0.0 { (sample[i] / lengths[i]).ceil() } else { given[i] };
+            if n <= 1.0 {
+                1.0
             } else {
-                warnings.push(Warning::MosaicTenDomains);
-                mosaic_domains = 10;
+                n
             }
-        } else if mosaic_spread < 0.0 {
-            warnings.push(Warning::MosaicNoSpread);
-            mosaic_spread = 0.0;
-            mosaic_domains = 1;
-        } else if mosaic_spread == 0.0 {
-            warnings.push(Warning::MosaicZeroSpread);
-            mosaic_domains = 1;
-        }
-        detector.warnings.iter().for_each(|w| warnings.push(w.clone()));
-
-        // refuse runs whose arrays cannot fit before allocating any of them
-        let source_count = match &cfg.beam.sources {
-            Some(rows) if !rows.is_empty() => rows.len() as u128,
-            _ => {
-                let count = |range: f64, step: f64, steps: i64| {
-                    crate::source::auto_steps(range, step, steps).2.max(1) as u128
-                };
-                let b = &cfg.beam;
-                count(b.hdivrange_mrad / 1000.0, b.hdivstep_mrad / 1000.0, b.hdivsteps)
-                    * count(b.vdivrange_mrad / 1000.0, b.vdivstep_mrad / 1000.0, b.vdivsteps)
-                    * count(b.dispersion_pct / 100.0, -1.0, b.dispsteps)
-            }
-        };
-        check_memory(
-            &MemoryNeeds {
-                fpixels: detector.fpixels as u128,
-                spixels: detector.spixels as u128,
-                sources: source_count,
-                mosaic_domains: mosaic_domains.max(1) as u128,
-                phisteps: phisteps as u128,
-            },
-            crate::sf::hkl::physical_memory_bytes(),
-        )?;
-
-        // interpolation auto-selection uses the -N values, before crystal size is applied
-        let (interp_choice, interpolation_auto) = match cfg.sf.interpolate {
-            Some(b) => (b, None),
-            None => {
-                let b = cfg.crystal.na <= 2.0 || cfg.crystal.nb <= 2.0 || cfg.crystal.nc <= 2.0;
-                (b, Some(b))
-            }
-        };
-
-        // cell
-        let random_umat = if cfg.crystal.misset == crate::config::Misset::Random {
-            let mut rng = Ran1::new(seeds.misset_idum);
-            Some(crate::crystal::mosaic::mosaic_rotation_umat(90.0, &mut rng))
-        } else {
-            None
-        };
-        let cell = Cell::resolve(&cfg.crystal, lambda0_m, random_umat)?;
-        warnings.extend(cell.warnings.iter().cloned());
-        let a_len = crate::vec3::magnitude(cell.a_m);
-        let b_len = crate::vec3::magnitude(cell.b_m);
-        let c_len = crate::vec3::magnitude(cell.c_m);
-        let (mut na, mut nb, mut nc) = (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc);
-        if sample[0] > 0.0 {
-            na = (sample[0] / a_len).ceil();
-        }
-        if sample[1] > 0.0 {
-            nb = (sample[1] / b_len).ceil();
-        }
-        if sample[2] > 0.0 {
-            nc = (sample[2] / c_len).ceil();
-        }
-        if na <= 1.0 {
-            na = 1.0;
-        }
-        if nb <= 1.0 {
-            nb = 1.0;
-        }
-        if nc <= 1.0 {
-            nc = 1.0;
-        }
-        let xtal = [a_len * na, b_len * nb, c_len * nc];
+        });
+        let xtal: [f64; 3] = std::array::from_fn(|i| lengths[i] * n_cells[i]);
         let mut xtal_max = xtal[0];
         if xtal_max < xtal[1] {
             xtal_max = xtal[1];
@@ -431,10 +408,7 @@ impl Plan {
             xtal_max = xtal[2];
         }
         let reciprocal_pixel = lambda0_m * detector.distance_m / detector.pixel_size_m;
-        let mut recommended = (3.0 * xtal_max / reciprocal_pixel).ceil() as i64;
-        if recommended <= 0 {
-            recommended = 1;
-        }
+        let recommended = ((3.0 * xtal_max / reciprocal_pixel).ceil() as i64).max(1);
         let mut oversample = cfg.sampling.oversample;
         let oversample_auto = oversample <= 0;
         if oversample <= 0 {
@@ -447,9 +421,6 @@ impl Plan {
                 recommended,
             ));
         }
-        if oversample <= 0 {
-            oversample = 1;
-        }
         if oversample > 10_000 {
             return Err(Error::Invalid {
                 what: "-oversample",
@@ -457,104 +428,244 @@ impl Plan {
             });
         }
         let volume = xtal[0] * xtal[1] * xtal[2];
-        let approx_mw = volume * 1.2e6 * AVOGADRO / (na * nb * nc);
+        let approx_mw = volume * 1.2e6 * AVOGADRO / (n_cells[0] * n_cells[1] * n_cells[2]);
+        Ok(CrystalSize {
+            n_cells,
+            xtal,
+            approx_mw,
+            oversample: oversample.max(1) as usize,
+            recommended,
+            oversample_auto,
+        })
+    }
+}
 
-        // structure factors
-        let (grid, hkls) = match &cfg.sf.source {
-            SfSource::None => (None, 0usize),
-            SfSource::Hkl(entries) => {
-                (Some(HklGrid::from_entries(entries, cfg.sf.default_f)?), entries.len())
-            }
-            SfSource::Dump(g) => {
-                let n =
-                    (g.h_range() as i64 * g.k_range() as i64 * g.l_range() as i64).max(0) as usize;
-                (Some(g.clone()), n)
+/// Refuse inputs no run can use, before anything is resolved.
+fn check_inputs(cfg: &SimConfig) -> Result<()> {
+    let lambda0_m = cfg.beam.lambda_a / 1.0e10;
+    if !(lambda0_m > 0.0 && lambda0_m.is_finite()) {
+        return Err(Error::Invalid {
+            what: "-lambda",
+            msg: format!("wavelength {} Å must be positive", cfg.beam.lambda_a),
+        });
+    }
+    check_finite("-distance", cfg.detector.distance_mm)?;
+    if cfg.detector.distance_mm <= 0.0 && cfg.detector.close_distance_mm.is_none() {
+        return Err(Error::Invalid { what: "-distance", msg: "distance must be positive".into() });
+    }
+    for (what, n) in [("-Na", cfg.crystal.na), ("-Nb", cfg.crystal.nb), ("-Nc", cfg.crystal.nc)] {
+        if !(n.is_finite() && n >= 0.0) {
+            return Err(Error::Invalid { what, msg: format!("{n} unit cells") });
+        }
+    }
+    Ok(())
+}
+
+/// Refuse runs whose arrays cannot fit, before allocating any of them.
+fn check_run_memory(cfg: &SimConfig, detector: &Detector, phi: &PhiMosaic) -> Result<()> {
+    let source_count = match &cfg.beam.sources {
+        Some(rows) if !rows.is_empty() => rows.len() as u128,
+        _ => {
+            let count = |range: f64, step: f64, steps: i64| {
+                crate::source::auto_steps(range, step, steps).2.max(1) as u128
+            };
+            let b = &cfg.beam;
+            count(b.hdivrange_mrad / 1000.0, b.hdivstep_mrad / 1000.0, b.hdivsteps)
+                * count(b.vdivrange_mrad / 1000.0, b.vdivstep_mrad / 1000.0, b.vdivsteps)
+                * count(b.dispersion_pct / 100.0, -1.0, b.dispsteps)
+        }
+    };
+    check_memory(
+        &MemoryNeeds {
+            fpixels: detector.fpixels as u128,
+            spixels: detector.spixels as u128,
+            sources: source_count,
+            mosaic_domains: phi.mosaic_domains.max(1) as u128,
+            phisteps: phi.phisteps as u128,
+        },
+        crate::sf::hkl::physical_memory_bytes(),
+    )
+}
+
+/// The structure factor grid (from `-hkl` entries or an Fdump grid) and the
+/// number of structure factors it was built from.
+fn structure_factors(cfg: &SimConfig) -> Result<(Option<HklGrid>, usize)> {
+    let (grid, hkls) = match &cfg.sf.source {
+        SfSource::None => (None, 0usize),
+        SfSource::Hkl(entries) => {
+            (Some(HklGrid::from_entries(entries, cfg.sf.default_f)?), entries.len())
+        }
+        SfSource::Dump(g) => {
+            let n = (g.h_range() as i64 * g.k_range() as i64 * g.l_range() as i64).max(0) as usize;
+            (Some(g.clone()), n)
+        }
+    };
+    if grid.is_none() && cfg.sf.default_f == 0.0 {
+        return Err(Error::Invalid {
+            what: "-hkl",
+            msg: "no structure factors: give -hkl FILE, an Fdump file, or -default_F".into(),
+        });
+    }
+    Ok((grid, hkls))
+}
+
+/// The sources, and each one's direction and wavelength in `R`.
+fn resolve_sources<R: DiffReal>(
+    cfg: &SimConfig,
+    lambda0: R,
+    detector: &Detector,
+    deltas: &Deltas<R>,
+) -> Result<(Sources, Vec<SourceIn<R>>)> {
+    let d = detector;
+    Sources::resolve_in(&cfg.beam, lambda0, d.beam, d.polar, d.vert, deltas).map_err(|e| match e {
+        // a bad wavelength here comes from the source file's fifth column
+        Error::Invalid { what: "-lambda", msg } if cfg.beam.sources.is_some() => Error::Invalid {
+            what: "-sourcefile",
+            msg: format!("{msg} (a source's wavelength column)"),
+        },
+        e => e,
+    })
+}
+
+/// The rotation `-misset random` draws from its seed.
+fn random_misset_umat(cfg: &SimConfig, seeds: SetupSeeds) -> Option<[f64; 9]> {
+    (cfg.crystal.misset == crate::config::Misset::Random).then(|| {
+        let mut rng = Ran1::new(seeds.misset_idum);
+        crate::crystal::mosaic::mosaic_rotation_umat(90.0, &mut rng)
+    })
+}
+
+/// Photons per steradian scattered by a water droplet of `size_m` (the
+/// background nanoBragg.c adds to every pixel).
+fn water_background<R: Real>(fluence: R, size_m: R) -> R {
+    let c = R::c;
+    c(WATER_F) * c(WATER_F) * c(R_E_SQR) * fluence * size_m * size_m * size_m * c(1e6) * c(AVOGADRO)
+        / c(WATER_MW)
+}
+
+impl Plan {
+    /// Resolve a configuration. `seeds` supplies the random state for
+    /// `-misset random`; mosaic domains use `cfg.crystal.mosaic_seed`.
+    pub fn new(cfg: &SimConfig, seeds: SetupSeeds) -> Result<Plan> {
+        Ok(Self::with_leaves::<f64>(cfg, seeds, &Deltas::zero())?.0)
+    }
+
+    /// The one setup code path: the plan of `cfg` and the numbers the kernel
+    /// reads in `R`, with each parameter's perturbation in `deltas` added
+    /// where the parameter enters (the seeded derivatives of dual numbers).
+    /// The plan holds the value parts; with all-zero f64 deltas its leaves
+    /// ([`Plan::leaves`]) are exactly the returned ones.
+    pub fn with_leaves<R: DiffReal>(
+        cfg: &SimConfig,
+        seeds: SetupSeeds,
+        deltas: &Deltas<R>,
+    ) -> Result<(Plan, Leaves<R>)> {
+        let c = R::c;
+        check_inputs(cfg)?;
+        let mut warnings = Vec::new();
+        let lambda0 = deltas.apply(Param::Lambda, c(cfg.beam.lambda_a), 1.0) / c(1.0e10);
+        let lambda0_m = lambda0.val();
+        let beam = Exposure::resolve(cfg, &mut warnings);
+        let (detector, place) = Detector::resolve_in(&cfg.detector, deltas)?;
+        let phi = PhiMosaic::resolve(cfg, &mut warnings)?;
+        warnings.extend(detector.warnings.iter().cloned());
+        check_run_memory(cfg, &detector, &phi)?;
+
+        // interpolation auto-selection uses the -N values, before crystal size is applied
+        let (interp_choice, interpolation_auto) = match cfg.sf.interpolate {
+            Some(b) => (b, None),
+            None => {
+                let b = cfg.crystal.na <= 2.0 || cfg.crystal.nb <= 2.0 || cfg.crystal.nc <= 2.0;
+                (b, Some(b))
             }
         };
-        if grid.is_none() && cfg.sf.default_f == 0.0 {
-            return Err(Error::Invalid {
-                what: "-hkl",
-                msg: "no structure factors: give -hkl FILE, an Fdump file, or -default_F".into(),
-            });
-        }
+        let random_umat = random_misset_umat(cfg, seeds);
+        let (cell, vectors) = Cell::resolve_in(&cfg.crystal, lambda0, random_umat, deltas)?;
+        warnings.extend(cell.warnings.iter().cloned());
+        let size =
+            CrystalSize::resolve(cfg, beam.sample, &cell, lambda0_m, &detector, &mut warnings)?;
+        let (grid, hkls) = structure_factors(cfg)?;
         let interpolation = if interp_choice && hkls > 0 {
             Interpolation::Tricubic
         } else {
             Interpolation::Nearest
         };
+        let (sources, source_leaves) = resolve_sources(cfg, lambda0, &detector, deltas)?;
 
-        // sources
-        let sources =
-            Sources::resolve(&cfg.beam, lambda0_m, detector.beam, detector.polar, detector.vert)
-                .map_err(|e| match e {
-                    // a bad wavelength here comes from the source file's fifth column
-                    Error::Invalid { what: "-lambda", msg } if cfg.beam.sources.is_some() => {
-                        Error::Invalid {
-                            what: "-sourcefile",
-                            msg: format!("{msg} (a source's wavelength column)"),
-                        }
-                    }
-                    e => e,
-                })?;
-
-        // mosaic domains
-        let mosaic_umats = {
-            let mut rng = Ran1::new(-cfg.crystal.mosaic_seed);
-            crate::crystal::mosaic::mosaic_umats(mosaic_spread, mosaic_domains as usize, &mut rng)
-        };
-
-        // rotated cells per phi step x mosaic domain
-        let cells_m = rotated_cells(
-            [cell.a_m, cell.b_m, cell.c_m],
+        let phi0 = deltas.apply(Param::Phi, c(phi.phi0), 1.0 / RTD);
+        let phistep = deltas.apply(Param::Osc, c(phi.phistep), 1.0 / RTD / phi.phisteps as f64);
+        let spread = deltas.apply(Param::Mosaic, c(phi.mosaic_spread), 1.0 / RTD);
+        let mut rng = Ran1::new(-cfg.crystal.mosaic_seed);
+        let umats = crate::crystal::mosaic::mosaic_umats_in(spread, phi.mosaic_domains, &mut rng);
+        let cells = rotated_cells(
+            [vectors.a, vectors.b, vectors.c],
             detector.spindle,
             phi0,
             phistep,
-            phisteps as usize,
-            &mosaic_umats,
-            mosaic_spread > 0.0,
+            phi.phisteps,
+            &umats,
+            phi.mosaic_spread > 0.0,
         );
-
-        let steps = sources.list.len()
-            * mosaic_umats.len()
-            * phisteps as usize
-            * (oversample * oversample) as usize;
-        let water_size_m = cfg.sampling.water_um / 1e6;
-        let i_bg = WATER_F
-            * WATER_F
-            * R_E_SQR
-            * fluence
-            * water_size_m
-            * water_size_m
-            * water_size_m
-            * 1e6
-            * AVOGADRO
-            / WATER_MW;
-
-        Ok(Plan {
+        let fluence = deltas.apply(Param::Fluence, c(beam.fluence), 1.0);
+        let water = deltas.apply(Param::Water, c(cfg.sampling.water_um), 1.0) / c(1e6);
+        let leaves = Leaves {
+            pixel: c(detector.pixel_size_m),
+            fdet: place.fdet,
+            sdet: place.sdet,
+            odet: place.odet,
+            pix0: place.pix0,
+            beam: lift(detector.beam),
+            distance: place.distance,
+            close_distance: place.close_distance,
+            polar_axis: lift(detector.polar),
+            sources: source_leaves
+                .iter()
+                .map(|s| LeafSource { incident: s.dir.map(|x| -x), lambda: s.lambda })
+                .collect(),
+            cells: cells
+                .iter()
+                .map(|m| [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]])
+                .collect(),
+            recip: [vectors.a_star, vectors.b_star, vectors.c_star],
+            n_cells: [Param::Na, Param::Nb, Param::Nc]
+                .map(|p| deltas.apply(p, c(size.n_cells[p as usize - Param::Na as usize]), 1.0)),
+            fudge: deltas.apply(Param::Fudge, c(cfg.crystal.fudge), 1.0),
+            kahn: deltas.apply(Param::Polar, c(cfg.beam.kahn_factor), 1.0),
+            scale: c(R_E_SQR) * fluence,
+            i_bg: water_background(fluence, water),
+            default_f: deltas.apply(Param::DefaultF, c(cfg.sf.default_f), 1.0),
+        };
+        let value_leaves = leaves.map(R::val);
+        let plan = Plan {
+            steps: sources.list.len()
+                * phi.mosaic_domains
+                * phi.phisteps
+                * size.oversample
+                * size.oversample,
             detector,
             sources,
             cell,
             lambda0_m,
-            fluence,
-            flux,
-            beamsize_m: beamsize,
-            exposure_s: exposure,
-            n_cells: [na, nb, nc],
-            xtal_size_m: xtal,
-            approx_mw,
-            oversample: oversample as usize,
-            recommended_oversample: recommended,
-            oversample_auto,
+            fluence: beam.fluence,
+            flux: beam.flux,
+            beamsize_m: beam.beamsize,
+            exposure_s: beam.exposure,
+            n_cells: size.n_cells,
+            xtal_size_m: size.xtal,
+            approx_mw: size.approx_mw,
+            oversample: size.oversample,
+            recommended_oversample: size.recommended,
+            oversample_auto: size.oversample_auto,
             oversample_omega: cfg.sampling.oversample_omega,
             oversample_polar: cfg.sampling.oversample_polar,
             oversample_thick: cfg.sampling.oversample_thick,
-            phi0_rad: phi0,
-            phistep_rad: phistep,
-            osc_rad: osc,
-            phisteps: phisteps as usize,
-            mosaic_spread_rad: mosaic_spread,
-            mosaic_umats,
-            cells_m,
+            phi0_rad: phi.phi0,
+            phistep_rad: phi.phistep,
+            osc_rad: phi.osc,
+            phisteps: phi.phisteps,
+            mosaic_spread_rad: phi.mosaic_spread,
+            mosaic_umats: umats.iter().map(|u| u.map(R::val)).collect(),
+            cells_m: cells.iter().map(|m| m.map(R::val)).collect(),
             shape: cfg.crystal.shape,
             fudge: cfg.crystal.fudge,
             grid,
@@ -565,13 +676,14 @@ impl Plan {
             kahn_factor: cfg.beam.kahn_factor,
             nopolar: cfg.beam.nopolar,
             dmin_m: cfg.sampling.dmin_a * 1e-10,
-            water_size_m,
-            i_bg,
-            steps,
+            water_size_m: cfg.sampling.water_um / 1e6,
+            i_bg: value_leaves.i_bg,
             corrected: cfg.sampling.corrected,
             mask: cfg.detector.mask.clone(),
             warnings,
-        })
+            leaves: value_leaves,
+        };
+        Ok((plan, leaves))
     }
 
     /// Number of mosaic domains.

@@ -4,7 +4,7 @@
 //! here a vector is `[R; 3]` and magnitudes are returned instead. Most
 //! helpers are generic over [`Num`], so they also serve SIMD lanes.
 
-use crate::real::{Num, Real};
+use crate::real::{DiffReal, Num, Real};
 
 /// A three-vector.
 pub type V3<R> = [R; 3];
@@ -120,6 +120,37 @@ pub fn lift<R: Num>(v: [f64; 3]) -> V3<R> {
     [R::c(v[0]), R::c(v[1]), R::c(v[2])]
 }
 
+/// Rotate about x, then y, then z (radians), as [`rotate`];
+/// an angle is skipped only when it is a constant zero (value and
+/// derivatives), so an angle of 0 that carries a derivative still rotates.
+/// For f64 this is exactly [`rotate`].
+#[inline]
+pub fn rotate_xyz<R: DiffReal>(v: V3<R>, phix: R, phiy: R, phiz: R) -> V3<R> {
+    let [mut x, mut y, mut z] = v;
+    if !phix.is_const_zero() {
+        let (s, c) = (phix.sin(), phix.cos());
+        let ny = y * c + z * (-s);
+        let nz = y * s + z * c;
+        y = ny;
+        z = nz;
+    }
+    if !phiy.is_const_zero() {
+        let (s, c) = (phiy.sin(), phiy.cos());
+        let nx = x * c + y * R::zero() + z * s;
+        let nz = x * (-s) + y * R::zero() + z * c;
+        x = nx;
+        z = nz;
+    }
+    if !phiz.is_const_zero() {
+        let (s, c) = (phiz.sin(), phiz.cos());
+        let nx = x * c + y * (-s);
+        let ny = x * s + y * c;
+        x = nx;
+        y = ny;
+    }
+    [x, y, z]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +181,15 @@ mod tests {
         let (u, m) = unitize([0.0f64; 3]);
         assert_eq!(u, [0.0; 3]);
         assert_eq!(m, 0.0);
+    }
+
+    #[test]
+    fn rotate_xyz_is_vec3_rotate_in_f64() {
+        let v = [0.3, -0.7, 0.2];
+        for (a, b, c) in [(0.1, -0.4, 0.9), (0.0, 0.5, 0.0), (0.0, 0.0, 0.0), (-0.0, 1.0, -0.0)] {
+            let r = rotate_xyz(v, a, b, c);
+            let e = rotate(v, a, b, c);
+            assert_eq!(r.map(f64::to_bits), e.map(f64::to_bits));
+        }
     }
 }

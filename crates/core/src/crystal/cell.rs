@@ -6,11 +6,11 @@
 //! requested for non-90° angles; this is reproduced (docs/compat.md).
 
 use crate::config::{CrystalConfig, Misset};
-use crate::diff::{rotate_xyz, Deltas, DiffReal, Param};
 use crate::error::{Error, Result, Warning};
-use crate::real::Real;
+use crate::param::{Deltas, Param};
+use crate::real::{DiffReal, Real};
 use crate::units::RTD;
-use crate::vec3::{cross, dot, lift, magnitude, rescale, scale, V3};
+use crate::vec3::{cross, dot, lift, magnitude, rescale, rotate_xyz, scale, V3};
 
 /// The resolved crystal lattice at phi = 0, before mosaic rotation.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +74,146 @@ pub struct CellVectors<R> {
     pub c_star: V3<R>,
 }
 
+/// The given cell (`-cell`) and the reciprocal vectors built from it, in
+/// nanoBragg.c's orientation (a* along x, b* in the xy plane).
+struct GivenCell<R> {
+    lengths: [R; 3],
+    volume: R,
+    stars: [V3<R>; 3],
+}
+
+impl<R: DiffReal> GivenCell<R> {
+    /// The cell of `-cell a b c alpha beta gamma` (Å, degrees), with the cell
+    /// parameters of `deltas`; missing lengths and angles defaulted, an
+    /// impossible volume or reciprocal length replaced (with a warning).
+    fn resolve(cell: [f64; 6], deltas: &Deltas<R>, warnings: &mut Vec<Warning>) -> GivenCell<R> {
+        let k = R::c;
+        let given = |p: Param, i: usize| deltas.apply(p, k(cell[i]), 1.0);
+        let a_len = given(Param::CellA, 0);
+        let mut b_len = given(Param::CellB, 1);
+        let mut c_len = given(Param::CellC, 2);
+        let angle = |p: Param, i: usize| {
+            let x = given(p, i) / k(RTD);
+            if x.val() <= 0.0 {
+                k(std::f64::consts::FRAC_PI_2)
+            } else {
+                x
+            }
+        };
+        let alpha = angle(Param::CellAlpha, 3);
+        let beta = angle(Param::CellBeta, 4);
+        let gamma = angle(Param::CellGamma, 5);
+        if b_len.val() <= 0.0 {
+            b_len = a_len;
+        }
+        if c_len.val() <= 0.0 {
+            c_len = a_len;
+        }
+        let aavg = (alpha + beta + gamma) / k(2.0);
+        let skew = aavg.sin() * (aavg - alpha).sin() * (aavg - beta).sin() * (aavg - gamma).sin();
+        // not abs(): a skew of -0 stays -0, as in nanoBragg.c
+        let skew = if skew.val() < 0.0 { -skew } else { skew };
+        let mut v_cell = k(2.0) * a_len * b_len * c_len * skew.sqrt();
+        if v_cell.val() <= 0.0 {
+            warnings.push(Warning::ImpossibleCellVolume(v_cell.val()));
+            v_cell = k(f64::MIN_POSITIVE);
+        }
+        let v_star = R::one() / v_cell;
+        let mut s0 = [
+            b_len * c_len * alpha.sin() * v_star,
+            c_len * a_len * beta.sin() * v_star,
+            a_len * b_len * gamma.sin() * v_star,
+        ];
+        if s0.iter().any(|x| x.val() <= 0.0) {
+            warnings.push(Warning::ImpossibleReciprocalLengths(s0.map(R::val)));
+            s0 = s0.map(|x| {
+                let x = x.abs();
+                if x.val() <= 0.0 {
+                    k(f64::MIN_POSITIVE)
+                } else {
+                    x
+                }
+            });
+        }
+        let [as0, bs0, cs0] = s0;
+        let sin_gamma_star = clamp1(c_len * v_star / as0 / bs0);
+        let cos_star = |x: R, y: R, z: R| {
+            let cos = (y.cos() * z.cos() - x.cos()) / (y.sin() * z.sin());
+            if (cos * cos).val() > 1.0 {
+                R::one()
+            } else {
+                cos
+            }
+        };
+        let cos_alpha_star = cos_star(alpha, beta, gamma);
+        let cos_beta_star = cos_star(beta, gamma, alpha);
+        let cos_gamma_star = cos_star(gamma, alpha, beta);
+        let stars = [
+            [as0, R::zero(), R::zero()],
+            [bs0 * cos_gamma_star, bs0 * sin_gamma_star, R::zero()],
+            [
+                cs0 * cos_beta_star,
+                cs0 * (cos_alpha_star - cos_beta_star * cos_gamma_star) / sin_gamma_star,
+                cs0 * v_cell / (a_len * b_len * c_len * sin_gamma_star),
+            ],
+        ];
+        GivenCell { lengths: [a_len, b_len, c_len], volume: v_cell, stars }
+    }
+}
+
+/// Reciprocal vectors after the misset, and the misset angles when drawn (rad).
+type Misset3<R> = ([V3<R>; 3], Option<[f64; 3]>);
+
+/// The reciprocal vectors rotated by the misset (given, or drawn: then also
+/// returned, in radians) and by the misset parameters of `deltas`.
+fn apply_misset<R: DiffReal>(
+    cfg: &CrystalConfig,
+    random_umat: Option<[f64; 9]>,
+    deltas: &Deltas<R>,
+    mut stars: [V3<R>; 3],
+) -> Result<Misset3<R>> {
+    let k = R::c;
+    let mut random_misset_rad = None;
+    let misset = match cfg.misset {
+        Misset::None => None,
+        Misset::Angles(d) => Some([d[0] / RTD, d[1] / RTD, d[2] / RTD]),
+        Misset::Random => {
+            let umat = random_umat.ok_or(Error::Invalid {
+                what: "-misset",
+                msg: "random misset needs a seed".into(),
+            })?;
+            let m = crate::crystal::mosaic::umat2misset(&umat);
+            random_misset_rad = Some(m);
+            Some(m)
+        }
+    };
+    if let Some(m) = misset {
+        let m = m.map(k);
+        stars = stars.map(|v| rotate_xyz(v, m[0], m[1], m[2]));
+    }
+    // the misset parameters: a further rotation after the orientation
+    let extra = [Param::MissetX, Param::MissetY, Param::MissetZ]
+        .map(|p| deltas.apply(p, R::zero(), 1.0) / k(RTD));
+    if extra.iter().any(|x| !x.is_const_zero()) {
+        stars = stars.map(|v| rotate_xyz(v, extra[0], extra[1], extra[2]));
+    }
+    Ok((stars, random_misset_rad))
+}
+
+/// Lengths and angles (degrees) of three vectors, given the lengths of the
+/// dual ones and the volume product that relates them (`sin α = |x*| · V /
+/// (|y| |z|)`), as nanoBragg.c reports a cell and its reciprocal.
+fn lengths_and_angles(v: [[f64; 3]; 3], dual_lengths: [f64; 3], volume: f64) -> [f64; 6] {
+    let l = v.map(magnitude);
+    let angle = |i: usize, j: usize, k: usize| {
+        let mut sin = dual_lengths[i] * volume / l[j] / l[k];
+        let mut cos = dot(v[j], v[k]) / l[j] / l[k];
+        clamp_angles(&mut sin, &mut cos);
+        sin.atan2(cos) * RTD
+    };
+    [l[0], l[1], l[2], angle(0, 1, 2), angle(1, 0, 2), angle(2, 0, 1)]
+}
+
 impl Cell {
     /// Build the cell from `-cell` and/or `-mat` (with `lambda_m` removed from a
     /// MOSFLM matrix) and apply the misset. `random_umat` supplies the rotation
@@ -98,150 +238,33 @@ impl Cell {
     ) -> Result<(Cell, CellVectors<R>)> {
         let k = R::c;
         let mut warnings = Vec::new();
-        let mut a_len = R::zero();
-        let mut b_len = R::zero();
-        let mut c_len = R::zero();
-        let mut v_cell = R::zero();
-        let mut a_star = [R::zero(); 3];
-        let mut b_star = [R::zero(); 3];
-        let mut c_star = [R::zero(); 3];
-        let user_cell = cfg.cell.is_some();
-        if let Some(cell) = cfg.cell {
-            let given = |p: Param, i: usize| deltas.apply(p, k(cell[i]), 1.0);
-            a_len = given(Param::CellA, 0);
-            b_len = given(Param::CellB, 1);
-            c_len = given(Param::CellC, 2);
-            let mut alpha = given(Param::CellAlpha, 3) / k(RTD);
-            let mut beta = given(Param::CellBeta, 4) / k(RTD);
-            let mut gamma = given(Param::CellGamma, 5) / k(RTD);
-            if b_len.val() <= 0.0 {
-                b_len = a_len;
-            }
-            if c_len.val() <= 0.0 {
-                c_len = a_len;
-            }
-            if alpha.val() <= 0.0 {
-                alpha = k(std::f64::consts::FRAC_PI_2);
-            }
-            if beta.val() <= 0.0 {
-                beta = k(std::f64::consts::FRAC_PI_2);
-            }
-            if gamma.val() <= 0.0 {
-                gamma = k(std::f64::consts::FRAC_PI_2);
-            }
-            let aavg = (alpha + beta + gamma) / k(2.0);
-            let mut skew =
-                aavg.sin() * (aavg - alpha).sin() * (aavg - beta).sin() * (aavg - gamma).sin();
-            if skew.val() < 0.0 {
-                skew = -skew;
-            }
-            v_cell = k(2.0) * a_len * b_len * c_len * skew.sqrt();
-            if v_cell.val() <= 0.0 {
-                warnings.push(Warning::ImpossibleCellVolume(v_cell.val()));
-                v_cell = k(f64::MIN_POSITIVE);
-            }
-            let v_star = R::one() / v_cell;
-            let mut as0 = b_len * c_len * alpha.sin() * v_star;
-            let mut bs0 = c_len * a_len * beta.sin() * v_star;
-            let mut cs0 = a_len * b_len * gamma.sin() * v_star;
-            if as0.val() <= 0.0 || bs0.val() <= 0.0 || cs0.val() <= 0.0 {
-                warnings.push(Warning::ImpossibleReciprocalLengths([
-                    as0.val(),
-                    bs0.val(),
-                    cs0.val(),
-                ]));
-                as0 = as0.abs();
-                bs0 = bs0.abs();
-                cs0 = cs0.abs();
-                if as0.val() <= 0.0 {
-                    as0 = k(f64::MIN_POSITIVE);
-                }
-                if bs0.val() <= 0.0 {
-                    bs0 = k(f64::MIN_POSITIVE);
-                }
-                if cs0.val() <= 0.0 {
-                    cs0 = k(f64::MIN_POSITIVE);
-                }
-            }
-            let mut sin_gamma_star = c_len * v_star / as0 / bs0;
-            let mut cos_alpha_star =
-                (beta.cos() * gamma.cos() - alpha.cos()) / (beta.sin() * gamma.sin());
-            let mut cos_beta_star =
-                (gamma.cos() * alpha.cos() - beta.cos()) / (gamma.sin() * alpha.sin());
-            let mut cos_gamma_star =
-                (alpha.cos() * beta.cos() - gamma.cos()) / (alpha.sin() * beta.sin());
-            sin_gamma_star = clamp1(sin_gamma_star);
-            if (cos_alpha_star * cos_alpha_star).val() > 1.0 {
-                cos_alpha_star = R::one();
-            }
-            if (cos_beta_star * cos_beta_star).val() > 1.0 {
-                cos_beta_star = R::one();
-            }
-            if (cos_gamma_star * cos_gamma_star).val() > 1.0 {
-                cos_gamma_star = R::one();
-            }
-            a_star = [as0, R::zero(), R::zero()];
-            b_star = [bs0 * cos_gamma_star, bs0 * sin_gamma_star, R::zero()];
-            c_star = [
-                cs0 * cos_beta_star,
-                cs0 * (cos_alpha_star - cos_beta_star * cos_gamma_star) / sin_gamma_star,
-                cs0 * v_cell / (a_len * b_len * c_len * sin_gamma_star),
-            ];
-        }
+        let given = cfg.cell.map(|cell| GivenCell::resolve(cell, deltas, &mut warnings));
+        let mut stars = given.as_ref().map_or([[R::zero(); 3]; 3], |g| g.stars);
         if let Some(mat) = cfg.mat {
             let s = k(1e-10) / lambda_m;
-            a_star = scale(lift(mat[0]), s);
-            b_star = scale(lift(mat[1]), s);
-            c_star = scale(lift(mat[2]), s);
+            stars = mat.map(|row| scale(lift(row), s));
         }
-        if cfg.mat.is_none() && a_len.val() == 0.0 {
+        if cfg.mat.is_none() && given.as_ref().is_none_or(|g| g.lengths[0].val() == 0.0) {
             return Err(Error::Invalid {
                 what: "-cell",
                 msg: "no unit cell: give -cell a b c alpha beta gamma or -mat FILE".into(),
             });
         }
-
-        let mut random_misset_rad = None;
-        let mut misset = match cfg.misset {
-            Misset::None => None,
-            Misset::Angles(d) => Some([d[0] / RTD, d[1] / RTD, d[2] / RTD]),
-            Misset::Random => None,
-        };
-        if cfg.misset == Misset::Random {
-            let umat = random_umat.ok_or(Error::Invalid {
-                what: "-misset",
-                msg: "random misset needs a seed".into(),
-            })?;
-            let m = crate::crystal::mosaic::umat2misset(&umat);
-            random_misset_rad = Some(m);
-            misset = Some(m);
-        }
-        if let Some(m) = misset {
-            let m = m.map(k);
-            a_star = rotate_xyz(a_star, m[0], m[1], m[2]);
-            b_star = rotate_xyz(b_star, m[0], m[1], m[2]);
-            c_star = rotate_xyz(c_star, m[0], m[1], m[2]);
-        }
-        // the misset parameters: a further rotation after the orientation
-        let extra = [Param::MissetX, Param::MissetY, Param::MissetZ]
-            .map(|p| deltas.apply(p, R::zero(), 1.0) / k(RTD));
-        if extra.iter().any(|x| !x.is_const_zero()) {
-            a_star = rotate_xyz(a_star, extra[0], extra[1], extra[2]);
-            b_star = rotate_xyz(b_star, extra[0], extra[1], extra[2]);
-            c_star = rotate_xyz(c_star, extra[0], extra[1], extra[2]);
-        }
+        let (stars, random_misset_rad) = apply_misset(cfg, random_umat, deltas, stars)?;
+        let [a_star, b_star, c_star] = stars;
 
         let mut asxbs = cross(a_star, b_star);
         let mut bsxcs = cross(b_star, c_star);
         let mut csxas = cross(c_star, a_star);
         let mut v_star = dot(a_star, bsxcs);
-        if user_cell {
-            bsxcs = rescale(bsxcs, a_len / v_cell);
-            csxas = rescale(csxas, b_len / v_cell);
-            asxbs = rescale(asxbs, c_len / v_cell);
-            v_star = R::one() / v_cell;
+        if let Some(g) = &given {
+            let [a_len, b_len, c_len] = g.lengths;
+            bsxcs = rescale(bsxcs, a_len / g.volume);
+            csxas = rescale(csxas, b_len / g.volume);
+            asxbs = rescale(asxbs, c_len / g.volume);
+            v_star = R::one() / g.volume;
         }
-        v_cell = R::one() / v_star;
+        let v_cell = R::one() / v_star;
         if !(v_cell.val().is_finite() && v_cell.val() != 0.0) {
             return Err(Error::Invalid {
                 what: "-mat",
@@ -251,9 +274,9 @@ impl Cell {
         let a = scale(bsxcs, v_cell);
         let b = scale(csxas, v_cell);
         let c = scale(asxbs, v_cell);
-        a_star = scale(cross(b, c), v_star);
-        b_star = scale(cross(c, a), v_star);
-        c_star = scale(cross(a, b), v_star);
+        let a_star = scale(cross(b, c), v_star);
+        let b_star = scale(cross(c, a), v_star);
+        let c_star = scale(cross(a, b), v_star);
         let vectors = CellVectors {
             a: scale(a, k(1e-10)),
             b: scale(b, k(1e-10)),
@@ -263,47 +286,18 @@ impl Cell {
             c_star,
         };
         // the reported cell, in f64
-        let (a, b, c) = (a.map(R::val), b.map(R::val), c.map(R::val));
-        let (a_star, b_star, c_star) = (a_star.map(R::val), b_star.map(R::val), c_star.map(R::val));
+        let real = [a, b, c].map(|v| v.map(R::val));
+        let recip = [a_star, b_star, c_star].map(|v| v.map(R::val));
         let (v_cell, v_star) = (v_cell.val(), v_star.val());
-        let (al, bl, cl) = (magnitude(a), magnitude(b), magnitude(c));
-        let (asl, bsl, csl) = (magnitude(a_star), magnitude(b_star), magnitude(c_star));
-
-        let mut sin_alpha = asl * v_cell / bl / cl;
-        let mut sin_beta = bsl * v_cell / al / cl;
-        let mut sin_gamma = csl * v_cell / al / bl;
-        let mut cos_alpha = dot(b, c) / bl / cl;
-        let mut cos_beta = dot(a, c) / al / cl;
-        let mut cos_gamma = dot(a, b) / al / bl;
-        clamp_angles(&mut sin_alpha, &mut cos_alpha);
-        clamp_angles(&mut sin_beta, &mut cos_beta);
-        clamp_angles(&mut sin_gamma, &mut cos_gamma);
-        let alpha = sin_alpha.atan2(cos_alpha);
-        let beta = sin_beta.atan2(cos_beta);
-        let gamma = sin_gamma.atan2(cos_gamma);
-
-        let mut sin_alpha_s = al * v_star / bsl / csl;
-        let mut sin_beta_s = bl * v_star / asl / csl;
-        let mut sin_gamma_s = cl * v_star / asl / bsl;
-        let mut cos_alpha_s = dot(b_star, c_star) / bsl / csl;
-        let mut cos_beta_s = dot(a_star, c_star) / asl / csl;
-        let mut cos_gamma_s = dot(a_star, b_star) / asl / bsl;
-        clamp_angles(&mut sin_alpha_s, &mut cos_alpha_s);
-        clamp_angles(&mut sin_beta_s, &mut cos_beta_s);
-        clamp_angles(&mut sin_gamma_s, &mut cos_gamma_s);
-        let alpha_s = sin_alpha_s.atan2(cos_alpha_s);
-        let beta_s = sin_beta_s.atan2(cos_beta_s);
-        let gamma_s = sin_gamma_s.atan2(cos_gamma_s);
-
         let cell = Cell {
-            a_m: scale(a, 1e-10),
-            b_m: scale(b, 1e-10),
-            c_m: scale(c, 1e-10),
-            a_star,
-            b_star,
-            c_star,
-            cell: [al, bl, cl, alpha * RTD, beta * RTD, gamma * RTD],
-            recip_cell: [asl, bsl, csl, alpha_s * RTD, beta_s * RTD, gamma_s * RTD],
+            a_m: scale(real[0], 1e-10),
+            b_m: scale(real[1], 1e-10),
+            c_m: scale(real[2], 1e-10),
+            a_star: recip[0],
+            b_star: recip[1],
+            c_star: recip[2],
+            cell: lengths_and_angles(real, recip.map(magnitude), v_cell),
+            recip_cell: lengths_and_angles(recip, real.map(magnitude), v_star),
             volume_a3: v_cell,
             random_misset_rad,
             warnings,

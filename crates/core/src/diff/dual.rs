@@ -1,40 +1,13 @@
-//! [`Real`] for num-dual's dual numbers, and [`DiffReal`]: what setup needs
-//! to know about a number beyond its value.
+//! [`Real`] and [`DiffReal`] for num-dual's dual numbers (the trait itself
+//! lives beside [`Real`], as setup uses it).
 //!
 //! Comparisons, `floor`, `ceil` and `round` act on the value part (the
 //! derivative of a step is taken as 0 everywhere); every other function
 //! carries its exact derivative. `mul_add` is the plain multiply and add.
 
+pub use crate::real::DiffReal;
 use crate::real::{Num, Real};
 use num_dual::{Dual64, DualNum, DualSVec32, DualSVec64, HyperDual64};
-
-/// A [`Real`] that can say whether it is an exact constant zero.
-///
-/// Setup skips a rotation by a zero angle, as nanoBragg.c does; an angle whose
-/// value is 0 but which carries a derivative must still be applied.
-pub trait DiffReal: Real {
-    /// The value and every derivative part are zero.
-    fn is_const_zero(self) -> bool;
-    /// The value part kept, derivative parts dropped.
-    #[inline(always)]
-    fn constant(self) -> Self {
-        Self::c(self.val())
-    }
-}
-
-impl DiffReal for f64 {
-    #[inline(always)]
-    fn is_const_zero(self) -> bool {
-        self == 0.0
-    }
-}
-
-impl DiffReal for f32 {
-    #[inline(always)]
-    fn is_const_zero(self) -> bool {
-        self == 0.0
-    }
-}
 
 /// `2^n` for whole `n` in f64's normal range.
 #[inline(always)]

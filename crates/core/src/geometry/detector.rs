@@ -1,11 +1,12 @@
 //! The resolved detector: pixel grid, orientation, origin and sensor layers.
 
 use crate::config::{Convention, DetectorConfig, Pivot};
-use crate::diff::{rotate_xyz, Deltas, DiffReal, Param};
 use crate::error::{Error, Result, Warning};
 use crate::geometry::convention::Axes;
+use crate::param::{Deltas, Param};
+use crate::real::DiffReal;
 use crate::units::{mm_to_m, RTD};
-use crate::vec3::{cross, dot, lift, rotate_axis, unitize, V3};
+use crate::vec3::{cross, dot, lift, rotate_axis, rotate_xyz, unitize, V3};
 
 /// Detector geometry after conventions, pivots and rotations are applied (SI units).
 #[derive(Debug, Clone, PartialEq)]
@@ -108,26 +109,27 @@ pub struct Placement<R> {
     pub close_distance: R,
 }
 
+/// Bytes each detector pixel needs at a run's peak: the f32 float image, the
+/// u16 integer image, the u8 PGM image, the u16 noise image, and the 2-byte
+/// encoded pixels of the SMV file being written.
+pub const BYTES_PER_PIXEL: u128 = 4 + 2 + 1 + 2 + 2;
+
 fn nan_or(x: Option<f64>) -> f64 {
     x.unwrap_or(f64::NAN)
 }
 
-impl Detector {
-    /// Resolve the detector the way nanoBragg.c does, in its order of steps.
-    pub fn resolve(cfg: &DetectorConfig) -> Result<Detector> {
-        Ok(Self::resolve_in::<f64>(cfg, &Deltas::zero())?.0)
-    }
+/// The pixel grid: pixel edge and detector size (m), pixels along fast and slow.
+struct PixelGrid {
+    pixel_size: f64,
+    detsize_f: f64,
+    detsize_s: f64,
+    fpixels: usize,
+    spixels: usize,
+}
 
-    /// [`Detector::resolve`] in any number type, with the detector
-    /// parameters of `deltas` added where they enter; the [`Placement`] holds
-    /// the moved vectors in `R`. With all-zero deltas the f64 instance is
-    /// [`Detector::resolve`].
-    pub fn resolve_in<R: DiffReal>(
-        cfg: &DetectorConfig,
-        deltas: &Deltas<R>,
-    ) -> Result<(Detector, Placement<R>)> {
-        let c = R::c;
-        let mut warnings = Vec::new();
+impl PixelGrid {
+    /// `-pixel`, `-detpixels` and `-detsize` as nanoBragg.c combines them.
+    fn resolve(cfg: &DetectorConfig) -> Result<PixelGrid> {
         let pixel_size = mm_to_m(cfg.pixel_mm);
         if !(pixel_size > 0.0 && pixel_size.is_finite()) {
             return Err(Error::Invalid {
@@ -160,55 +162,130 @@ impl Detector {
         if fp * sp > (i32::MAX as f64) {
             return Err(Error::TooLarge {
                 what: format!("a {fp} x {sp} pixel detector (-detpixels/-detsize)"),
-                bytes: (fp * sp) as u128 * crate::setup::BYTES_PER_PIXEL,
+                bytes: (fp * sp) as u128 * BYTES_PER_PIXEL,
             });
         }
-        let fpixels = fp as usize;
-        let spixels = sp as usize;
+        Ok(PixelGrid {
+            pixel_size,
+            detsize_f,
+            detsize_s,
+            fpixels: fp as usize,
+            spixels: sp as usize,
+        })
+    }
 
-        let mut xbeam = nan_or(cfg.xbeam_mm.map(mm_to_m));
-        let mut ybeam = nan_or(cfg.ybeam_mm.map(mm_to_m));
-        let mut xclose = nan_or(cfg.xclose_mm.map(mm_to_m));
-        let mut yclose = nan_or(cfg.yclose_mm.map(mm_to_m));
-        let mut fclose = f64::NAN;
-        let mut sclose = f64::NAN;
-        if let Some(orgx) = cfg.orgx_px {
-            fclose = (orgx - 0.5) * pixel_size;
-        }
-        if let Some(orgy) = cfg.orgy_px {
-            sclose = (orgy - 0.5) * pixel_size;
-        }
-        if fclose.is_nan() {
-            fclose = (detsize_f - 0.0 * pixel_size) / 2.0;
-        }
-        if sclose.is_nan() {
-            sclose = (detsize_s + 0.0 * pixel_size) / 2.0;
-        }
-        if xclose.is_nan() {
-            xclose = fclose;
-        }
-        if yclose.is_nan() {
-            yclose = sclose;
-        }
-        let fbeam: R;
-        let sbeam: R;
-        let (mut fclose_r, mut sclose_r) = (c(fclose), c(sclose));
-
+    /// The region of interest, unset bounds at the detector's edges.
+    fn roi(&self, cfg: &DetectorConfig) -> [i64; 4] {
         let mut roi = cfg.roi.unwrap_or([-1, -1, -1, -1]);
         if roi[0] < 0 {
             roi[0] = 0;
         }
         if roi[1] < 0 {
-            roi[1] = fpixels as i64;
+            roi[1] = self.fpixels as i64;
         }
         if roi[2] < 0 {
             roi[2] = 0;
         }
         if roi[3] < 0 {
-            roi[3] = spixels as i64;
+            roi[3] = self.spixels as i64;
         }
+        roi
+    }
+}
 
-        let mut pivot = cfg.pivot;
+/// The beam centre as given or defaulted (m), and the direct-beam spot and
+/// closest point on the detector (m from the first pixel's corner) in `R`.
+struct BeamCentre<R> {
+    xbeam: f64,
+    ybeam: f64,
+    xclose: f64,
+    yclose: f64,
+    fbeam: R,
+    sbeam: R,
+    fclose: R,
+    sclose: R,
+    pivot: Pivot,
+}
+
+impl<R: DiffReal> BeamCentre<R> {
+    /// `-Xbeam`/`-Ybeam`, `-Xclose`/`-Yclose` and `-ORGX`/`-ORGY` in the
+    /// convention's meaning, with the beam-centre parameters of `deltas`.
+    fn resolve(cfg: &DetectorConfig, g: &PixelGrid, deltas: &Deltas<R>) -> BeamCentre<R> {
+        let c = R::c;
+        let pixel_size = g.pixel_size;
+        let mut xbeam = nan_or(cfg.xbeam_mm.map(mm_to_m));
+        let mut ybeam = nan_or(cfg.ybeam_mm.map(mm_to_m));
+        let or_if_nan = |x: f64, default: f64| if x.is_nan() { default } else { x };
+        let at_px = |px: Option<f64>| nan_or(px.map(|p| (p - 0.5) * pixel_size));
+        let fclose = or_if_nan(at_px(cfg.orgx_px), (g.detsize_f - 0.0 * pixel_size) / 2.0);
+        let sclose = or_if_nan(at_px(cfg.orgy_px), (g.detsize_s + 0.0 * pixel_size) / 2.0);
+        let xclose = or_if_nan(nan_or(cfg.xclose_mm.map(mm_to_m)), fclose);
+        let yclose = or_if_nan(nan_or(cfg.yclose_mm.map(mm_to_m)), sclose);
+        let (mut fclose, mut sclose) = (c(fclose), c(sclose));
+        let given = |p: Param, x: f64| deltas.apply(p, c(x), 1e-3);
+        let (fbeam, sbeam, pivot);
+        match cfg.convention {
+            Convention::Adxv => {
+                if xbeam.is_nan() {
+                    xbeam = (g.detsize_f + pixel_size) / 2.0;
+                }
+                if ybeam.is_nan() {
+                    ybeam = (g.detsize_s - pixel_size) / 2.0;
+                }
+                fbeam = given(Param::Xbeam, xbeam);
+                sbeam = c(g.detsize_s) - given(Param::Ybeam, ybeam);
+                pivot = Pivot::Beam;
+            }
+            Convention::Mosflm | Convention::Denzo => {
+                if xbeam.is_nan() {
+                    xbeam = (g.detsize_s + pixel_size) / 2.0;
+                }
+                if ybeam.is_nan() {
+                    ybeam = (g.detsize_f + pixel_size) / 2.0;
+                }
+                let shift = if cfg.convention == Convention::Mosflm { 0.5 } else { 0.0 };
+                fbeam = given(Param::Ybeam, ybeam) + c(shift * pixel_size);
+                sbeam = given(Param::Xbeam, xbeam) + c(shift * pixel_size);
+                pivot = Pivot::Beam;
+            }
+            Convention::Xds | Convention::Dials | Convention::Custom => {
+                if xbeam.is_nan() {
+                    xbeam = xclose;
+                }
+                if ybeam.is_nan() {
+                    ybeam = yclose;
+                }
+                fbeam = given(Param::Xbeam, xbeam);
+                sbeam = given(Param::Ybeam, ybeam);
+                if cfg.convention == Convention::Custom {
+                    fclose = fbeam;
+                    sclose = sbeam;
+                    pivot = cfg.pivot;
+                } else {
+                    pivot = Pivot::Sample;
+                }
+            }
+        }
+        BeamCentre { xbeam, ybeam, xclose, yclose, fbeam, sbeam, fclose, sclose, pivot }
+    }
+}
+
+/// The convention's (or the given) unit vectors before any rotation.
+struct UnitAxes {
+    beam: [f64; 3],
+    fdet: [f64; 3],
+    sdet: [f64; 3],
+    odet: [f64; 3],
+    polar: [f64; 3],
+    spindle: [f64; 3],
+    vert: [f64; 3],
+    twotheta: [f64; 3],
+}
+
+impl UnitAxes {
+    /// Normalise the axes (a normal that is not unit is replaced by fast ×
+    /// slow, with a warning); refuse a zero-length beam, fast, slow or spindle.
+    fn resolve(cfg: &DetectorConfig, warnings: &mut Vec<Warning>) -> Result<UnitAxes> {
         let axes = Axes::of(cfg.convention).unwrap_or(Axes {
             fdet: cfg.fdet,
             sdet: cfg.sdet,
@@ -218,55 +295,6 @@ impl Detector {
             spindle: cfg.spindle,
             twotheta: cfg.twotheta_axis,
         });
-        match cfg.convention {
-            Convention::Adxv => {
-                if xbeam.is_nan() {
-                    xbeam = (detsize_f + pixel_size) / 2.0;
-                }
-                if ybeam.is_nan() {
-                    ybeam = (detsize_s - pixel_size) / 2.0;
-                }
-                fbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3);
-                sbeam = c(detsize_s) - deltas.apply(Param::Ybeam, c(ybeam), 1e-3);
-                pivot = Pivot::Beam;
-            }
-            Convention::Mosflm | Convention::Denzo => {
-                if xbeam.is_nan() {
-                    xbeam = (detsize_s + pixel_size) / 2.0;
-                }
-                if ybeam.is_nan() {
-                    ybeam = (detsize_f + pixel_size) / 2.0;
-                }
-                let shift = if cfg.convention == Convention::Mosflm { 0.5 } else { 0.0 };
-                fbeam = deltas.apply(Param::Ybeam, c(ybeam), 1e-3) + c(shift * pixel_size);
-                sbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3) + c(shift * pixel_size);
-                pivot = Pivot::Beam;
-            }
-            Convention::Xds | Convention::Dials => {
-                if xbeam.is_nan() {
-                    xbeam = xclose;
-                }
-                if ybeam.is_nan() {
-                    ybeam = yclose;
-                }
-                fbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3);
-                sbeam = deltas.apply(Param::Ybeam, c(ybeam), 1e-3);
-                pivot = Pivot::Sample;
-            }
-            Convention::Custom => {
-                if xbeam.is_nan() {
-                    xbeam = xclose;
-                }
-                if ybeam.is_nan() {
-                    ybeam = yclose;
-                }
-                fbeam = deltas.apply(Param::Xbeam, c(xbeam), 1e-3);
-                sbeam = deltas.apply(Param::Ybeam, c(ybeam), 1e-3);
-                fclose_r = fbeam;
-                sclose_r = sbeam;
-            }
-        }
-
         let (beam, _) = unitize(axes.beam);
         let (fdet, _) = unitize(axes.fdet);
         let (sdet, _) = unitize(axes.sdet);
@@ -278,7 +306,6 @@ impl Detector {
         let (polar, _) = unitize(axes.polar);
         let (spindle, _) = unitize(axes.spindle);
         let (vert, _) = unitize(cross(beam, polar));
-        let twotheta_axis = axes.twotheta;
         for (name, v) in [
             ("-beam_vector", beam),
             ("-fdet_vector", fdet),
@@ -289,8 +316,22 @@ impl Detector {
                 return Err(Error::Invalid { what: name, msg: "vector has zero length".into() });
             }
         }
+        Ok(UnitAxes { beam, fdet, sdet, odet, polar, spindle, vert, twotheta: axes.twotheta })
+    }
+}
 
-        // sensor layers
+/// Sensor layers: total thickness (m), layer thickness (m), layer count and
+/// attenuation coefficient (1/m).
+struct Layers {
+    thick: f64,
+    thickstep: f64,
+    thicksteps: usize,
+    mu: f64,
+}
+
+impl Layers {
+    /// `-thick`, `-thicksteps` and `-attenuation` as nanoBragg.c resolves them.
+    fn resolve(cfg: &DetectorConfig, warnings: &mut Vec<Warning>) -> Layers {
         let mut thick = crate::units::um_to_m(cfg.thick_um);
         let mut mu = match cfg.attenuation_um {
             None => -1.0,
@@ -344,125 +385,158 @@ impl Detector {
             thick = 0.0;
             thickstep = 0.0;
         }
+        Layers { thick, thickstep, thicksteps: thicksteps as usize, mu }
+    }
+}
 
-        // rotations and pivot
-        let deg = |p: Param, x: f64| deltas.apply(p, c(x), 1.0) / c(RTD);
-        let rotx = deg(Param::DetectorRotX, cfg.rotx_deg);
-        let roty = deg(Param::DetectorRotY, cfg.roty_deg);
-        let rotz = deg(Param::DetectorRotZ, cfg.rotz_deg);
-        let twotheta = deg(Param::Twotheta, cfg.twotheta_deg);
-        let rotate = |v: V3<R>| rotate_xyz(v, rotx, roty, rotz);
-        let mut distance = deltas.apply(Param::Distance, c(cfg.distance_mm), 1.0) / c(1000.0);
-        let given_close = cfg.close_distance_mm.map(|mm| c(mm) / c(1000.0));
-        let (beam, twotheta_axis): (V3<R>, V3<R>) = (lift(beam), lift(twotheta_axis));
-        let (fdet, sdet, odet): (V3<R>, V3<R>, V3<R>) = (lift(fdet), lift(sdet), lift(odet));
-        let mut ratio = dot(beam, rotate(odet));
-        if ratio.val() == 0.0 {
-            ratio = c(f64::MIN_POSITIVE);
-        }
-        let mut close_distance = given_close.unwrap_or_else(|| (ratio * distance).abs());
-        close_distance = deltas.apply(Param::CloseDistance, close_distance, 1e-3);
-        distance = close_distance / ratio;
+/// The detector rotated (`-detector_rot*`, `-twotheta`) about its pivot:
+/// the placed axes and origin, the distances, and the two-theta angle (rad).
+fn place<R: DiffReal>(
+    cfg: &DetectorConfig,
+    axes: &UnitAxes,
+    centre: &BeamCentre<R>,
+    deltas: &Deltas<R>,
+) -> (Placement<R>, R) {
+    let c = R::c;
+    let deg = |p: Param, x: f64| deltas.apply(p, c(x), 1.0) / c(RTD);
+    let rotx = deg(Param::DetectorRotX, cfg.rotx_deg);
+    let roty = deg(Param::DetectorRotY, cfg.roty_deg);
+    let rotz = deg(Param::DetectorRotZ, cfg.rotz_deg);
+    let twotheta = deg(Param::Twotheta, cfg.twotheta_deg);
+    let rotate = |v: V3<R>| rotate_xyz(v, rotx, roty, rotz);
+    let mut distance = deltas.apply(Param::Distance, c(cfg.distance_mm), 1.0) / c(1000.0);
+    let given_close = cfg.close_distance_mm.map(|mm| c(mm) / c(1000.0));
+    let (beam, twotheta_axis): (V3<R>, V3<R>) = (lift(axes.beam), lift(axes.twotheta));
+    let (fdet, sdet, odet): (V3<R>, V3<R>, V3<R>) =
+        (lift(axes.fdet), lift(axes.sdet), lift(axes.odet));
+    let mut ratio = dot(beam, rotate(odet));
+    if ratio.val() == 0.0 {
+        ratio = c(f64::MIN_POSITIVE);
+    }
+    let mut close_distance = given_close.unwrap_or_else(|| (ratio * distance).abs());
+    close_distance = deltas.apply(Param::CloseDistance, close_distance, 1e-3);
+    distance = close_distance / ratio;
 
-        let mut pix0 = [R::zero(); 3];
-        if pivot == Pivot::Sample {
-            for i in 0..3 {
-                pix0[i] = -fclose_r * fdet[i] - sclose_r * sdet[i] + close_distance * odet[i];
-            }
-            pix0 = rotate(pix0);
-            pix0 = rotate_axis(pix0, twotheta_axis, twotheta);
+    let mut pix0 = [R::zero(); 3];
+    if centre.pivot == Pivot::Sample {
+        for i in 0..3 {
+            pix0[i] = -centre.fclose * fdet[i] - centre.sclose * sdet[i] + close_distance * odet[i];
         }
-        let fdet = rotate_axis(rotate(fdet), twotheta_axis, twotheta);
-        let sdet = rotate_axis(rotate(sdet), twotheta_axis, twotheta);
-        let odet = rotate_axis(rotate(odet), twotheta_axis, twotheta);
-        if pivot == Pivot::Beam {
-            for i in 0..3 {
-                pix0[i] = -fbeam * fdet[i] - sbeam * sdet[i] + distance * beam[i];
-            }
+        pix0 = rotate(pix0);
+        pix0 = rotate_axis(pix0, twotheta_axis, twotheta);
+    }
+    let fdet = rotate_axis(rotate(fdet), twotheta_axis, twotheta);
+    let sdet = rotate_axis(rotate(sdet), twotheta_axis, twotheta);
+    let odet = rotate_axis(rotate(odet), twotheta_axis, twotheta);
+    if centre.pivot == Pivot::Beam {
+        for i in 0..3 {
+            pix0[i] = -centre.fbeam * fdet[i] - centre.sbeam * sdet[i] + distance * beam[i];
         }
+    }
+    let close_distance = dot(pix0, odet);
+    let distance = close_distance / ratio;
+    (Placement { fdet, sdet, odet, pix0, distance, close_distance }, twotheta)
+}
+
+/// A mask must cover the detector pixel for pixel.
+fn check_mask(cfg: &DetectorConfig, g: &PixelGrid) -> Result<()> {
+    match &cfg.mask {
+        Some(mask) if mask.len() != g.fpixels * g.spixels => Err(Error::Invalid {
+            what: "-mask",
+            msg: format!(
+                "the mask has {} pixels but the detector has {} x {} \
+                 (the mask header sets the detector size; -img or -detpixels changed it)",
+                mask.len(),
+                g.fpixels,
+                g.spixels
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+impl Detector {
+    /// Resolve the detector the way nanoBragg.c does, in its order of steps.
+    pub fn resolve(cfg: &DetectorConfig) -> Result<Detector> {
+        Ok(Self::resolve_in::<f64>(cfg, &Deltas::zero())?.0)
+    }
+
+    /// [`Detector::resolve`] in any number type, with the detector
+    /// parameters of `deltas` added where they enter; the [`Placement`] holds
+    /// the moved vectors in `R`. With all-zero deltas the f64 instance is
+    /// [`Detector::resolve`].
+    pub fn resolve_in<R: DiffReal>(
+        cfg: &DetectorConfig,
+        deltas: &Deltas<R>,
+    ) -> Result<(Detector, Placement<R>)> {
+        let mut warnings = Vec::new();
+        let g = PixelGrid::resolve(cfg)?;
+        let centre = BeamCentre::resolve(cfg, &g, deltas);
+        let roi = g.roi(cfg);
+        let axes = UnitAxes::resolve(cfg, &mut warnings)?;
+        let layers = Layers::resolve(cfg, &mut warnings);
+        let (placement, twotheta) = place(cfg, &axes, &centre, deltas);
+        let Placement { fdet, sdet, odet, pix0, distance, close_distance } = placement;
         let fclose = -dot(pix0, fdet).val();
         let sclose = -dot(pix0, sdet).val();
-        let close_distance = dot(pix0, odet);
-        let mut nv = [R::zero(); 3];
-        for i in 0..3 {
-            nv[i] = close_distance / ratio * beam[i] - pix0[i];
-        }
+        // the direct-beam spot: where the beam meets the plane, from pix0
+        let beam: V3<R> = lift(axes.beam);
+        let nv: V3<R> = std::array::from_fn(|i| distance * beam[i] - pix0[i]);
         let fbeam = dot(fdet, nv).val();
         let sbeam = dot(sdet, nv).val();
-        let distance = close_distance / ratio;
         if !(distance.val().is_finite() && close_distance.val().is_finite()) {
             return Err(Error::Invalid {
                 what: "-distance",
                 msg: "detector geometry gives a non-finite distance".into(),
             });
         }
-        let placement = Placement { fdet, sdet, odet, pix0, distance, close_distance };
         let (fdet, sdet, odet, pix0) =
             (fdet.map(R::val), sdet.map(R::val), odet.map(R::val), pix0.map(R::val));
-        let (beam, twotheta_axis) = (beam.map(R::val), twotheta_axis.map(R::val));
-        let (distance, close_distance, twotheta) =
-            (distance.val(), close_distance.val(), twotheta.val());
-        let orgx = fclose / pixel_size + 0.5;
-        let orgy = sclose / pixel_size + 0.5;
-        let dials_origin_mm = [
-            1000.0 * dot(pix0, [0.0, 0.0, 1.0]),
-            1000.0 * dot(pix0, [0.0, 1.0, 0.0]),
-            1000.0 * dot(pix0, [-1.0, 0.0, 0.0]),
-        ];
-        let xds_incident = [dot(beam, fdet), dot(beam, sdet), dot(beam, odet)];
-
-        if let Some(mask) = &cfg.mask {
-            if mask.len() != fpixels * spixels {
-                return Err(Error::Invalid {
-                    what: "-mask",
-                    msg: format!(
-                        "the mask has {} pixels but the detector has {fpixels} x {spixels} \
-                         (the mask header sets the detector size; -img or -detpixels changed it)",
-                        mask.len()
-                    ),
-                });
-            }
-        }
-
+        let beam = axes.beam;
+        check_mask(cfg, &g)?;
         let detector = Detector {
             convention: cfg.convention,
-            pivot,
-            fpixels,
-            spixels,
-            pixel_size_m: pixel_size,
-            detsize_f_m: detsize_f,
-            detsize_s_m: detsize_s,
+            pivot: centre.pivot,
+            fpixels: g.fpixels,
+            spixels: g.spixels,
+            pixel_size_m: g.pixel_size,
+            detsize_f_m: g.detsize_f,
+            detsize_s_m: g.detsize_s,
             fdet,
             sdet,
             odet,
             pix0,
             beam,
-            polar,
-            vert,
-            spindle,
-            twotheta_axis,
-            distance_m: distance,
-            close_distance_m: close_distance,
-            xbeam_m: xbeam,
-            ybeam_m: ybeam,
+            polar: axes.polar,
+            vert: axes.vert,
+            spindle: axes.spindle,
+            twotheta_axis: axes.twotheta,
+            distance_m: distance.val(),
+            close_distance_m: close_distance.val(),
+            xbeam_m: centre.xbeam,
+            ybeam_m: centre.ybeam,
             fbeam_m: fbeam,
             sbeam_m: sbeam,
-            xclose_m: xclose,
-            yclose_m: yclose,
+            xclose_m: centre.xclose,
+            yclose_m: centre.yclose,
             fclose_m: fclose,
             sclose_m: sclose,
-            orgx,
-            orgy,
-            dials_origin_mm,
-            xds_incident,
-            twotheta_rad: twotheta,
+            orgx: fclose / g.pixel_size + 0.5,
+            orgy: sclose / g.pixel_size + 0.5,
+            dials_origin_mm: [
+                1000.0 * dot(pix0, [0.0, 0.0, 1.0]),
+                1000.0 * dot(pix0, [0.0, 1.0, 0.0]),
+                1000.0 * dot(pix0, [-1.0, 0.0, 0.0]),
+            ],
+            xds_incident: [dot(beam, fdet), dot(beam, sdet), dot(beam, odet)],
+            twotheta_rad: twotheta.val(),
             curved: cfg.curved,
             point_pixel: cfg.point_pixel,
             roi,
-            thick_m: thick,
-            thickstep_m: thickstep,
-            thicksteps: thicksteps as usize,
-            mu_per_m: mu,
+            thick_m: layers.thick,
+            thickstep_m: layers.thickstep,
+            thicksteps: layers.thicksteps,
+            mu_per_m: layers.mu,
             warnings,
         };
         Ok((detector, placement))

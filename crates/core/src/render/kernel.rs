@@ -39,10 +39,10 @@ use crate::physics::lattice::{
     GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
 use crate::physics::{polarization_factor_in, PolarBasis, Polarization};
-use crate::real::{fast, Mask, Num, Real};
-use crate::setup::{Interpolation, Plan};
+use crate::real::{fast, DiffReal, Mask, Num, Real};
+use crate::setup::{Interpolation, Leaves, Plan};
 use crate::sf::{polin3, HklGrid};
-use crate::vec3::{dot, lift, magnitude, rotate_axis, rotate_axis_sc, unitize, V3};
+use crate::vec3::{dot, magnitude, rotate_axis, rotate_axis_sc, unitize, V3};
 use std::f64::consts::PI;
 use std::fmt::Debug;
 use std::marker::PhantomData;
@@ -237,85 +237,108 @@ pub struct LaneResult<V> {
 }
 
 impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
-    /// Convert the plan for this number type and mode.
+    /// Convert the plan for this number type and mode: the kernel of the
+    /// plan's own leaves ([`Plan::leaves`]), rounded to `V::Scalar` after
+    /// everything derived from them is formed in f64.
     pub fn new(plan: &'p Plan) -> Self {
-        type S<V> = <V as Num>::Scalar;
-        let c = |x: f64| S::<V>::c(x);
+        Self::build(plan, &plan.leaves, <V::Scalar as Num>::c, false)
+    }
+
+    /// The one kernel constructor: every number a parameter can move from
+    /// `l` (numbers derived from them formed in `L`, then passed through
+    /// `to`), the integer counts, masks, the structure-factor grid and the
+    /// thickness from `plan`. With `derivatives` the leaves may carry
+    /// derivatives: the shortcuts that drop them (polynomial gratings, the
+    /// plain sum, an unpolarized Kahn factor) are off.
+    fn build<L: DiffReal>(
+        plan: &'p Plan,
+        l: &Leaves<L>,
+        to: impl Fn(L) -> V::Scalar + Copy,
+        derivatives: bool,
+    ) -> Self {
+        let k = |x: f64| to(L::c(x));
+        let v = |x: V3<L>| x.map(to);
         let d = &plan.detector;
-        let gratings: [Option<Grating<S<V>>>; 3] =
-            plan.n_cells.map(|n| if n > 1.0 { Some(Grating::new(n)) } else { None });
+        let n_val = l.n_cells.map(|n| n.val());
+        let gratings: [Option<Grating<V::Scalar>>; 3] =
+            n_val.map(|n| if n > 1.0 { Some(Grating::new(n)) } else { None });
+        let poly3 = plan.shape == CrystalShape::Square
+            && gratings.iter().all(|g| g.is_some_and(|g| g.form() == GratingForm::Polynomial));
+        let plain_sum = plan.grid.is_none()
+            && plan.water_size_m == 0.0
+            && plan.dmin_m <= 0.0
+            && !(plan.oversample_thick || plan.oversample_polar || plan.oversample_omega)
+            && (k(plan.default_f) * k(plan.default_f)).val().is_finite()
+            && plan.i_bg.is_finite()
+            && plan.i_bg.to_bits() != (-0.0f64).to_bits();
+        let steps = L::c(plan.steps as f64);
         Kernel {
             plan,
             fpixels: d.fpixels,
             oversample: plan.oversample,
-            subpixel: c(d.pixel_size_m / plan.oversample as f64),
-            pixel: c(d.pixel_size_m),
-            fdet: lift(d.fdet),
-            sdet: lift(d.sdet),
-            odet: lift(d.odet),
-            pix0: lift(d.pix0),
-            beam: lift(d.beam),
-            distance: c(d.distance_m),
-            close_distance: c(d.close_distance_m),
-            omega_scale: c(d.pixel_size_m * d.pixel_size_m * d.close_distance_m),
-            thickstep: c(d.thickstep_m),
+            subpixel: to(l.pixel / L::c(plan.oversample as f64)),
+            pixel: to(l.pixel),
+            fdet: v(l.fdet),
+            sdet: v(l.sdet),
+            odet: v(l.odet),
+            pix0: v(l.pix0),
+            beam: v(l.beam),
+            distance: to(l.distance),
+            close_distance: to(l.close_distance),
+            omega_scale: to(l.pixel * l.pixel * l.close_distance),
+            thickstep: k(d.thickstep_m),
             thicksteps: d.thicksteps,
             thick_zero: d.thick_m == 0.0,
             may_reach_sample: may_reach_sample(d),
-            mu: c(d.mu_per_m),
-            sources: plan
+            mu: k(d.mu_per_m),
+            sources: l
                 .sources
-                .list
                 .iter()
                 .map(|s| {
-                    let incident = [-s.dir[0], -s.dir[1], -s.dir[2]];
+                    let basis = PolarBasis::new(v(s.incident), v(l.polar_axis));
                     KSource {
-                        incident: lift(incident),
-                        lambda: c(s.lambda_m),
-                        inv_lambda: c(1.0 / s.lambda_m),
-                        incident_over_lambda: lift(incident.map(|x| x / s.lambda_m)),
-                        polarization: Polarization::new(plan.kahn_factor, incident, d.polar),
-                        basis: PolarBasis::new(lift(incident), lift(d.polar)),
+                        incident: v(s.incident),
+                        lambda: to(s.lambda),
+                        inv_lambda: to(L::one() / s.lambda),
+                        incident_over_lambda: v(s.incident.map(|x| x / s.lambda)),
+                        // fast mode only (not used by the exact kernel)
+                        polarization: if derivatives {
+                            Polarization::from_basis(to(l.kahn), &basis)
+                        } else {
+                            let val = |x: V3<L>| x.map(L::val);
+                            Polarization::new(l.kahn.val(), val(s.incident), val(l.polar_axis))
+                        },
+                        basis,
                     }
                 })
                 .collect(),
-            cells: plan
-                .cells_m
-                .iter()
-                .map(|m| KCell {
-                    a: lift([m[0], m[1], m[2]]),
-                    b: lift([m[3], m[4], m[5]]),
-                    c: lift([m[6], m[7], m[8]]),
-                })
-                .collect(),
-            a_star: lift(plan.cell.a_star),
-            b_star: lift(plan.cell.b_star),
-            c_star: lift(plan.cell.c_star),
-            na: c(plan.n_cells[0]),
-            nb: c(plan.n_cells[1]),
-            nc: c(plan.n_cells[2]),
-            reduce_h: plan.n_cells.map(|n| n.fract() != 0.0),
+            cells: l.cells.iter().map(|&[a, b, c]| KCell { a: v(a), b: v(b), c: v(c) }).collect(),
+            a_star: v(l.recip[0]),
+            b_star: v(l.recip[1]),
+            c_star: v(l.recip[2]),
+            na: to(l.n_cells[0]),
+            nb: to(l.n_cells[1]),
+            nc: to(l.n_cells[2]),
+            reduce_h: l
+                .n_cells
+                .map(|n| n.val().fract() != 0.0 || !(n - L::c(n.val())).is_const_zero()),
             gratings,
-            poly3: plan.shape == CrystalShape::Square
-                && gratings.iter().all(|g| g.is_some_and(|g| g.form() == GratingForm::Polynomial)),
-            poly3_odd: gratings.iter().all(|g| g.is_some_and(|g| !g.is_even())),
-            poly3_terms: gratings.iter().flatten().map(|g| g.poly_terms()).max().unwrap_or(5),
-            plain_sum: plan.grid.is_none()
-                && plan.water_size_m == 0.0
-                && plan.dmin_m <= 0.0
-                && !(plan.oversample_thick || plan.oversample_polar || plan.oversample_omega)
-                && (c(plan.default_f) * c(plan.default_f)).val().is_finite()
-                && plan.i_bg.is_finite()
-                && plan.i_bg.to_bits() != (-0.0f64).to_bits(),
-            fudge: c(plan.fudge),
-            kahn: c(plan.kahn_factor),
-            kahn_moves: false,
-            dmin: c(plan.dmin_m),
-            i_bg: c(plan.i_bg),
-            scale: c(crate::units::R_E_SQR * plan.fluence),
-            steps: c(plan.steps as f64),
-            scale_per_step: c(crate::units::R_E_SQR * plan.fluence / plan.steps as f64),
-            default_f: c(plan.default_f),
+            poly3: poly3 && !derivatives,
+            poly3_odd: !derivatives && gratings.iter().all(|g| g.is_some_and(|g| !g.is_even())),
+            poly3_terms: match derivatives {
+                false => gratings.iter().flatten().map(|g| g.poly_terms()).max().unwrap_or(5),
+                true => 5,
+            },
+            plain_sum: plain_sum && !derivatives,
+            fudge: to(l.fudge),
+            kahn: to(l.kahn),
+            kahn_moves: derivatives && !l.kahn.is_const_zero(),
+            dmin: k(plan.dmin_m),
+            i_bg: to(l.i_bg),
+            scale: to(l.scale),
+            steps: to(steps),
+            scale_per_step: to(l.scale / steps),
+            default_f: to(l.default_f),
             grid: plan.grid.as_ref(),
             hkls: plan.hkls,
             mode: PhantomData,
@@ -965,91 +988,17 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
 
 impl<'p, V: Num, M: MathMode> Kernel<'p, V, M>
 where
-    V::Scalar: crate::diff::DiffReal,
+    V::Scalar: DiffReal,
 {
     /// The kernel of `plan` with every number a parameter can move taken
-    /// from `leaves` (field for field; the integer counts, masks, the
-    /// structure-factor grid and the thickness from `plan`). With dual
-    /// numbers the pixels carry the leaves' derivatives; with f64 leaves of
-    /// zero deltas this is [`Kernel::new`] up to rounding of the setup. `V`
-    /// may be a bundle of lanes of such numbers (its scalar the leaves' type).
-    /// In the fast mode the square lattice factors come from N's value alone
-    /// (no derivative by N): the pieces other than [`Kernel::lattice`] carry
-    /// every derivative in both modes.
-    pub fn from_leaves(plan: &'p Plan, leaves: &crate::diff::Leaves<V::Scalar>) -> Self {
-        type R<V> = <V as Num>::Scalar;
-        let c = R::<V>::c;
-        let d = &plan.detector;
-        let l = leaves;
-        let grating = |n: f64| if n > 1.0 { Some(Grating::new(n)) } else { None };
-        let n_val = l.n_cells.map(|n| n.val());
-        let scale = l.scale;
-        let steps = c(plan.steps as f64);
-        Kernel {
-            plan,
-            fpixels: d.fpixels,
-            oversample: plan.oversample,
-            subpixel: l.pixel / c(plan.oversample as f64),
-            pixel: l.pixel,
-            fdet: l.fdet,
-            sdet: l.sdet,
-            odet: l.odet,
-            pix0: l.pix0,
-            beam: l.beam,
-            distance: l.distance,
-            close_distance: l.close_distance,
-            omega_scale: l.pixel * l.pixel * l.close_distance,
-            thickstep: c(d.thickstep_m),
-            thicksteps: d.thicksteps,
-            thick_zero: d.thick_m == 0.0,
-            may_reach_sample: may_reach_sample(d),
-            mu: c(d.mu_per_m),
-            sources: l
-                .sources
-                .iter()
-                .map(|s| {
-                    let basis = PolarBasis::new(s.incident, l.polar_axis);
-                    let inv_lambda = R::<V>::one() / s.lambda;
-                    KSource {
-                        incident: s.incident,
-                        lambda: s.lambda,
-                        inv_lambda,
-                        incident_over_lambda: s.incident.map(|x| x / s.lambda),
-                        // fast mode only (not used by the exact kernel)
-                        polarization: Polarization::from_basis(l.kahn, &basis),
-                        basis,
-                    }
-                })
-                .collect(),
-            cells: l.cells.iter().map(|&[a, b, c]| KCell { a, b, c }).collect(),
-            a_star: l.recip[0],
-            b_star: l.recip[1],
-            c_star: l.recip[2],
-            na: l.n_cells[0],
-            nb: l.n_cells[1],
-            nc: l.n_cells[2],
-            reduce_h: l.n_cells.map(|n| {
-                n.val().fract() != 0.0 || !crate::diff::DiffReal::is_const_zero(n - c(n.val()))
-            }),
-            // fast mode only
-            gratings: n_val.map(grating),
-            poly3: false,
-            poly3_odd: false,
-            poly3_terms: 5,
-            plain_sum: false,
-            fudge: l.fudge,
-            kahn: l.kahn,
-            kahn_moves: !crate::diff::DiffReal::is_const_zero(l.kahn),
-            dmin: c(plan.dmin_m),
-            i_bg: l.i_bg,
-            scale,
-            steps,
-            scale_per_step: scale / steps,
-            default_f: l.default_f,
-            grid: plan.grid.as_ref(),
-            hkls: plan.hkls,
-            mode: PhantomData,
-        }
+    /// from `leaves` (see [`Kernel::build`]). With dual numbers the pixels
+    /// carry the leaves' derivatives; `V` may be a bundle of lanes of such
+    /// numbers (its scalar the leaves' type). In the fast mode the square
+    /// lattice factors come from N's value alone (no derivative by N): the
+    /// pieces other than [`Kernel::lattice`] carry every derivative in both
+    /// modes.
+    pub fn from_leaves(plan: &'p Plan, leaves: &Leaves<V::Scalar>) -> Self {
+        Self::build(plan, leaves, |x| x, true)
     }
 }
 

@@ -3,9 +3,9 @@
 pub mod sourcefile;
 
 use crate::config::BeamConfig;
-use crate::diff::{Deltas, DiffReal, Param};
 use crate::error::{Error, Result};
-use crate::real::Real;
+use crate::param::{Deltas, Param};
+use crate::real::{DiffReal, Real};
 use crate::vec3::{lift, rotate_axis, unitize, V3};
 
 /// Resolve a (range, step, count) triple the way nanoBragg.c auto-selects
