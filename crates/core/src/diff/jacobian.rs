@@ -9,7 +9,7 @@ use super::param::Param;
 use crate::config::SimConfig;
 use crate::error::Result;
 use crate::real::Real;
-use crate::render::cpu::{in_pool, render_exact, roi_row, RenderOptions};
+use crate::render::cpu::{in_pool, render_exact, roi_row, Precision, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::{Plan, SetupSeeds};
 use rayon::prelude::*;
@@ -41,27 +41,19 @@ pub fn jacobian_with(
     seeds: SetupSeeds,
     opts: RenderOptions,
 ) -> Result<Jacobian> {
-    jacobian_in(cfg, params, seeds, opts, DualFloat::F64)
+    jacobian_in(cfg, params, seeds, opts, Precision::Fast64)
 }
 
-/// The number type derivative images are computed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DualFloat {
-    /// Dual numbers over f64 (setup and kernel).
-    #[default]
-    F64,
-    /// Setup in f64 (as the f32 render), the kernel in dual numbers over
-    /// f32: the image is then the exact kernel's f32 image.
-    F32,
-}
-
-/// [`jacobian_with`] in the given precision.
+/// [`jacobian_with`] in the given precision: [`Precision::Fast32`] renders
+/// the exact kernel in dual numbers over f32 (setup in f64, as the f32
+/// render; the image is then the exact kernel's f32 image), the f64
+/// precisions in dual numbers over f64 (setup and kernel).
 pub fn jacobian_in(
     cfg: &SimConfig,
     params: &[Param],
     seeds: SetupSeeds,
     opts: RenderOptions,
-    precision: DualFloat,
+    precision: Precision,
 ) -> Result<Jacobian> {
     let plan = Plan::new(cfg, seeds)?;
     for &p in params {
@@ -69,7 +61,7 @@ pub fn jacobian_in(
     }
     let n = plan.detector.fpixels * plan.detector.spixels;
     in_pool(opts.threads, || {
-        if precision == DualFloat::F64 {
+        if precision != Precision::Fast32 {
             if let Some(images) = contracted_images(cfg, &plan, seeds, params)? {
                 let (image, derivatives) = split(images);
                 return Ok(Jacobian { image, params: params.to_vec(), derivatives });
@@ -96,18 +88,18 @@ pub(crate) fn chunked_images(
     plan: &Plan,
     seeds: SetupSeeds,
     params: &[Param],
-    precision: DualFloat,
+    precision: Precision,
 ) -> Result<(Option<Vec<f32>>, Planes)> {
     let mut image = None;
     let mut derivatives = Vec::with_capacity(params.len());
     for chunk in params.chunks(8) {
         let (img, d) = match (precision, chunk.len()) {
-            (DualFloat::F64, 1) => chunk_images::<1>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F64, 2) => chunk_images::<2>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F64, 3 | 4) => chunk_images::<4>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F64, _) => chunk_images::<8>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F32, 1..=4) => chunk_images_f32::<4>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F32, _) => chunk_images_f32::<8>(cfg, plan, seeds, chunk)?,
+            (Precision::Fast32, 1..=4) => chunk_images_f32::<4>(cfg, plan, seeds, chunk)?,
+            (Precision::Fast32, _) => chunk_images_f32::<8>(cfg, plan, seeds, chunk)?,
+            (_, 1) => chunk_images::<1>(cfg, plan, seeds, chunk)?,
+            (_, 2) => chunk_images::<2>(cfg, plan, seeds, chunk)?,
+            (_, 3 | 4) => chunk_images::<4>(cfg, plan, seeds, chunk)?,
+            (_, _) => chunk_images::<8>(cfg, plan, seeds, chunk)?,
         };
         image.get_or_insert(img);
         derivatives.extend(d);
@@ -280,7 +272,8 @@ mod tests {
         fn compare(cfg: &SimConfig, bound: f64) {
             let plan = Plan::new(cfg, SEEDS).unwrap();
             let params = applicable(cfg, &plan);
-            let (image, want) = chunked_images(cfg, &plan, SEEDS, &params, DualFloat::F64).unwrap();
+            let (image, want) =
+                chunked_images(cfg, &plan, SEEDS, &params, Precision::Fast64).unwrap();
             let mut want_all = vec![image.unwrap()];
             want_all.extend(want);
             for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
