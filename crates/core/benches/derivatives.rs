@@ -11,8 +11,8 @@
 //! mosaic domains (square spots, default_F).
 
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::{jacobian_in, DualFloat, Param};
-use nanobragg_core::render::{render, render_exact, simd_level, RenderOptions};
+use nanobragg_core::diff::{jacobian_in, Param};
+use nanobragg_core::render::{render, render_exact, simd_level, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::SimConfig;
 use std::time::Instant;
@@ -52,8 +52,8 @@ fn main() {
     let (mut size, mut threads, mut reps, mut case) =
         (1024i64, 0usize, 1usize, "cubic".to_string());
     let mut no_exact = false;
-    let (mut counts, mut floats): (Option<Vec<usize>>, Vec<DualFloat>) =
-        (None, vec![DualFloat::F64, DualFloat::F32]);
+    let (mut counts, mut floats): (Option<Vec<usize>>, Vec<Precision>) =
+        (None, vec![Precision::Fast64, Precision::Fast32]);
     while let Some(a) = args.next() {
         let mut next = || args.next().expect("a value after the flag");
         match a.as_str() {
@@ -66,8 +66,8 @@ fn main() {
             }
             "--float" => {
                 floats = match next().as_str() {
-                    "f64" => vec![DualFloat::F64],
-                    "f32" => vec![DualFloat::F32],
+                    "f64" => vec![Precision::Fast64],
+                    "f32" => vec![Precision::Fast32],
                     f => panic!("--float f64|f32, not {f}"),
                 }
             }

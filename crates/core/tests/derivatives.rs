@@ -4,12 +4,10 @@
 
 use nanobragg_core::config::{CrystalShape, Misset, SfSource, SimConfig};
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::{
-    hessian_with, jacobian, jacobian_in, Deltas, DualFloat, Leaves, Param, Seeded,
-};
+use nanobragg_core::diff::{hessian_with, jacobian, jacobian_in, Deltas, Leaves, Param, Seeded};
 use nanobragg_core::real::Real;
 use nanobragg_core::render::kernel::{Exact, Kernel};
-use nanobragg_core::render::{render_exact, RenderOptions};
+use nanobragg_core::render::{render_exact, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use num_dual::DualSVec64;
 use std::path::Path;
@@ -258,7 +256,8 @@ fn check_curvatures(
 fn check_f32(name: &str, cfg: &SimConfig, tol: f64) -> f64 {
     let params = image_params(cfg, &[]);
     let j64 = jacobian(cfg, &params, SEEDS).unwrap();
-    let j32 = jacobian_in(cfg, &params, SEEDS, RenderOptions::default(), DualFloat::F32).unwrap();
+    let j32 =
+        jacobian_in(cfg, &params, SEEDS, RenderOptions::default(), Precision::Fast32).unwrap();
     let image: Vec<f64> = j64.image.iter().map(|&x| x as f64).collect();
     let mut worst = rel_l2(&j32.image, &image);
     eprintln!("{name} image: f32 relative error {worst:.2e}");

@@ -5,8 +5,8 @@
 use crate::parse::{Curvatures, Dtype, Invocation};
 use anyhow::{anyhow, Result};
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::{hessian_with, jacobian_in, DualFloat, Param};
-use nanobragg_core::render::RenderOptions;
+use nanobragg_core::diff::{hessian_with, jacobian_in, Param};
+use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,11 +56,11 @@ pub fn write(inv: &Invocation, plan: &Plan, seeds: SetupSeeds, out: &mut impl Wr
     let opts = RenderOptions { threads: inv.threads };
     let mut files: Vec<(PathBuf, String, Vec<f32>)> = Vec::new();
     if inv.curvatures == Curvatures::None {
-        let float = match inv.dtype {
-            Dtype::Float64 => DualFloat::F64,
-            Dtype::Float32 => DualFloat::F32,
+        let precision = match inv.dtype {
+            Dtype::Float64 => Precision::Fast64,
+            Dtype::Float32 => Precision::Fast32,
         };
-        let j = jacobian_in(&inv.config, &params, seeds, opts, float)?;
+        let j = jacobian_in(&inv.config, &params, seeds, opts, precision)?;
         for (p, d) in params.iter().zip(j.derivatives) {
             files.push((file_name(&inv.gradfile, *p), per(*p, None), d));
         }

@@ -43,8 +43,7 @@
 // inline into the `#[target_feature]` row functions.
 #![allow(clippy::needless_range_loop)]
 
-use super::dense::Dense64;
-use super::jacobian::seeded;
+use super::dense::{seeded, Dense64};
 #[cfg(target_arch = "x86_64")]
 use super::lanes::x86;
 use super::lanes::{render_planes, DualLanes64, DualRows};
@@ -333,7 +332,7 @@ pub(crate) fn contracted_images(
 }
 
 /// [`contracted_images`] on a given SIMD level (at most this CPU's).
-fn contracted_images_on(
+pub(crate) fn contracted_images_on(
     cfg: &SimConfig,
     plan: &Plan,
     seeds: SetupSeeds,
@@ -784,131 +783,4 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
         *d = acc;
     }
     out_of_range
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::SfSource;
-    use crate::diff::jacobian::{chunked_images, DualFloat};
-    use crate::render::SimdLevel;
-
-    const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -3 };
-
-    fn base() -> SimConfig {
-        let mut cfg = SimConfig::default();
-        (cfg.detector.fpixels, cfg.detector.spixels) = (37, 29);
-        cfg.detector.pixel_mm = 0.5;
-        cfg.detector.distance_mm = 60.0;
-        cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
-        (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 6.0, 7.0);
-        cfg.sf.default_f = 10.0;
-        // a droplet, so that d/d water is not identically 0
-        cfg.sampling.water_um = 2.0;
-        cfg
-    }
-
-    fn applicable(cfg: &SimConfig, plan: &Plan) -> Vec<Param> {
-        let ok = |p: Param| super::super::leaves::check_param(cfg, plan, p).is_ok();
-        Param::ALL.into_iter().filter(|&p| ok(p)).collect()
-    }
-
-    /// The contracted images against the parameter-carrying renderer's,
-    /// plane by plane, relative to each plane's largest value; every plane
-    /// must have something in it.
-    fn compare(cfg: &SimConfig, bound: f64) {
-        let plan = Plan::new(cfg, SEEDS).unwrap();
-        let params = applicable(cfg, &plan);
-        let (image, want) = chunked_images(cfg, &plan, SEEDS, &params, DualFloat::F64).unwrap();
-        let mut want_all = vec![image.unwrap()];
-        want_all.extend(want);
-        for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
-            for subset in [&params[..], &params[..1], &params[params.len() - 1..]] {
-                let got = contracted(cfg, &plan, subset, level).expect("the contraction applies");
-                let idx = |p: &Param| 1 + params.iter().position(|q| q == p).unwrap();
-                let names = std::iter::once("image".to_string())
-                    .chain(subset.iter().map(|p| p.to_string()));
-                let planes = std::iter::once(0).chain(subset.iter().map(idx));
-                for ((g, w), name) in got.iter().zip(planes).zip(names) {
-                    let w = &want_all[w];
-                    let max = w.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
-                    assert!(max > 0.0, "{name}: empty");
-                    let err = g
-                        .iter()
-                        .zip(w)
-                        .fold(0f64, |m, (a, b)| m.max((*a as f64 - *b as f64).abs()));
-                    assert!(err <= bound * max, "{level:?} {name}: {err} of {max}");
-                }
-            }
-        }
-    }
-
-    fn contracted(
-        cfg: &SimConfig,
-        plan: &Plan,
-        params: &[Param],
-        level: SimdLevel,
-    ) -> Option<Vec<Vec<f32>>> {
-        contracted_images_on(cfg, plan, SEEDS, params, level).unwrap()
-    }
-
-    #[test]
-    fn triclinic_with_mosaic_phi_and_polarization() {
-        let mut cfg = base();
-        cfg.crystal.mosaic_deg = 0.4;
-        cfg.crystal.mosaic_domains = 3;
-        cfg.crystal.phi0_deg = 5.0;
-        cfg.crystal.osc_deg = 0.6;
-        cfg.crystal.phisteps = 2;
-        cfg.beam.kahn_factor = 0.8;
-        cfg.sampling.water_um = 5.0;
-        compare(&cfg, 1e-6);
-    }
-
-    #[test]
-    fn sources_oversampling_dmin_and_a_region() {
-        let mut cfg = base();
-        cfg.beam.dispersion_pct = 0.5;
-        cfg.beam.dispsteps = 2;
-        cfg.beam.hdivrange_mrad = 1.0;
-        cfg.beam.vdivrange_mrad = 1.0;
-        cfg.beam.hdivsteps = 2;
-        cfg.beam.vdivsteps = 1;
-        cfg.sampling.oversample = 2;
-        cfg.sampling.dmin_a = 4.0;
-        cfg.detector.roi = Some([2, 33, 1, 27]);
-        cfg.detector.mask = Some((0..37 * 29).map(|i| (i % 5 != 2) as u16).collect());
-        compare(&cfg, 1e-6);
-    }
-
-    #[test]
-    fn round_spots_hkl_interpolation_and_point_pixels() {
-        let mut cfg = base();
-        cfg.crystal.shape = CrystalShape::Round;
-        cfg.crystal.fudge = 1.3;
-        cfg.detector.point_pixel = true;
-        cfg.beam.nopolar = true;
-        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
-        cfg.sf.interpolate = Some(true);
-        compare(&cfg, 1e-6);
-    }
-
-    #[test]
-    fn the_contraction_declines_what_it_does_not_cover() {
-        for change in [
-            (|c: &mut SimConfig| c.detector.curved = true) as fn(&mut SimConfig),
-            |c| c.sampling.oversample_polar = true,
-            |c| {
-                c.detector.thick_um = 100.0;
-                c.detector.thicksteps = 2;
-            },
-            |c| c.crystal.shape = CrystalShape::Gauss,
-        ] {
-            let mut cfg = base();
-            change(&mut cfg);
-            let plan = Plan::new(&cfg, SEEDS).unwrap();
-            let params = applicable(&cfg, &plan);
-            assert!(contracted_images(&cfg, &plan, SEEDS, &params).unwrap().is_none());
-        }
-    }
 }

@@ -7,8 +7,18 @@
 //! forcing them into the kernel crashed LLVM (rustc 1.95, thin LTO).
 
 use super::dual::{DiffReal, Seeded};
+use super::param::{Deltas, Param};
 use crate::real::{Num, Real};
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+
+/// Deltas seeding `params[i]` along direction `i` of `R`.
+pub(crate) fn seeded<R: Seeded>(params: &[Param]) -> Deltas<R> {
+    let mut deltas = Deltas::<R>::zero();
+    for (i, &p) in params.iter().enumerate() {
+        deltas.set(p, R::seed(0.0, i));
+    }
+    deltas
+}
 
 macro_rules! dense_dual {
     ($(#[$doc:meta])* $t:ident, $s:ty) => {

@@ -2,15 +2,14 @@
 //! forward-mode dual numbers through the exact render kernel.
 
 use super::contract::contracted_images;
-use super::dense::Dense64;
-use super::dual::Seeded;
+use super::dense::{seeded, Dense64};
 use super::lanes::{render_dense32, render_dense64};
 use super::leaves::{check_param, Leaves};
-use super::param::{Deltas, Param};
+use super::param::Param;
 use crate::config::SimConfig;
 use crate::error::Result;
 use crate::real::Real;
-use crate::render::cpu::{in_pool, render_exact, roi_row, RenderOptions};
+use crate::render::cpu::{in_pool, render_exact, roi_row, Precision, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
 use crate::setup::{Plan, SetupSeeds};
 use rayon::prelude::*;
@@ -42,27 +41,19 @@ pub fn jacobian_with(
     seeds: SetupSeeds,
     opts: RenderOptions,
 ) -> Result<Jacobian> {
-    jacobian_in(cfg, params, seeds, opts, DualFloat::F64)
+    jacobian_in(cfg, params, seeds, opts, Precision::Fast64)
 }
 
-/// The number type derivative images are computed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DualFloat {
-    /// Dual numbers over f64 (setup and kernel).
-    #[default]
-    F64,
-    /// Setup in f64 (as the f32 render), the kernel in dual numbers over
-    /// f32: the image is then the exact kernel's f32 image.
-    F32,
-}
-
-/// [`jacobian_with`] in the given precision.
+/// [`jacobian_with`] in the given precision: [`Precision::Fast32`] renders
+/// the exact kernel in dual numbers over f32 (setup in f64, as the f32
+/// render; the image is then the exact kernel's f32 image), the f64
+/// precisions in dual numbers over f64 (setup and kernel).
 pub fn jacobian_in(
     cfg: &SimConfig,
     params: &[Param],
     seeds: SetupSeeds,
     opts: RenderOptions,
-    precision: DualFloat,
+    precision: Precision,
 ) -> Result<Jacobian> {
     let plan = Plan::new(cfg, seeds)?;
     for &p in params {
@@ -70,7 +61,7 @@ pub fn jacobian_in(
     }
     let n = plan.detector.fpixels * plan.detector.spixels;
     in_pool(opts.threads, || {
-        if precision == DualFloat::F64 {
+        if precision != Precision::Fast32 {
             if let Some(images) = contracted_images(cfg, &plan, seeds, params)? {
                 let (image, derivatives) = split(images);
                 return Ok(Jacobian { image, params: params.to_vec(), derivatives });
@@ -97,32 +88,23 @@ pub(crate) fn chunked_images(
     plan: &Plan,
     seeds: SetupSeeds,
     params: &[Param],
-    precision: DualFloat,
+    precision: Precision,
 ) -> Result<(Option<Vec<f32>>, Planes)> {
     let mut image = None;
     let mut derivatives = Vec::with_capacity(params.len());
     for chunk in params.chunks(8) {
         let (img, d) = match (precision, chunk.len()) {
-            (DualFloat::F64, 1) => chunk_images::<1>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F64, 2) => chunk_images::<2>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F64, 3 | 4) => chunk_images::<4>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F64, _) => chunk_images::<8>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F32, 1..=4) => chunk_images_f32::<4>(cfg, plan, seeds, chunk)?,
-            (DualFloat::F32, _) => chunk_images_f32::<8>(cfg, plan, seeds, chunk)?,
+            (Precision::Fast32, 1..=4) => chunk_images_f32::<4>(cfg, plan, seeds, chunk)?,
+            (Precision::Fast32, _) => chunk_images_f32::<8>(cfg, plan, seeds, chunk)?,
+            (_, 1) => chunk_images::<1>(cfg, plan, seeds, chunk)?,
+            (_, 2) => chunk_images::<2>(cfg, plan, seeds, chunk)?,
+            (_, 3 | 4) => chunk_images::<4>(cfg, plan, seeds, chunk)?,
+            (_, _) => chunk_images::<8>(cfg, plan, seeds, chunk)?,
         };
         image.get_or_insert(img);
         derivatives.extend(d);
     }
     Ok((image, derivatives))
-}
-
-/// Deltas seeding `params[i]` along direction `i` of `R`.
-pub(crate) fn seeded<R: Seeded>(params: &[Param]) -> Deltas<R> {
-    let mut deltas = Deltas::<R>::zero();
-    for (i, &p) in params.iter().enumerate() {
-        deltas.set(p, R::seed(0.0, i));
-    }
-    deltas
 }
 
 /// The image and the derivative images by up to `N` parameters.
@@ -254,6 +236,135 @@ mod tests {
         let exact = render_exact(&plan, RenderOptions::default()).image;
         for (a, b) in one.image.iter().zip(&exact) {
             assert!((a - b).abs() <= 1e-6 * b.abs());
+        }
+    }
+
+    /// The contracted derivatives against the parameter-carrying renderer.
+    mod contraction {
+        use super::*;
+        use crate::config::{CrystalShape, SfSource};
+        use crate::diff::contract::{contracted_images, contracted_images_on};
+        use crate::render::SimdLevel;
+
+        const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -3 };
+
+        fn base() -> SimConfig {
+            let mut cfg = SimConfig::default();
+            (cfg.detector.fpixels, cfg.detector.spixels) = (37, 29);
+            cfg.detector.pixel_mm = 0.5;
+            cfg.detector.distance_mm = 60.0;
+            cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+            (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 6.0, 7.0);
+            cfg.sf.default_f = 10.0;
+            // a droplet, so that d/d water is not identically 0
+            cfg.sampling.water_um = 2.0;
+            cfg
+        }
+
+        fn applicable(cfg: &SimConfig, plan: &Plan) -> Vec<Param> {
+            let ok = |p: Param| check_param(cfg, plan, p).is_ok();
+            Param::ALL.into_iter().filter(|&p| ok(p)).collect()
+        }
+
+        /// The contracted images against the parameter-carrying renderer's,
+        /// plane by plane, relative to each plane's largest value; every plane
+        /// must have something in it.
+        fn compare(cfg: &SimConfig, bound: f64) {
+            let plan = Plan::new(cfg, SEEDS).unwrap();
+            let params = applicable(cfg, &plan);
+            let (image, want) =
+                chunked_images(cfg, &plan, SEEDS, &params, Precision::Fast64).unwrap();
+            let mut want_all = vec![image.unwrap()];
+            want_all.extend(want);
+            for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
+                for subset in [&params[..], &params[..1], &params[params.len() - 1..]] {
+                    let got =
+                        contracted(cfg, &plan, subset, level).expect("the contraction applies");
+                    let idx = |p: &Param| 1 + params.iter().position(|q| q == p).unwrap();
+                    let names = std::iter::once("image".to_string())
+                        .chain(subset.iter().map(|p| p.to_string()));
+                    let planes = std::iter::once(0).chain(subset.iter().map(idx));
+                    for ((g, w), name) in got.iter().zip(planes).zip(names) {
+                        let w = &want_all[w];
+                        let max = w.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+                        assert!(max > 0.0, "{name}: empty");
+                        let err = g
+                            .iter()
+                            .zip(w)
+                            .fold(0f64, |m, (a, b)| m.max((*a as f64 - *b as f64).abs()));
+                        assert!(err <= bound * max, "{level:?} {name}: {err} of {max}");
+                    }
+                }
+            }
+        }
+
+        fn contracted(
+            cfg: &SimConfig,
+            plan: &Plan,
+            params: &[Param],
+            level: SimdLevel,
+        ) -> Option<Vec<Vec<f32>>> {
+            contracted_images_on(cfg, plan, SEEDS, params, level).unwrap()
+        }
+
+        #[test]
+        fn triclinic_with_mosaic_phi_and_polarization() {
+            let mut cfg = base();
+            cfg.crystal.mosaic_deg = 0.4;
+            cfg.crystal.mosaic_domains = 3;
+            cfg.crystal.phi0_deg = 5.0;
+            cfg.crystal.osc_deg = 0.6;
+            cfg.crystal.phisteps = 2;
+            cfg.beam.kahn_factor = 0.8;
+            cfg.sampling.water_um = 5.0;
+            compare(&cfg, 1e-6);
+        }
+
+        #[test]
+        fn sources_oversampling_dmin_and_a_region() {
+            let mut cfg = base();
+            cfg.beam.dispersion_pct = 0.5;
+            cfg.beam.dispsteps = 2;
+            cfg.beam.hdivrange_mrad = 1.0;
+            cfg.beam.vdivrange_mrad = 1.0;
+            cfg.beam.hdivsteps = 2;
+            cfg.beam.vdivsteps = 1;
+            cfg.sampling.oversample = 2;
+            cfg.sampling.dmin_a = 4.0;
+            cfg.detector.roi = Some([2, 33, 1, 27]);
+            cfg.detector.mask = Some((0..37 * 29).map(|i| (i % 5 != 2) as u16).collect());
+            compare(&cfg, 1e-6);
+        }
+
+        #[test]
+        fn round_spots_hkl_interpolation_and_point_pixels() {
+            let mut cfg = base();
+            cfg.crystal.shape = CrystalShape::Round;
+            cfg.crystal.fudge = 1.3;
+            cfg.detector.point_pixel = true;
+            cfg.beam.nopolar = true;
+            cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
+            cfg.sf.interpolate = Some(true);
+            compare(&cfg, 1e-6);
+        }
+
+        #[test]
+        fn the_contraction_declines_what_it_does_not_cover() {
+            for change in [
+                (|c: &mut SimConfig| c.detector.curved = true) as fn(&mut SimConfig),
+                |c| c.sampling.oversample_polar = true,
+                |c| {
+                    c.detector.thick_um = 100.0;
+                    c.detector.thicksteps = 2;
+                },
+                |c| c.crystal.shape = CrystalShape::Gauss,
+            ] {
+                let mut cfg = base();
+                change(&mut cfg);
+                let plan = Plan::new(&cfg, SEEDS).unwrap();
+                let params = applicable(&cfg, &plan);
+                assert!(contracted_images(&cfg, &plan, SEEDS, &params).unwrap().is_none());
+            }
         }
     }
 }

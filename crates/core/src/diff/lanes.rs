@@ -415,6 +415,8 @@ pub(crate) mod x86 {
         ($name:ident, $row:ident, $features:literal) => {
             pub(crate) struct $name<R>(pub R);
 
+            /// # Safety
+            /// The CPU must have `$features`.
             #[target_feature(enable = $features)]
             unsafe fn $row<R: DualRows>(
                 rows: &R,

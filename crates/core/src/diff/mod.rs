@@ -11,7 +11,7 @@
 //!   ([`Dense64`], [`Dense32`]);
 //! - [`leaves`]: the numbers the kernel reads, computed in any [`DiffReal`];
 //! - [`jacobian`]: derivative images through the exact render kernel, in
-//!   f64 or f32 ([`DualFloat`]);
+//!   f64 or f32 ([`crate::render::Precision`]);
 //! - [`hessian`]: second-derivative images (hyper-dual numbers);
 //! - [`loss`]: a loss of the image against an observed one, its gradient and
 //!   the Fisher information (standard errors).
@@ -33,7 +33,7 @@ pub mod param;
 pub use dense::{Dense32, Dense64};
 pub use dual::{DiffReal, Seeded};
 pub use hessian::{hessian_with, Hessian};
-pub use jacobian::{jacobian, jacobian_in, jacobian_with, DualFloat, Jacobian};
+pub use jacobian::{jacobian, jacobian_in, jacobian_with, Jacobian};
 pub use leaves::Leaves;
 pub use loss::{loss_gradient, LossEval, LossKind};
 

@@ -331,6 +331,8 @@ mod x86 {
         ($name:ident, $row:ident, $features:literal) => {
             pub(super) struct $name<'p, V: Num, M: MathMode>(pub Kernel<'p, V, M>, pub &'p Plan);
 
+            /// # Safety
+            /// The CPU must have `$features`.
             #[target_feature(enable = $features)]
             unsafe fn $row<V: Num, M: MathMode>(
                 plan: &Plan,

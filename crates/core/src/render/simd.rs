@@ -12,6 +12,23 @@
 //! transcendental functions (`sin`, `exp`, `atan2`, ...) call libm per lane
 //! (used only by the exact mode); the fast mode uses [`crate::real::fast`].
 
+/// Runs intrinsics that work on registers only (no memory access).
+///
+/// Their one requirement is the target features of the vector types they
+/// take or make, and a value of those types exists only inside a function
+/// compiled with the features of its module (the `#[target_feature]` row
+/// functions of `render::cpu` and `diff::lanes`), which is only called after
+/// the CPU was checked for them (`render::cpu::detect`; requested SIMD levels
+/// are capped by it). The types are crate-private so that no other code can
+/// build one.
+macro_rules! intrinsics {
+    ($($body:tt)*) => {
+        // SAFETY: register-only intrinsics; their target features are enabled
+        // wherever a value of these types exists (see above).
+        unsafe { $($body)* }
+    };
+}
+
 macro_rules! lanewise_libm {
     ($s:ty) => {
         #[inline(always)]
@@ -48,28 +65,28 @@ macro_rules! ops {
             type Output = Self;
             #[inline(always)]
             fn add(self, o: Self) -> Self {
-                unsafe { $t($add(self.0, o.0)) }
+                intrinsics! { $t($add(self.0, o.0)) }
             }
         }
         impl std::ops::Sub for $t {
             type Output = Self;
             #[inline(always)]
             fn sub(self, o: Self) -> Self {
-                unsafe { $t($sub(self.0, o.0)) }
+                intrinsics! { $t($sub(self.0, o.0)) }
             }
         }
         impl std::ops::Mul for $t {
             type Output = Self;
             #[inline(always)]
             fn mul(self, o: Self) -> Self {
-                unsafe { $t($mul(self.0, o.0)) }
+                intrinsics! { $t($mul(self.0, o.0)) }
             }
         }
         impl std::ops::Div for $t {
             type Output = Self;
             #[inline(always)]
             fn div(self, o: Self) -> Self {
-                unsafe { $t($div(self.0, o.0)) }
+                intrinsics! { $t($div(self.0, o.0)) }
             }
         }
         impl std::ops::AddAssign for $t {
@@ -100,35 +117,53 @@ macro_rules! ops {
 }
 
 macro_rules! mask_ops {
-    ($m:ident, $and:expr, $or:expr, $not:expr) => {
+    ($m:ident, $and:ident, $or:ident, $xor:ident, $ones:expr) => {
         impl std::ops::BitAnd for $m {
             type Output = Self;
             #[inline(always)]
             fn bitand(self, o: Self) -> Self {
-                #[allow(unused_unsafe)]
-                unsafe {
-                    $m($and(self.0, o.0))
-                }
+                intrinsics! { $m($and(self.0, o.0)) }
             }
         }
         impl std::ops::BitOr for $m {
             type Output = Self;
             #[inline(always)]
             fn bitor(self, o: Self) -> Self {
-                #[allow(unused_unsafe)]
-                unsafe {
-                    $m($or(self.0, o.0))
-                }
+                intrinsics! { $m($or(self.0, o.0)) }
             }
         }
         impl std::ops::Not for $m {
             type Output = Self;
             #[inline(always)]
             fn not(self) -> Self {
-                #[allow(unused_unsafe)]
-                unsafe {
-                    $m($not(self.0))
-                }
+                intrinsics! { $m($xor(self.0, $ones)) }
+            }
+        }
+    };
+}
+
+/// Bit operations of a mask held as one bit per lane in an integer.
+macro_rules! bit_mask_ops {
+    ($m:ident) => {
+        impl std::ops::BitAnd for $m {
+            type Output = Self;
+            #[inline(always)]
+            fn bitand(self, o: Self) -> Self {
+                $m(self.0 & o.0)
+            }
+        }
+        impl std::ops::BitOr for $m {
+            type Output = Self;
+            #[inline(always)]
+            fn bitor(self, o: Self) -> Self {
+                $m(self.0 | o.0)
+            }
+        }
+        impl std::ops::Not for $m {
+            type Output = Self;
+            #[inline(always)]
+            fn not(self) -> Self {
+                $m(!self.0)
             }
         }
     };
@@ -154,36 +189,42 @@ pub(crate) mod avx2 {
 
     ops!(F64x4, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_div_pd);
     ops!(F32x8, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_div_ps);
-    mask_ops!(M64x4, _mm256_and_pd, _mm256_or_pd, |a| _mm256_xor_pd(
-        a,
+    mask_ops!(
+        M64x4,
+        _mm256_and_pd,
+        _mm256_or_pd,
+        _mm256_xor_pd,
         _mm256_castsi256_pd(_mm256_set1_epi64x(-1))
-    ));
-    mask_ops!(M32x8, _mm256_and_ps, _mm256_or_ps, |a| _mm256_xor_ps(
-        a,
+    );
+    mask_ops!(
+        M32x8,
+        _mm256_and_ps,
+        _mm256_or_ps,
+        _mm256_xor_ps,
         _mm256_castsi256_ps(_mm256_set1_epi32(-1))
-    ));
+    );
 
     impl Mask for M64x4 {
         const LANES: usize = 4;
         #[inline(always)]
         fn splat(b: bool) -> Self {
-            unsafe { M64x4(_mm256_castsi256_pd(_mm256_set1_epi64x(-(b as i64)))) }
+            intrinsics! { M64x4(_mm256_castsi256_pd(_mm256_set1_epi64x(-(b as i64)))) }
         }
         #[inline(always)]
         fn any(self) -> bool {
-            unsafe { _mm256_movemask_pd(self.0) != 0 }
+            intrinsics! { _mm256_movemask_pd(self.0) != 0 }
         }
         #[inline(always)]
         fn all(self) -> bool {
-            unsafe { _mm256_movemask_pd(self.0) == 0xf }
+            intrinsics! { _mm256_movemask_pd(self.0) == 0xf }
         }
         #[inline(always)]
         fn bits(self) -> u32 {
-            unsafe { _mm256_movemask_pd(self.0) as u32 }
+            intrinsics! { _mm256_movemask_pd(self.0) as u32 }
         }
         #[inline(always)]
         fn from_bits(bits: u32) -> Self {
-            unsafe {
+            intrinsics! {
                 let sel = _mm256_setr_epi64x(1, 2, 4, 8);
                 let b = _mm256_and_si256(_mm256_set1_epi64x(bits as i64), sel);
                 M64x4(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, sel)))
@@ -195,23 +236,23 @@ pub(crate) mod avx2 {
         const LANES: usize = 8;
         #[inline(always)]
         fn splat(b: bool) -> Self {
-            unsafe { M32x8(_mm256_castsi256_ps(_mm256_set1_epi32(-(b as i32)))) }
+            intrinsics! { M32x8(_mm256_castsi256_ps(_mm256_set1_epi32(-(b as i32)))) }
         }
         #[inline(always)]
         fn any(self) -> bool {
-            unsafe { _mm256_movemask_ps(self.0) != 0 }
+            intrinsics! { _mm256_movemask_ps(self.0) != 0 }
         }
         #[inline(always)]
         fn all(self) -> bool {
-            unsafe { _mm256_movemask_ps(self.0) == 0xff }
+            intrinsics! { _mm256_movemask_ps(self.0) == 0xff }
         }
         #[inline(always)]
         fn bits(self) -> u32 {
-            unsafe { _mm256_movemask_ps(self.0) as u32 }
+            intrinsics! { _mm256_movemask_ps(self.0) as u32 }
         }
         #[inline(always)]
         fn from_bits(bits: u32) -> Self {
-            unsafe {
+            intrinsics! {
                 let sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
                 let b = _mm256_and_si256(_mm256_set1_epi32(bits as i32), sel);
                 M32x8(_mm256_castsi256_ps(_mm256_cmpeq_epi32(b, sel)))
@@ -222,6 +263,7 @@ pub(crate) mod avx2 {
     impl F64x4 {
         #[inline(always)]
         fn to_array(self) -> [f64; 4] {
+            // SAFETY: same size (32 bytes), and every bit pattern is a valid f64.
             unsafe { std::mem::transmute::<__m256d, [f64; 4]>(self.0) }
         }
         #[inline(always)]
@@ -234,6 +276,7 @@ pub(crate) mod avx2 {
     impl F32x8 {
         #[inline(always)]
         fn to_array(self) -> [f32; 8] {
+            // SAFETY: same size (32 bytes), and every bit pattern is a valid f32.
             unsafe { std::mem::transmute::<__m256, [f32; 8]>(self.0) }
         }
         #[inline(always)]
@@ -247,7 +290,7 @@ pub(crate) mod avx2 {
         type Output = Self;
         #[inline(always)]
         fn neg(self) -> Self {
-            unsafe { F64x4(_mm256_xor_pd(self.0, _mm256_set1_pd(-0.0))) }
+            intrinsics! { F64x4(_mm256_xor_pd(self.0, _mm256_set1_pd(-0.0))) }
         }
     }
 
@@ -255,7 +298,7 @@ pub(crate) mod avx2 {
         type Output = Self;
         #[inline(always)]
         fn neg(self) -> Self {
-            unsafe { F32x8(_mm256_xor_ps(self.0, _mm256_set1_ps(-0.0))) }
+            intrinsics! { F32x8(_mm256_xor_ps(self.0, _mm256_set1_ps(-0.0))) }
         }
     }
 
@@ -266,11 +309,13 @@ pub(crate) mod avx2 {
 
         #[inline(always)]
         fn splat(x: f64) -> Self {
-            unsafe { F64x4(_mm256_set1_pd(x)) }
+            intrinsics! { F64x4(_mm256_set1_pd(x)) }
         }
         #[inline(always)]
         fn from_fn(mut f: impl FnMut(usize) -> f64) -> Self {
             let a = [f(0), f(1), f(2), f(3)];
+            // SAFETY: an unaligned load of the 4 values of `a`; AVX is enabled
+            // wherever an `F64x4` is built (module docs).
             unsafe { F64x4(_mm256_loadu_pd(a.as_ptr())) }
         }
         #[inline(always)]
@@ -284,66 +329,66 @@ pub(crate) mod avx2 {
         lanewise_libm!(f64);
         #[inline(always)]
         fn sqrt(self) -> Self {
-            unsafe { F64x4(_mm256_sqrt_pd(self.0)) }
+            intrinsics! { F64x4(_mm256_sqrt_pd(self.0)) }
         }
         #[inline(always)]
         fn abs(self) -> Self {
-            unsafe { F64x4(_mm256_andnot_pd(_mm256_set1_pd(-0.0), self.0)) }
+            intrinsics! { F64x4(_mm256_andnot_pd(_mm256_set1_pd(-0.0), self.0)) }
         }
         #[inline(always)]
         fn floor(self) -> Self {
-            unsafe {
+            intrinsics! {
                 F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0))
             }
         }
         #[inline(always)]
         fn ceil(self) -> Self {
-            unsafe {
+            intrinsics! {
                 F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0))
             }
         }
         #[inline(always)]
         fn round(self) -> Self {
-            unsafe {
+            intrinsics! {
                 F64x4(_mm256_round_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0))
             }
         }
         #[inline(always)]
         fn mul_add(self, a: Self, b: Self) -> Self {
-            unsafe { F64x4(_mm256_fmadd_pd(self.0, a.0, b.0)) }
+            intrinsics! { F64x4(_mm256_fmadd_pd(self.0, a.0, b.0)) }
         }
         #[inline(always)]
         fn cmp_eq(self, o: Self) -> M64x4 {
-            unsafe { M64x4(_mm256_cmp_pd::<_CMP_EQ_OQ>(self.0, o.0)) }
+            intrinsics! { M64x4(_mm256_cmp_pd::<_CMP_EQ_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ne(self, o: Self) -> M64x4 {
-            unsafe { M64x4(_mm256_cmp_pd::<_CMP_NEQ_UQ>(self.0, o.0)) }
+            intrinsics! { M64x4(_mm256_cmp_pd::<_CMP_NEQ_UQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_lt(self, o: Self) -> M64x4 {
-            unsafe { M64x4(_mm256_cmp_pd::<_CMP_LT_OQ>(self.0, o.0)) }
+            intrinsics! { M64x4(_mm256_cmp_pd::<_CMP_LT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_le(self, o: Self) -> M64x4 {
-            unsafe { M64x4(_mm256_cmp_pd::<_CMP_LE_OQ>(self.0, o.0)) }
+            intrinsics! { M64x4(_mm256_cmp_pd::<_CMP_LE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_gt(self, o: Self) -> M64x4 {
-            unsafe { M64x4(_mm256_cmp_pd::<_CMP_GT_OQ>(self.0, o.0)) }
+            intrinsics! { M64x4(_mm256_cmp_pd::<_CMP_GT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ge(self, o: Self) -> M64x4 {
-            unsafe { M64x4(_mm256_cmp_pd::<_CMP_GE_OQ>(self.0, o.0)) }
+            intrinsics! { M64x4(_mm256_cmp_pd::<_CMP_GE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn select(m: M64x4, t: Self, f: Self) -> Self {
-            unsafe { F64x4(_mm256_blendv_pd(f.0, t.0, m.0)) }
+            intrinsics! { F64x4(_mm256_blendv_pd(f.0, t.0, m.0)) }
         }
         #[inline(always)]
         fn negate_if_odd(self, k: Self) -> Self {
             // k + 1.5 * 2^52 holds k in its low mantissa bits: bit 0 is the parity
-            unsafe {
+            intrinsics! {
                 let bits =
                     _mm256_castpd_si256(_mm256_add_pd(k.0, _mm256_set1_pd(6755399441055744.0)));
                 let sign = _mm256_slli_epi64::<63>(bits);
@@ -352,7 +397,7 @@ pub(crate) mod avx2 {
         }
         #[inline(always)]
         fn mul_pow2(self, n: Self) -> Self {
-            unsafe {
+            intrinsics! {
                 let bits =
                     _mm256_castpd_si256(_mm256_add_pd(n.0, _mm256_set1_pd(6755399441055744.0)));
                 // bits = 0x4338000000000000 + n
@@ -363,6 +408,8 @@ pub(crate) mod avx2 {
         #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
             assert!(out.len() >= 4);
+            // SAFETY: an unaligned store of 4 values; `out` holds at least 4
+            // (asserted); AVX is enabled wherever an `F64x4` exists.
             unsafe { _mm_storeu_ps(out.as_mut_ptr(), _mm256_cvtpd_ps(self.0)) }
         }
     }
@@ -374,11 +421,13 @@ pub(crate) mod avx2 {
 
         #[inline(always)]
         fn splat(x: f32) -> Self {
-            unsafe { F32x8(_mm256_set1_ps(x)) }
+            intrinsics! { F32x8(_mm256_set1_ps(x)) }
         }
         #[inline(always)]
         fn from_fn(mut f: impl FnMut(usize) -> f32) -> Self {
             let a = [f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)];
+            // SAFETY: an unaligned load of the 8 values of `a`; AVX is enabled
+            // wherever an `F32x8` is built (module docs).
             unsafe { F32x8(_mm256_loadu_ps(a.as_ptr())) }
         }
         #[inline(always)]
@@ -392,66 +441,66 @@ pub(crate) mod avx2 {
         lanewise_libm!(f32);
         #[inline(always)]
         fn sqrt(self) -> Self {
-            unsafe { F32x8(_mm256_sqrt_ps(self.0)) }
+            intrinsics! { F32x8(_mm256_sqrt_ps(self.0)) }
         }
         #[inline(always)]
         fn abs(self) -> Self {
-            unsafe { F32x8(_mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0)) }
+            intrinsics! { F32x8(_mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0)) }
         }
         #[inline(always)]
         fn floor(self) -> Self {
-            unsafe {
+            intrinsics! {
                 F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(self.0))
             }
         }
         #[inline(always)]
         fn ceil(self) -> Self {
-            unsafe {
+            intrinsics! {
                 F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(self.0))
             }
         }
         #[inline(always)]
         fn round(self) -> Self {
-            unsafe {
+            intrinsics! {
                 F32x8(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0))
             }
         }
         #[inline(always)]
         fn mul_add(self, a: Self, b: Self) -> Self {
-            unsafe { F32x8(_mm256_fmadd_ps(self.0, a.0, b.0)) }
+            intrinsics! { F32x8(_mm256_fmadd_ps(self.0, a.0, b.0)) }
         }
         #[inline(always)]
         fn cmp_eq(self, o: Self) -> M32x8 {
-            unsafe { M32x8(_mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0)) }
+            intrinsics! { M32x8(_mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ne(self, o: Self) -> M32x8 {
-            unsafe { M32x8(_mm256_cmp_ps::<_CMP_NEQ_UQ>(self.0, o.0)) }
+            intrinsics! { M32x8(_mm256_cmp_ps::<_CMP_NEQ_UQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_lt(self, o: Self) -> M32x8 {
-            unsafe { M32x8(_mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0)) }
+            intrinsics! { M32x8(_mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_le(self, o: Self) -> M32x8 {
-            unsafe { M32x8(_mm256_cmp_ps::<_CMP_LE_OQ>(self.0, o.0)) }
+            intrinsics! { M32x8(_mm256_cmp_ps::<_CMP_LE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_gt(self, o: Self) -> M32x8 {
-            unsafe { M32x8(_mm256_cmp_ps::<_CMP_GT_OQ>(self.0, o.0)) }
+            intrinsics! { M32x8(_mm256_cmp_ps::<_CMP_GT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ge(self, o: Self) -> M32x8 {
-            unsafe { M32x8(_mm256_cmp_ps::<_CMP_GE_OQ>(self.0, o.0)) }
+            intrinsics! { M32x8(_mm256_cmp_ps::<_CMP_GE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn select(m: M32x8, t: Self, f: Self) -> Self {
-            unsafe { F32x8(_mm256_blendv_ps(f.0, t.0, m.0)) }
+            intrinsics! { F32x8(_mm256_blendv_ps(f.0, t.0, m.0)) }
         }
         #[inline(always)]
         fn negate_if_odd(self, k: Self) -> Self {
             // k + 1.5 * 2^23 holds k in its low mantissa bits: bit 0 is the parity
-            unsafe {
+            intrinsics! {
                 let bits = _mm256_castps_si256(_mm256_add_ps(k.0, _mm256_set1_ps(12582912.0)));
                 let sign = _mm256_slli_epi32::<31>(bits);
                 F32x8(_mm256_xor_ps(self.0, _mm256_castsi256_ps(sign)))
@@ -459,7 +508,7 @@ pub(crate) mod avx2 {
         }
         #[inline(always)]
         fn mul_pow2(self, n: Self) -> Self {
-            unsafe {
+            intrinsics! {
                 let bits = _mm256_castps_si256(_mm256_add_ps(n.0, _mm256_set1_ps(12582912.0)));
                 // bits = 0x4B400000 + n
                 let e = _mm256_add_epi32(bits, _mm256_set1_epi32(127 - 0x4B40_0000));
@@ -469,6 +518,8 @@ pub(crate) mod avx2 {
         #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
             assert!(out.len() >= 8);
+            // SAFETY: an unaligned store of 8 values; `out` holds at least 8
+            // (asserted); AVX is enabled wherever an `F32x8` exists.
             unsafe { _mm256_storeu_ps(out.as_mut_ptr(), self.0) }
         }
     }
@@ -494,8 +545,8 @@ pub(crate) mod avx512 {
 
     ops!(F64x8, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd, _mm512_div_pd);
     ops!(F32x16, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_div_ps);
-    mask_ops!(M8, |a: u8, b: u8| a & b, |a: u8, b: u8| a | b, |a: u8| !a);
-    mask_ops!(M16, |a: u16, b: u16| a & b, |a: u16, b: u16| a | b, |a: u16| !a);
+    bit_mask_ops!(M8);
+    bit_mask_ops!(M16);
 
     impl Mask for M8 {
         const LANES: usize = 8;
@@ -548,6 +599,7 @@ pub(crate) mod avx512 {
     impl F64x8 {
         #[inline(always)]
         fn to_array(self) -> [f64; 8] {
+            // SAFETY: same size (64 bytes), and every bit pattern is a valid f64.
             unsafe { std::mem::transmute::<__m512d, [f64; 8]>(self.0) }
         }
         #[inline(always)]
@@ -557,7 +609,7 @@ pub(crate) mod avx512 {
         }
         #[inline(always)]
         fn xor_bits(self, bits: __m512i) -> Self {
-            unsafe {
+            intrinsics! {
                 F64x8(_mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(self.0), bits)))
             }
         }
@@ -566,6 +618,7 @@ pub(crate) mod avx512 {
     impl F32x16 {
         #[inline(always)]
         fn to_array(self) -> [f32; 16] {
+            // SAFETY: same size (64 bytes), and every bit pattern is a valid f32.
             unsafe { std::mem::transmute::<__m512, [f32; 16]>(self.0) }
         }
         #[inline(always)]
@@ -575,7 +628,7 @@ pub(crate) mod avx512 {
         }
         #[inline(always)]
         fn xor_bits(self, bits: __m512i) -> Self {
-            unsafe {
+            intrinsics! {
                 F32x16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(self.0), bits)))
             }
         }
@@ -585,7 +638,7 @@ pub(crate) mod avx512 {
         type Output = Self;
         #[inline(always)]
         fn neg(self) -> Self {
-            unsafe { self.xor_bits(_mm512_set1_epi64(i64::MIN)) }
+            intrinsics! { self.xor_bits(_mm512_set1_epi64(i64::MIN)) }
         }
     }
 
@@ -593,7 +646,7 @@ pub(crate) mod avx512 {
         type Output = Self;
         #[inline(always)]
         fn neg(self) -> Self {
-            unsafe { self.xor_bits(_mm512_set1_epi32(i32::MIN)) }
+            intrinsics! { self.xor_bits(_mm512_set1_epi32(i32::MIN)) }
         }
     }
 
@@ -608,11 +661,13 @@ pub(crate) mod avx512 {
 
         #[inline(always)]
         fn splat(x: f64) -> Self {
-            unsafe { F64x8(_mm512_set1_pd(x)) }
+            intrinsics! { F64x8(_mm512_set1_pd(x)) }
         }
         #[inline(always)]
         fn from_fn(mut f: impl FnMut(usize) -> f64) -> Self {
             let a = [f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)];
+            // SAFETY: an unaligned load of the 8 values of `a`; AVX-512F is
+            // enabled wherever an `F64x8` is built (module docs).
             unsafe { F64x8(_mm512_loadu_pd(a.as_ptr())) }
         }
         #[inline(always)]
@@ -626,59 +681,59 @@ pub(crate) mod avx512 {
         lanewise_libm!(f64);
         #[inline(always)]
         fn sqrt(self) -> Self {
-            unsafe { F64x8(_mm512_sqrt_pd(self.0)) }
+            intrinsics! { F64x8(_mm512_sqrt_pd(self.0)) }
         }
         #[inline(always)]
         fn abs(self) -> Self {
-            unsafe { F64x8(_mm512_abs_pd(self.0)) }
+            intrinsics! { F64x8(_mm512_abs_pd(self.0)) }
         }
         #[inline(always)]
         fn floor(self) -> Self {
-            unsafe { F64x8(_mm512_roundscale_pd::<FLOOR>(self.0)) }
+            intrinsics! { F64x8(_mm512_roundscale_pd::<FLOOR>(self.0)) }
         }
         #[inline(always)]
         fn ceil(self) -> Self {
-            unsafe { F64x8(_mm512_roundscale_pd::<CEIL>(self.0)) }
+            intrinsics! { F64x8(_mm512_roundscale_pd::<CEIL>(self.0)) }
         }
         #[inline(always)]
         fn round(self) -> Self {
-            unsafe { F64x8(_mm512_roundscale_pd::<NEAREST>(self.0)) }
+            intrinsics! { F64x8(_mm512_roundscale_pd::<NEAREST>(self.0)) }
         }
         #[inline(always)]
         fn mul_add(self, a: Self, b: Self) -> Self {
-            unsafe { F64x8(_mm512_fmadd_pd(self.0, a.0, b.0)) }
+            intrinsics! { F64x8(_mm512_fmadd_pd(self.0, a.0, b.0)) }
         }
         #[inline(always)]
         fn cmp_eq(self, o: Self) -> M8 {
-            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(self.0, o.0)) }
+            intrinsics! { M8(_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ne(self, o: Self) -> M8 {
-            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_NEQ_UQ>(self.0, o.0)) }
+            intrinsics! { M8(_mm512_cmp_pd_mask::<_CMP_NEQ_UQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_lt(self, o: Self) -> M8 {
-            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_LT_OQ>(self.0, o.0)) }
+            intrinsics! { M8(_mm512_cmp_pd_mask::<_CMP_LT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_le(self, o: Self) -> M8 {
-            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_LE_OQ>(self.0, o.0)) }
+            intrinsics! { M8(_mm512_cmp_pd_mask::<_CMP_LE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_gt(self, o: Self) -> M8 {
-            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(self.0, o.0)) }
+            intrinsics! { M8(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ge(self, o: Self) -> M8 {
-            unsafe { M8(_mm512_cmp_pd_mask::<_CMP_GE_OQ>(self.0, o.0)) }
+            intrinsics! { M8(_mm512_cmp_pd_mask::<_CMP_GE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn select(m: M8, t: Self, f: Self) -> Self {
-            unsafe { F64x8(_mm512_mask_blend_pd(m.0, f.0, t.0)) }
+            intrinsics! { F64x8(_mm512_mask_blend_pd(m.0, f.0, t.0)) }
         }
         #[inline(always)]
         fn negate_if_odd(self, k: Self) -> Self {
-            unsafe {
+            intrinsics! {
                 let bits =
                     _mm512_castpd_si512(_mm512_add_pd(k.0, _mm512_set1_pd(6755399441055744.0)));
                 self.xor_bits(_mm512_slli_epi64::<63>(bits))
@@ -686,11 +741,13 @@ pub(crate) mod avx512 {
         }
         #[inline(always)]
         fn mul_pow2(self, n: Self) -> Self {
-            unsafe { F64x8(_mm512_scalef_pd(self.0, n.0)) }
+            intrinsics! { F64x8(_mm512_scalef_pd(self.0, n.0)) }
         }
         #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
             assert!(out.len() >= 8);
+            // SAFETY: an unaligned store of 8 values; `out` holds at least 8
+            // (asserted); AVX-512F is enabled wherever an `F64x8` exists.
             unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm512_cvtpd_ps(self.0)) }
         }
     }
@@ -702,7 +759,7 @@ pub(crate) mod avx512 {
 
         #[inline(always)]
         fn splat(x: f32) -> Self {
-            unsafe { F32x16(_mm512_set1_ps(x)) }
+            intrinsics! { F32x16(_mm512_set1_ps(x)) }
         }
         #[inline(always)]
         fn from_fn(mut f: impl FnMut(usize) -> f32) -> Self {
@@ -710,6 +767,8 @@ pub(crate) mod avx512 {
             for (i, v) in a.iter_mut().enumerate() {
                 *v = f(i);
             }
+            // SAFETY: an unaligned load of the 16 values of `a`; AVX-512F is
+            // enabled wherever an `F32x16` is built (module docs).
             unsafe { F32x16(_mm512_loadu_ps(a.as_ptr())) }
         }
         #[inline(always)]
@@ -723,70 +782,72 @@ pub(crate) mod avx512 {
         lanewise_libm!(f32);
         #[inline(always)]
         fn sqrt(self) -> Self {
-            unsafe { F32x16(_mm512_sqrt_ps(self.0)) }
+            intrinsics! { F32x16(_mm512_sqrt_ps(self.0)) }
         }
         #[inline(always)]
         fn abs(self) -> Self {
-            unsafe { F32x16(_mm512_abs_ps(self.0)) }
+            intrinsics! { F32x16(_mm512_abs_ps(self.0)) }
         }
         #[inline(always)]
         fn floor(self) -> Self {
-            unsafe { F32x16(_mm512_roundscale_ps::<FLOOR>(self.0)) }
+            intrinsics! { F32x16(_mm512_roundscale_ps::<FLOOR>(self.0)) }
         }
         #[inline(always)]
         fn ceil(self) -> Self {
-            unsafe { F32x16(_mm512_roundscale_ps::<CEIL>(self.0)) }
+            intrinsics! { F32x16(_mm512_roundscale_ps::<CEIL>(self.0)) }
         }
         #[inline(always)]
         fn round(self) -> Self {
-            unsafe { F32x16(_mm512_roundscale_ps::<NEAREST>(self.0)) }
+            intrinsics! { F32x16(_mm512_roundscale_ps::<NEAREST>(self.0)) }
         }
         #[inline(always)]
         fn mul_add(self, a: Self, b: Self) -> Self {
-            unsafe { F32x16(_mm512_fmadd_ps(self.0, a.0, b.0)) }
+            intrinsics! { F32x16(_mm512_fmadd_ps(self.0, a.0, b.0)) }
         }
         #[inline(always)]
         fn cmp_eq(self, o: Self) -> M16 {
-            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, o.0)) }
+            intrinsics! { M16(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ne(self, o: Self) -> M16 {
-            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(self.0, o.0)) }
+            intrinsics! { M16(_mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_lt(self, o: Self) -> M16 {
-            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, o.0)) }
+            intrinsics! { M16(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_le(self, o: Self) -> M16 {
-            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(self.0, o.0)) }
+            intrinsics! { M16(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_gt(self, o: Self) -> M16 {
-            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.0, o.0)) }
+            intrinsics! { M16(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn cmp_ge(self, o: Self) -> M16 {
-            unsafe { M16(_mm512_cmp_ps_mask::<_CMP_GE_OQ>(self.0, o.0)) }
+            intrinsics! { M16(_mm512_cmp_ps_mask::<_CMP_GE_OQ>(self.0, o.0)) }
         }
         #[inline(always)]
         fn select(m: M16, t: Self, f: Self) -> Self {
-            unsafe { F32x16(_mm512_mask_blend_ps(m.0, f.0, t.0)) }
+            intrinsics! { F32x16(_mm512_mask_blend_ps(m.0, f.0, t.0)) }
         }
         #[inline(always)]
         fn negate_if_odd(self, k: Self) -> Self {
-            unsafe {
+            intrinsics! {
                 let bits = _mm512_castps_si512(_mm512_add_ps(k.0, _mm512_set1_ps(12582912.0)));
                 self.xor_bits(_mm512_slli_epi32::<31>(bits))
             }
         }
         #[inline(always)]
         fn mul_pow2(self, n: Self) -> Self {
-            unsafe { F32x16(_mm512_scalef_ps(self.0, n.0)) }
+            intrinsics! { F32x16(_mm512_scalef_ps(self.0, n.0)) }
         }
         #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
             assert!(out.len() >= 16);
+            // SAFETY: an unaligned store of 16 values; `out` holds at least 16
+            // (asserted); AVX-512F is enabled wherever an `F32x16` exists.
             unsafe { _mm512_storeu_ps(out.as_mut_ptr(), self.0) }
         }
     }
