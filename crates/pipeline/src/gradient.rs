@@ -2,11 +2,11 @@
 //! written next to the usual outputs; `-curvatures`: second derivatives
 //! (see docs/derivatives.md).
 
-use crate::parse::{Curvatures, Dtype, Invocation};
+use crate::invocation::{Curvatures, Invocation};
 use anyhow::{anyhow, Result};
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::{hessian_with, jacobian_in, DualFloat, Param};
-use nanobragg_core::render::RenderOptions;
+use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,9 +56,10 @@ pub fn write(inv: &Invocation, plan: &Plan, seeds: SetupSeeds, out: &mut impl Wr
     let opts = RenderOptions { threads: inv.threads };
     let mut files: Vec<(PathBuf, String, Vec<f32>)> = Vec::new();
     if inv.curvatures == Curvatures::None {
-        let float = match inv.dtype {
-            Dtype::Float64 => DualFloat::F64,
-            Dtype::Float32 => DualFloat::F32,
+        // dual numbers have no exact path: -exact takes the f64 duals
+        let float = match inv.precision {
+            Precision::Fast64 | Precision::Exact64 => DualFloat::F64,
+            Precision::Fast32 => DualFloat::F32,
         };
         let j = jacobian_in(&inv.config, &params, seeds, opts, float)?;
         for (p, d) in params.iter().zip(j.derivatives) {
