@@ -16,7 +16,7 @@ use nanobragg_core::render::{render, render_exact, simd_level, RenderOptions};
 use std::time::Instant;
 
 /// The case's command line: `cubic` or `triclinic`, SIZE² pixels.
-fn args(case: &str, size: i64) -> Vec<String> {
+fn case_args(case: &str, size: i64) -> Vec<String> {
     let crystal = match case {
         "triclinic" => {
             "-cell 70 80 90 75 85 95 -mosaic 0.5 -mosaic_domains 4 -phi 10 -osc 1 -phisteps 3"
@@ -67,7 +67,7 @@ fn main() {
             s => size = s.parse().expect("SIZE"),
         }
     }
-    let inv = nanobragg_pipeline::parse_args(&args(&case, size)).expect("bench arguments");
+    let inv = nanobragg_pipeline::parse_args(&case_args(&case, size)).expect("bench arguments");
     let (plan, seeds) = inv.plan().expect("bench plan");
     let cfg = &inv.config;
     let opts = RenderOptions { threads };
