@@ -1,48 +1,22 @@
 //! `-batch`: each shot equals the single run with the same `-misset`.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::Path;
+use std::process::Output;
 
 mod common;
+use common::{nanobragg, scratch, TRICLINIC};
 
-fn scratch(name: &str) -> PathBuf {
-    common::scratch("batch", name)
-}
-
-const BASE: [&str; 17] = [
-    "-default_F",
-    "100",
-    "-cell",
-    "70",
-    "80",
-    "90",
-    "75",
-    "85",
-    "95",
-    "-N",
-    "4",
-    "-lambda",
-    "1.0",
-    "-distance",
-    "100",
-    "-detpixels",
-    "96",
-];
-
-fn run(dir: &PathBuf, extra: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-        .args(BASE)
-        .args(extra)
-        .current_dir(dir)
-        .output()
-        .unwrap();
+/// Runs the triclinic crystal at 96² with `extra`; must succeed.
+fn run(dir: &Path, extra: &[&str]) -> Output {
+    let base = ["-N", "4", "-lambda", "1.0", "-distance", "100", "-detpixels", "96"];
+    let out = nanobragg(dir, &[&TRICLINIC[..], &base, extra].concat());
     assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
     out
 }
 
 #[test]
 fn batch_shots_equal_single_runs() {
-    let dir = scratch("eq");
+    let dir = scratch("batch", "eq");
     std::fs::write(dir.join("shots.txt"), "0 0 0\n# comment\n10 -20 30.5\n\n4,5,6\n").unwrap();
     run(&dir, &["-batch", "shots.txt", "-floatfile", "shot.bin", "-device", "cpu"]);
     for (i, m) in [["0", "0", "0"], ["10", "-20", "30.5"], ["4", "5", "6"]].iter().enumerate() {
@@ -57,15 +31,28 @@ fn batch_shots_equal_single_runs() {
 }
 
 #[test]
+fn batch_honours_exact() {
+    let dir = scratch("batch", "exact");
+    std::fs::write(dir.join("shots.txt"), "10 -20 30.5\n").unwrap();
+    // (three phi steps: here the fast and the exact image differ in a pixel)
+    let phi = ["-phi", "0", "-osc", "1", "-phisteps", "3", "-nonoise", "-nopgm"];
+    run(&dir, &[&phi[..], &["-batch", "shots.txt", "-floatfile", "shot.bin", "-exact"]].concat());
+    let single = [&phi[..], &["-misset", "10", "-20", "30.5"]].concat();
+    run(&dir, &[&single[..], &["-exact", "-floatfile", "exact.bin"]].concat());
+    run(&dir, &[&single[..], &["-floatfile", "fast.bin"]].concat());
+    let shot = std::fs::read(dir.join("shot_00001.bin")).unwrap();
+    assert!(shot == std::fs::read(dir.join("exact.bin")).unwrap(), "-batch -exact differs");
+    if shot == std::fs::read(dir.join("fast.bin")).unwrap() {
+        eprintln!("note: the fast and exact images agree on this CPU: -exact not told apart");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn malformed_batch_file_is_an_error() {
-    let dir = scratch("bad");
+    let dir = scratch("batch", "bad");
     std::fs::write(dir.join("shots.txt"), "1 2\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-        .args(BASE)
-        .args(["-batch", "shots.txt"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let out = nanobragg(&dir, &[&TRICLINIC[..], &["-batch", "shots.txt"]].concat());
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("-batch") && err.contains("line 1"), "{err}");

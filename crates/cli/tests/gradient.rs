@@ -1,47 +1,19 @@
 //! `-gradient`: derivative images written next to the usual outputs.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 mod common;
+use common::{float_file as floats, nanobragg, TRICLINIC};
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> std::path::PathBuf {
     common::scratch("gradient", name)
 }
 
-const BASE: [&str; 18] = [
-    "-default_F",
-    "100",
-    "-cell",
-    "70",
-    "80",
-    "90",
-    "75",
-    "85",
-    "95",
-    "-N",
-    "5",
-    "-lambda",
-    "1.0",
-    "-detpixels",
-    "48",
-    "-nonoise",
-    "-nopgm",
-    "-exact",
-];
-
+/// Runs the triclinic crystal at 48², exact f64, no noise or PGM, with `extra`.
 fn run(dir: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-        .args(BASE)
-        .args(extra)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn floats(path: &Path) -> Vec<f64> {
-    let bytes = std::fs::read(path).unwrap();
-    bytes.chunks(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect()
+    let base = ["-N", "5", "-lambda", "1.0", "-detpixels", "48", "-nonoise", "-nopgm", "-exact"];
+    nanobragg(dir, &[&TRICLINIC[..], &base, extra].concat())
 }
 
 #[test]

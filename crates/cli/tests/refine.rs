@@ -2,17 +2,13 @@
 //! issue's acceptance test) and refuses bad requests with one clear line.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Instant;
 
 mod common;
+use common::nanobragg;
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("refine", name)
-}
-
-fn nanobragg(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nanobragg")).args(args).current_dir(dir).output().unwrap()
 }
 
 /// Shared by truth and start: ADXV axes (beam along +z, so that

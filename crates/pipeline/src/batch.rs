@@ -6,7 +6,8 @@
 //! and only the rotated cells change between shots, with copy-back overlapped
 //! with the next shot's compute.
 
-use crate::parse::{Device, Dtype, Invocation};
+use crate::invocation::Invocation;
+use crate::render::gpu_dtype;
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::render::{cpu, RenderOptions};
@@ -64,11 +65,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
         cfg.crystal.misset = Misset::Angles(*a);
         plans.push(Plan::new(&cfg, seeds).context("-batch")?);
     }
-    let gpu = match inv.device {
-        Device::Cpu => false,
-        Device::Cuda => true,
-        Device::Auto => nanobragg_cuda::device_info().is_ok(),
-    };
+    let gpu = inv.uses_gpu();
     let out = std::io::stdout();
     let mut out = out.lock();
     let start = Instant::now();
@@ -91,11 +88,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
         Ok(())
     };
     if gpu {
-        let dtype = match inv.dtype {
-            Dtype::Float64 => nanobragg_cuda::Dtype::F64,
-            Dtype::Float32 => nanobragg_cuda::Dtype::F32,
-        };
-        let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], dtype)
+        let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], gpu_dtype(inv.precision))
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         let shots: Vec<nanobragg_cuda::Shot> =
             plans.iter().map(nanobragg_cuda::Shot::from_plan).collect();
@@ -111,13 +104,10 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
             return Err(e);
         }
     } else {
+        // (the precision -exact included, which the GPU kernel lacks)
         let opts = RenderOptions { threads: inv.threads };
         for (i, plan) in plans.iter().enumerate() {
-            let r = match inv.dtype {
-                Dtype::Float64 => cpu::render(plan, opts),
-                Dtype::Float32 => cpu::render_as::<f32>(plan, opts),
-            };
-            write_shot(i, &r.image)?;
+            write_shot(i, &cpu::render_precision(plan, opts, inv.precision).image)?;
         }
     }
     let secs = start.elapsed().as_secs_f64();

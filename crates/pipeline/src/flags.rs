@@ -14,9 +14,12 @@
 //! original accepts on purpose (documented alternatives, deliberately truncated
 //! match strings such as `-heigh`) are aliases here.
 
-use nanobragg_core::config::{Convention, CrystalShape, Misset, Pivot};
+use std::path::PathBuf;
 
-use crate::parse::{Curvatures, Device, Dtype, Invocation, Occurrence, Value};
+use nanobragg_core::config::{Convention, CrystalShape, Misset, Pivot};
+use nanobragg_core::render::Precision;
+
+use crate::invocation::{Curvatures, Device, Invocation};
 
 /// Sections of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +114,68 @@ pub enum Check {
     Cell,
 }
 
+/// One parsed value of a flag.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A finite number ([`Kind::Num`]).
+    Num(f64),
+    /// An integer ([`Kind::Int`]).
+    Int(i64),
+    /// A file name or word ([`Kind::InFile`], [`Kind::OutFile`], [`Kind::Word`]),
+    /// or the word of `-misset random`.
+    Text(String),
+    /// `-detector_abs`: `None` for `inf` or 0 (no absorption), else the depth.
+    Depth(Option<f64>),
+}
+
+/// One flag as it occurred on the command line, with its parsed values.
+#[derive(Debug, Clone)]
+pub struct Occurrence {
+    /// The table entry.
+    pub flag: &'static Flag,
+    /// The spelling used (the canonical name or an alias).
+    pub spelled: String,
+    /// The values, already parsed and checked.
+    pub values: Vec<Value>,
+}
+
+impl Occurrence {
+    /// Value `i` as a number (integers are widened). Panics on a table bug.
+    pub fn num(&self, i: usize) -> f64 {
+        match &self.values[i] {
+            Value::Num(v) => *v,
+            Value::Int(v) => *v as f64,
+            v => unreachable!("{}: value {i} is {v:?}, not a number", self.flag.name),
+        }
+    }
+
+    /// Value `i` as an integer. Panics on a table bug.
+    pub fn int(&self, i: usize) -> i64 {
+        match &self.values[i] {
+            Value::Int(v) => *v,
+            v => unreachable!("{}: value {i} is {v:?}, not an integer", self.flag.name),
+        }
+    }
+
+    /// Value `i` as text. Panics on a table bug.
+    pub fn text(&self, i: usize) -> &str {
+        match &self.values[i] {
+            Value::Text(s) => s,
+            v => unreachable!("{}: value {i} is {v:?}, not text", self.flag.name),
+        }
+    }
+
+    /// Value `i` as a path.
+    pub fn path(&self, i: usize) -> PathBuf {
+        PathBuf::from(self.text(i))
+    }
+
+    /// The three values of a vector flag.
+    pub fn vec3(&self) -> [f64; 3] {
+        [self.num(0), self.num(1), self.num(2)]
+    }
+}
+
 /// Applies an occurrence of a flag (values already checked) to the invocation.
 pub type Action = fn(&mut Invocation, &Occurrence);
 
@@ -139,6 +204,10 @@ pub struct Flag {
     pub help: &'static str,
     /// What the flag does.
     pub action: Action,
+    /// The detector pivot the flag also selects, if any.
+    pub pivot: Option<Pivot>,
+    /// The flag also selects the custom convention.
+    pub custom: bool,
 }
 
 impl Flag {
@@ -156,6 +225,8 @@ impl Flag {
             default: "",
             help,
             action,
+            pivot: None,
+            custom: false,
         }
     }
 
@@ -222,6 +293,7 @@ impl Flag {
     /// A flag with a direction vector `x y z`; it selects the custom convention.
     const fn vector(name: &'static str, group: Group, help: &'static str, action: Action) -> Flag {
         Flag {
+            custom: true,
             arity: Arity::Exactly(3),
             kind: Kind::Num,
             check: Check::NonZeroVector,
@@ -243,6 +315,48 @@ impl Flag {
     /// Sets the value names shown in the help.
     const fn vals(self, values: &'static str) -> Flag {
         Flag { values, ..self }
+    }
+
+    /// Sets the detector pivot the flag also selects.
+    const fn pivots(self, pivot: Pivot) -> Flag {
+        Flag { pivot: Some(pivot), ..self }
+    }
+
+    /// Applies an occurrence (values already checked): the action, then the
+    /// pivot or convention the flag selects.
+    pub fn apply(&self, inv: &mut Invocation, occurrence: &Occurrence) {
+        (self.action)(inv, occurrence);
+        if let Some(pivot) = self.pivot {
+            inv.config.detector.pivot = pivot;
+        }
+        if self.custom {
+            inv.config.detector.convention = Convention::Custom;
+        }
+    }
+
+    /// The help text with what the flag also selects, its range and default.
+    fn help_line(&self) -> String {
+        let mut text = self.help.to_string();
+        match self.pivot {
+            Some(Pivot::Beam) => text.push_str("; selects the beam pivot"),
+            Some(Pivot::Sample) => text.push_str("; selects the sample pivot"),
+            None => {}
+        }
+        if self.custom {
+            text.push_str("; selects the custom convention");
+        }
+        match self.check {
+            Check::Positive => text.push_str("; must be > 0"),
+            Check::NonNegative => text.push_str("; must be >= 0"),
+            _ => {}
+        }
+        if !self.default.is_empty() {
+            text.push_str(&format!(" (default: {})", self.default));
+        }
+        if !self.aliases.is_empty() {
+            text.push_str(&format!(" [also: {}]", self.aliases.join(", ")));
+        }
+        text
     }
 
     /// All spellings: the name then the aliases.
@@ -339,13 +453,13 @@ use Group::{
 pub static FLAGS: &[Flag] = &[
     // ---------------------------------------------------------------- detector
     Flag::num("-distance", D, "mm", Check::Positive,
-        "distance from the sample to the direct-beam spot, along the beam; selects the beam pivot",
-        |inv, o| { inv.config.detector.distance_mm = o.num(0); inv.config.detector.pivot = Pivot::Beam; })
-        .dflt("100"),
+        "distance from the sample to the direct-beam spot, along the beam",
+        |inv, o| inv.config.detector.distance_mm = o.num(0))
+        .pivots(Pivot::Beam).dflt("100"),
     Flag::num("-close_distance", D, "mm", Check::Positive,
-        "distance from the sample to the nearest point of the detector plane; selects the sample pivot",
-        |inv, o| { inv.config.detector.close_distance_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
-        .dflt("from -distance"),
+        "distance from the sample to the nearest point of the detector plane",
+        |inv, o| inv.config.detector.close_distance_mm = Some(o.num(0)))
+        .pivots(Pivot::Sample).dflt("from -distance"),
     Flag::num("-pixel", D, "mm", Check::Positive, "pixel size",
         |inv, o| inv.config.detector.pixel_mm = o.num(0))
         .dflt("0.1"),
@@ -371,29 +485,29 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.config.detector.detsize_s_mm = o.num(0))
         .dflt("102.4"),
     Flag::num("-Xbeam", D, "mm", Check::Any,
-        "direct-beam spot position along the image fast axis; selects the beam pivot",
-        |inv, o| { inv.config.detector.xbeam_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Beam; })
-        .dflt("detector centre"),
+        "direct-beam spot position along the image fast axis",
+        |inv, o| inv.config.detector.xbeam_mm = Some(o.num(0)))
+        .pivots(Pivot::Beam).dflt("detector centre"),
     Flag::num("-Ybeam", D, "mm", Check::Any,
-        "direct-beam spot position along the image slow axis; selects the beam pivot",
-        |inv, o| { inv.config.detector.ybeam_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Beam; })
-        .dflt("detector centre"),
+        "direct-beam spot position along the image slow axis",
+        |inv, o| inv.config.detector.ybeam_mm = Some(o.num(0)))
+        .pivots(Pivot::Beam).dflt("detector centre"),
     Flag::num("-Xclose", D, "mm", Check::Any,
-        "fast-axis position of the point nearest the sample; selects the sample pivot",
-        |inv, o| { inv.config.detector.xclose_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
-        .dflt("from the beam centre"),
+        "fast-axis position of the point nearest the sample",
+        |inv, o| inv.config.detector.xclose_mm = Some(o.num(0)))
+        .pivots(Pivot::Sample).dflt("from the beam centre"),
     Flag::num("-Yclose", D, "mm", Check::Any,
-        "slow-axis position of the point nearest the sample; selects the sample pivot",
-        |inv, o| { inv.config.detector.yclose_mm = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
-        .dflt("from the beam centre"),
+        "slow-axis position of the point nearest the sample",
+        |inv, o| inv.config.detector.yclose_mm = Some(o.num(0)))
+        .pivots(Pivot::Sample).dflt("from the beam centre"),
     Flag::num("-ORGX", D, "pixels", Check::Any,
-        "XDS-style fast-axis origin (point nearest the sample); selects the sample pivot",
-        |inv, o| { inv.config.detector.orgx_px = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
-        .dflt("from the beam centre"),
+        "XDS-style fast-axis origin (point nearest the sample)",
+        |inv, o| inv.config.detector.orgx_px = Some(o.num(0)))
+        .pivots(Pivot::Sample).dflt("from the beam centre"),
     Flag::num("-ORGY", D, "pixels", Check::Any,
-        "XDS-style slow-axis origin (point nearest the sample); selects the sample pivot",
-        |inv, o| { inv.config.detector.orgy_px = Some(o.num(0)); inv.config.detector.pivot = Pivot::Sample; })
-        .dflt("from the beam centre"),
+        "XDS-style slow-axis origin (point nearest the sample)",
+        |inv, o| inv.config.detector.orgy_px = Some(o.num(0)))
+        .pivots(Pivot::Sample).dflt("from the beam centre"),
     Flag::word("-pivot", D, &["sample", "beam"],
         "what detector rotations keep fixed: the point nearest the sample or the direct-beam spot; only custom vectors honour it, the named conventions impose their own",
         |inv, o| inv.config.detector.pivot = if o.text(0) == "sample" { Pivot::Sample } else { Pivot::Beam })
@@ -408,29 +522,30 @@ pub static FLAGS: &[Flag] = &[
         |inv, _| convention(inv, Convention::Xds, Pivot::Sample)),
     Flag::switch("-dials", D, "DIALS convention: as XDS with spindle and polarization along y; pivots about the sample",
         |inv, _| convention(inv, Convention::Dials, Pivot::Beam)),
-    Flag::vector("-fdet_vector", D, "direction of increasing fast-axis pixel index; selects the custom convention",
-        |inv, o| { inv.config.detector.fdet = o.vec3(); inv.config.detector.convention = Convention::Custom; })
+    Flag::vector("-fdet_vector", D, "direction of increasing fast-axis pixel index",
+        |inv, o| inv.config.detector.fdet = o.vec3())
         .dflt("0 0 1"),
-    Flag::vector("-sdet_vector", D, "direction of increasing slow-axis pixel index; selects the custom convention",
-        |inv, o| { inv.config.detector.sdet = o.vec3(); inv.config.detector.convention = Convention::Custom; })
+    Flag::vector("-sdet_vector", D, "direction of increasing slow-axis pixel index",
+        |inv, o| inv.config.detector.sdet = o.vec3())
         .dflt("0 -1 0"),
     Flag {
         check: Check::Any,
         ..Flag::vector("-odet_vector", D,
-            "detector normal, away from the sample (a non-unit vector is replaced by fast x slow); selects the custom convention",
-            |inv, o| { inv.config.detector.odet = o.vec3(); inv.config.detector.convention = Convention::Custom; })
+            "detector normal, away from the sample (a non-unit vector is replaced by fast x slow)",
+            |inv, o| inv.config.detector.odet = o.vec3())
     }
     .dflt("1 0 0"),
     Flag {
         check: Check::Any,
         unit: "m",
         default: "from the beam centre",
+        custom: false, // (said in its own words)
         ..Flag::vector("-pix0_vector", D,
             "position of the first pixel relative to the sample (m); as in nanoBragg it is recomputed from the beam centre, so it only selects the custom convention",
             |inv, o| { inv.config.detector.pix0 = Some(o.vec3()); inv.config.detector.convention = Convention::Custom; })
     },
-    Flag::vector("-twotheta_axis", D, "axis of the -twotheta swing; selects the custom convention",
-        |inv, o| { inv.config.detector.twotheta_axis = o.vec3(); inv.config.detector.convention = Convention::Custom; })
+    Flag::vector("-twotheta_axis", D, "axis of the -twotheta swing",
+        |inv, o| inv.config.detector.twotheta_axis = o.vec3())
         .dflt("0 0 -1"),
     Flag::num("-detector_rotx", D, "deg", Check::Any, "detector rotation about the x axis",
         |inv, o| inv.config.detector.rotx_deg = o.num(0))
@@ -442,9 +557,9 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.config.detector.rotz_deg = o.num(0))
         .dflt("0"),
     Flag::num("-twotheta", D, "deg", Check::Any,
-        "detector swing about the two-theta axis; selects the sample pivot",
-        |inv, o| { inv.config.detector.twotheta_deg = o.num(0); inv.config.detector.pivot = Pivot::Sample; })
-        .dflt("0"),
+        "detector swing about the two-theta axis",
+        |inv, o| inv.config.detector.twotheta_deg = o.num(0))
+        .pivots(Pivot::Sample).dflt("0"),
     Flag::switch("-curved_det", D, "curved detector: every pixel at the same distance from the sample",
         |inv, _| inv.config.detector.curved = true),
     Flag::switch("-point_pixel", D, "treat pixels as points: solid angle 1/r^2 without the obliquity factor",
@@ -502,15 +617,15 @@ pub static FLAGS: &[Flag] = &[
         "beam width, used with -flux; a crystal larger than the beam is clipped to it",
         |inv, o| inv.config.beam.beamsize_mm = o.num(0))
         .dflt("0.1"),
-    Flag::vector("-beam_vector", B, "direction of the X-ray beam; selects the custom convention",
-        |inv, o| { inv.config.detector.beam = o.vec3(); inv.config.detector.convention = Convention::Custom; })
+    Flag::vector("-beam_vector", B, "direction of the X-ray beam",
+        |inv, o| inv.config.detector.beam = o.vec3())
         .dflt("1 0 0"),
     Flag::num("-polar", B, "", Check::Any, "Kahn polarization factor (and turns the polarization correction back on)",
         |inv, o| { inv.config.beam.kahn_factor = o.num(0); inv.config.beam.nopolar = false; })
         .vals("k")
         .dflt("0"),
-    Flag::vector("-polar_vector", B, "direction of the X-ray electric field; selects the custom convention",
-        |inv, o| { inv.config.detector.polar = o.vec3(); inv.config.detector.convention = Convention::Custom; })
+    Flag::vector("-polar_vector", B, "direction of the X-ray electric field",
+        |inv, o| inv.config.detector.polar = o.vec3())
         .dflt("0 0 1"),
     Flag::switch("-nopolar", B, "turn off the polarization correction",
         |inv, _| inv.config.beam.nopolar = true),
@@ -652,8 +767,8 @@ pub static FLAGS: &[Flag] = &[
     Flag::int("-phisteps", X, Check::NonNegative, "number of spindle rotation steps",
         |inv, o| inv.config.crystal.phisteps = o.int(0))
         .dflt("1, or 2 with -osc"),
-    Flag::vector("-spindle_axis", X, "right-handed spindle (phi) rotation axis; selects the custom convention",
-        |inv, o| { inv.config.detector.spindle = o.vec3(); inv.config.detector.convention = Convention::Custom; })
+    Flag::vector("-spindle_axis", X, "right-handed spindle (phi) rotation axis",
+        |inv, o| inv.config.detector.spindle = o.vec3())
         .dflt("0 0 1"),
     Flag::switch("-square_xtal", X, "parallelepiped crystal: sharp spots with fringes (the default)",
         |inv, _| inv.config.crystal.shape = CrystalShape::Square),
@@ -709,7 +824,7 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.config.sampling.water_um = o.num(0))
         .dflt("0"),
     Flag::switch("-exact", S, "render f64 with the C program's formulas, libm and operation order: bit-identical to nanoBragg.c (the default fast f64 path agrees to ~1e-10 of the peak)",
-        |inv, _| inv.exact = true),
+        |inv, _| if inv.precision != Precision::Fast32 { inv.precision = Precision::Exact64 }),
     Flag::switch("-corrected", S, "use corrected physics where nanoBragg.c has known errors (default: reproduce nanoBragg.c)",
         |inv, _| inv.config.sampling.corrected = true),
     // ------------------------------------------------------------------ output
@@ -778,7 +893,11 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.threads = o.int(0) as usize)
         .dflt("0"),
     Flag::word("-dtype", M, &["float64", "float32"], "floating-point precision of the render",
-        |inv, o| inv.dtype = if o.text(0) == "float32" { Dtype::Float32 } else { Dtype::Float64 })
+        |inv, o| match (o.text(0), inv.precision) {
+            ("float32", _) => inv.precision = Precision::Fast32,
+            (_, Precision::Fast32) => inv.precision = Precision::Fast64,
+            _ => {} // keeps -exact
+        })
         .dflt("float64"),
     Flag::word("-device", M, &["cpu", "cuda", "auto"], "where to render: CPU, NVIDIA GPU, or a GPU when available",
         |inv, o| inv.device = match o.text(0) {
@@ -836,19 +955,7 @@ pub fn help_text() -> String {
                 head.push(' ');
                 head.push_str(&ph);
             }
-            let mut text = flag.help.to_string();
-            match flag.check {
-                Check::Positive => text.push_str("; must be > 0"),
-                Check::NonNegative => text.push_str("; must be >= 0"),
-                _ => {}
-            }
-            if !flag.default.is_empty() {
-                text.push_str(&format!(" (default: {})", flag.default));
-            }
-            if !flag.aliases.is_empty() {
-                text.push_str(&format!(" [also: {}]", flag.aliases.join(", ")));
-            }
-            push_entry(&mut out, &head, &text);
+            push_entry(&mut out, &head, &flag.help_line());
         }
     }
     out

@@ -2,7 +2,7 @@
 //! written next to the usual outputs; `-curvatures`: second derivatives
 //! (see docs/derivatives.md).
 
-use crate::parse::{Curvatures, Dtype, Invocation};
+use crate::invocation::{Curvatures, Invocation};
 use anyhow::{anyhow, Result};
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::{hessian_with, jacobian_in, Param};
@@ -56,11 +56,7 @@ pub fn write(inv: &Invocation, plan: &Plan, seeds: SetupSeeds, out: &mut impl Wr
     let opts = RenderOptions { threads: inv.threads };
     let mut files: Vec<(PathBuf, String, Vec<f32>)> = Vec::new();
     if inv.curvatures == Curvatures::None {
-        let precision = match inv.dtype {
-            Dtype::Float64 => Precision::Fast64,
-            Dtype::Float32 => Precision::Fast32,
-        };
-        let j = jacobian_in(&inv.config, &params, seeds, opts, precision)?;
+        let j = jacobian_in(&inv.config, &params, seeds, opts, inv.precision)?;
         for (p, d) in params.iter().zip(j.derivatives) {
             files.push((file_name(&inv.gradfile, *p), per(*p, None), d));
         }

@@ -1,22 +1,33 @@
 //! nanobragg's pipeline as a library: an argument list becomes an
-//! [`parse::Invocation`], which renders (with outputs and statistics),
+//! [`Invocation`] ([`parse_args`]), which renders into memory
+//! ([`Invocation::render`]), runs with its output files ([`run::run`]),
 //! refines or runs a batch. The `nanobragg` binary is a thin `main` over
 //! [`main_with_args`]; tests, benches and bindings go through the same calls.
+//!
+//! Modules point downward: [`invocation`] (plain data) ← [`flags`] (the flag
+//! table) ← [`parse`] (the argument list); [`render`] resolves and renders an
+//! invocation; run, batch, gradient and refine build on those.
 
 pub mod batch;
 pub mod flags;
 pub mod gradient;
 pub mod interrupt;
+pub mod invocation;
 pub mod parse;
 pub mod refine;
+pub mod render;
 pub mod report;
 pub mod run;
+
+pub use invocation::{Curvatures, Device, Invocation, Outputs};
+pub use parse::{parse_args, CliError};
+pub use render::{Rendered, Seeds};
 
 /// Runs the command line `args` (without the program name): `refine ...`
 /// fits parameters to an observed image, anything else renders.
 pub fn main_with_args(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("refine") => refine::main(&args[1..]),
-        _ => parse::parse_args(args).map_err(anyhow::Error::from).and_then(run::run),
+        _ => parse_args(args).map_err(anyhow::Error::from).and_then(run::run),
     }
 }

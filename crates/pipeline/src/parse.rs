@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::SimConfig;
 
-use crate::flags::{self, Arity, Check, Flag, Kind};
+use crate::flags::{self, Arity, Check, Flag, Kind, Occurrence, Value};
+// the value types' old home: other crates and modules name them through here
+pub use crate::invocation::{Curvatures, Device, Invocation, Outputs};
 
 /// A command-line error; its `Display` is one line without an `error:` prefix.
 #[derive(Debug, thiserror::Error)]
@@ -122,227 +124,6 @@ pub enum CliError {
     },
 }
 
-/// Output file names and the options that shape the written images.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outputs {
-    /// `-floatfile`: raw 4-byte float image (default `floatimage.bin`).
-    pub floatfile: PathBuf,
-    /// `-intfile`: noiseless SMV image (default `intimage.img`).
-    pub intfile: PathBuf,
-    /// `-pgmfile`: 8-bit PGM preview (default `image.pgm`).
-    pub pgmfile: PathBuf,
-    /// `-noisefile`: SMV image with Poisson noise (default `noiseimage.img`).
-    pub noisefile: PathBuf,
-    /// Write the PGM file (default true; `-nopgm` clears, `-pgmfile`/`-pgmscale` set).
-    pub write_pgm: bool,
-    /// Write the noise image (default true; `-nonoise` clears, `-noisefile` sets).
-    pub calculate_noise: bool,
-    /// `-scale` for the integer image; 0 (or negative) = automatic.
-    pub int_scale: f64,
-    /// `-pgmscale` for the PGM file; 0 (or negative) = automatic.
-    pub pgm_scale: f64,
-    /// `-adc` offset added to SMV pixels (default 40).
-    pub adc_offset: f64,
-    /// `-dump`: the Fdump file written after reading `-hkl` and read back when
-    /// no `-hkl` is given (default `Fdump.bin`).
-    pub dumpfile: PathBuf,
-}
-
-impl Default for Outputs {
-    fn default() -> Self {
-        Self {
-            floatfile: PathBuf::from("floatimage.bin"),
-            intfile: PathBuf::from("intimage.img"),
-            pgmfile: PathBuf::from("image.pgm"),
-            noisefile: PathBuf::from("noiseimage.img"),
-            write_pgm: true,
-            calculate_noise: true,
-            int_scale: 0.0,
-            pgm_scale: 0.0,
-            adc_offset: 40.0,
-            dumpfile: PathBuf::from("Fdump.bin"),
-        }
-    }
-}
-
-/// Second-derivative images of `-gradient` (`-curvatures`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Curvatures {
-    /// None (default).
-    None,
-    /// d² pixel / d p² for each parameter.
-    Diagonal,
-    /// Also d² pixel / d a d b for each pair.
-    Mixed,
-}
-
-/// Floating-point precision of the render (`-dtype`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Dtype {
-    /// `float64` (default): double precision, as nanoBragg.c.
-    #[default]
-    Float64,
-    /// `float32`: single precision.
-    Float32,
-}
-
-/// Where the render runs (`-device`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Device {
-    /// `cpu` (default): always on the CPU.
-    #[default]
-    Cpu,
-    /// `cuda`: on an NVIDIA GPU; an error if none can be used.
-    Cuda,
-    /// `auto`: a GPU when one can be used, otherwise the CPU.
-    Auto,
-}
-
-/// Everything the command line asked for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Invocation {
-    /// The simulation inputs, files already read.
-    pub config: SimConfig,
-    /// Output files and scaling.
-    pub outputs: Outputs,
-    /// `-hkl` file (already read into `config.sf.source`).
-    pub hkl_path: Option<PathBuf>,
-    /// `-mat` file (already read into `config.crystal.mat`).
-    pub mat_path: Option<PathBuf>,
-    /// `-sourcefile` (already read into `config.beam.sources`).
-    pub source_path: Option<PathBuf>,
-    /// `-batch`: file of misset angles, one shot per line.
-    pub batch_path: Option<PathBuf>,
-    /// `-img` file whose header was applied (the last `-img` given).
-    pub img_path: Option<PathBuf>,
-    /// Width and height of the `-img` image (its pixels are not used).
-    pub img_size: Option<(usize, usize)>,
-    /// Values taken from `-mask`/`-img` headers that a flag could also set, for
-    /// error messages: (that flag, `-img FILE header KEY=VALUE`, value).
-    pub header_values: Vec<(&'static str, String, f64)>,
-    /// `-mask` file whose header and pixels were applied (the last `-mask` given).
-    pub mask_path: Option<PathBuf>,
-    /// `-seed` as typed (nanoBragg.c negates it internally); `None` = from the clock.
-    pub seed: Option<i64>,
-    /// `-printout` (also set by `-printout_pixel`).
-    pub printout: bool,
-    /// `-printout_pixel fast slow`.
-    pub printout_pixel: Option<(i64, i64)>,
-    /// `-progress` (Some(true)), `-noprogress` (Some(false)), or not given.
-    pub progress: Option<bool>,
-    /// `-dtype`.
-    pub dtype: Dtype,
-    /// `-threads`: worker threads; 0 = all cores.
-    pub threads: usize,
-    /// `-exact`: bit-identical f64 reference path.
-    pub exact: bool,
-    /// `-gradient`: the parameter list as given (checked when run).
-    pub gradient: Option<String>,
-    /// `-curvatures`, `-curvatures_mixed`: second derivatives to write.
-    pub curvatures: Curvatures,
-    /// `-gradfile`: prefix of the derivative images (default `grad`).
-    pub gradfile: String,
-    /// `-device`.
-    pub device: Device,
-    /// Warnings to print before running (ignored flags, truncated integers).
-    pub warnings: Vec<String>,
-    /// `-h`/`--help` was given: print [`crate::flags::help_text`] and exit; the
-    /// other fields are then left at their defaults.
-    pub help: bool,
-}
-
-impl Default for Invocation {
-    fn default() -> Self {
-        Self {
-            config: SimConfig::default(),
-            outputs: Outputs::default(),
-            hkl_path: None,
-            mat_path: None,
-            source_path: None,
-            batch_path: None,
-            img_path: None,
-            img_size: None,
-            header_values: Vec::new(),
-            mask_path: None,
-            seed: None,
-            printout: false,
-            printout_pixel: None,
-            progress: None,
-            dtype: Dtype::Float64,
-            threads: 0,
-            exact: false,
-            gradient: None,
-            curvatures: Curvatures::None,
-            gradfile: "grad".into(),
-            device: Device::Cpu,
-            warnings: Vec::new(),
-            help: false,
-        }
-    }
-}
-
-/// One parsed value of a flag.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// A finite number ([`Kind::Num`]).
-    Num(f64),
-    /// An integer ([`Kind::Int`]).
-    Int(i64),
-    /// A file name or word ([`Kind::InFile`], [`Kind::OutFile`], [`Kind::Word`]),
-    /// or the word of `-misset random`.
-    Text(String),
-    /// `-detector_abs`: `None` for `inf` or 0 (no absorption), else the depth.
-    Depth(Option<f64>),
-}
-
-/// One flag as it occurred on the command line, with its parsed values.
-#[derive(Debug, Clone)]
-pub struct Occurrence {
-    /// The table entry.
-    pub flag: &'static Flag,
-    /// The spelling used (the canonical name or an alias).
-    pub spelled: String,
-    /// The values, already parsed and checked.
-    pub values: Vec<Value>,
-}
-
-impl Occurrence {
-    /// Value `i` as a number (integers are widened). Panics on a table bug.
-    pub fn num(&self, i: usize) -> f64 {
-        match &self.values[i] {
-            Value::Num(v) => *v,
-            Value::Int(v) => *v as f64,
-            v => unreachable!("{}: value {i} is {v:?}, not a number", self.flag.name),
-        }
-    }
-
-    /// Value `i` as an integer. Panics on a table bug.
-    pub fn int(&self, i: usize) -> i64 {
-        match &self.values[i] {
-            Value::Int(v) => *v,
-            v => unreachable!("{}: value {i} is {v:?}, not an integer", self.flag.name),
-        }
-    }
-
-    /// Value `i` as text. Panics on a table bug.
-    pub fn text(&self, i: usize) -> &str {
-        match &self.values[i] {
-            Value::Text(s) => s,
-            v => unreachable!("{}: value {i} is {v:?}, not text", self.flag.name),
-        }
-    }
-
-    /// Value `i` as a path.
-    pub fn path(&self, i: usize) -> PathBuf {
-        PathBuf::from(self.text(i))
-    }
-
-    /// The three values of a vector flag.
-    pub fn vec3(&self) -> [f64; 3] {
-        [self.num(0), self.num(1), self.num(2)]
-    }
-}
-
 /// True for the spellings that ask for help.
 fn is_help(arg: &str) -> bool {
     flags::lookup(arg).is_some_and(|f| f.name == "-h")
@@ -383,7 +164,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
 
     // Pass 3: every flag in order.
     for occ in &occurrences {
-        (occ.flag.action)(&mut inv, occ);
+        occ.flag.apply(&mut inv, occ);
     }
 
     read_inputs(&mut inv)?;
@@ -699,6 +480,7 @@ fn check_values(
 mod tests {
     use super::*;
     use nanobragg_core::config::{Convention, CrystalShape, Misset, Pivot};
+    use nanobragg_core::render::Precision;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -742,7 +524,7 @@ mod tests {
         assert_eq!(inv.progress, None);
         assert_eq!(inv.threads, 0);
         assert_eq!(inv.device, Device::Cpu);
-        assert_eq!(inv.dtype, Dtype::Float64);
+        assert_eq!(inv.precision, Precision::Fast64);
         assert!(!inv.help);
     }
 
@@ -1026,8 +808,8 @@ mod tests {
         assert_eq!(inv.config.sf.interpolate, Some(true));
         assert_eq!(inv.progress, Some(true));
         assert_eq!(
-            (inv.threads, inv.dtype, inv.device, inv.printout),
-            (4, Dtype::Float32, Device::Cpu, true)
+            (inv.threads, inv.precision, inv.device, inv.printout),
+            (4, Precision::Fast32, Device::Cpu, true)
         );
         let inv = ok("-nointerpolate -noprogress -device cuda -default_F 100");
         assert_eq!(inv.config.sf.interpolate, Some(false));
@@ -1036,6 +818,22 @@ mod tests {
         assert_eq!(inv.config.sf.default_f, 100.0);
         assert!(err("-dtype float16").contains("float64, float32"));
         assert!(err("-threads -1").contains("-threads"));
+    }
+
+    #[test]
+    fn precision_from_dtype_and_exact() {
+        for (flags, precision) in [
+            ("-exact", Precision::Exact64),
+            ("-dtype float64", Precision::Fast64),
+            ("-exact -dtype float64", Precision::Exact64),
+            ("-dtype float64 -exact", Precision::Exact64),
+            // f32 wins over -exact in either order (there is no exact f32)
+            ("-exact -dtype float32", Precision::Fast32),
+            ("-dtype float32 -exact", Precision::Fast32),
+            ("-dtype float32 -dtype float64", Precision::Fast64),
+        ] {
+            assert_eq!(ok(flags).precision, precision, "{flags}");
+        }
     }
 
     #[test]

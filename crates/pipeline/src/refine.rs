@@ -3,7 +3,7 @@
 //! [`nanobragg_core::diff::loss`]. See docs/refine.md.
 
 use crate::flags::{self, Arity};
-use crate::parse::{parse_args, Invocation};
+use crate::{parse_args, Invocation};
 use anyhow::{anyhow, bail, Result};
 use argmin::core::observers::{Observe, ObserverMode};
 use argmin::core::{CostFunction, Error as ArgminError, Executor, Gradient, IterState, State, KV};

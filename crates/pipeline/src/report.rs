@@ -58,26 +58,9 @@ pub fn setup_lines(plan: &Plan, out: &mut Vec<String>) {
             cf(m[2] * RTD, 6)
         ));
     }
-    let cl = c.cell;
-    out.push(format!(
-        "Unit Cell: {} {} {} {} {} {}",
-        g(cl[0]),
-        g(cl[1]),
-        g(cl[2]),
-        g(cl[3]),
-        g(cl[4]),
-        g(cl[5])
-    ));
-    let r = c.recip_cell;
-    out.push(format!(
-        "Recp Cell: {} {} {} {} {} {}",
-        g(r[0]),
-        g(r[1]),
-        g(r[2]),
-        g(r[3]),
-        g(r[4]),
-        g(r[5])
-    ));
+    for (label, v) in [("Unit Cell", c.cell), ("Recp Cell", c.recip_cell)] {
+        out.push(format!("{label}: {}", v.map(g).join(" ")));
+    }
     out.push(format!("volume = {} A^3", g(c.volume_a3)));
     let (a, b, cc) = (c.a_m.map(|x| x * 1e10), c.b_m.map(|x| x * 1e10), c.c_m.map(|x| x * 1e10));
     out.push("real-space cell vectors (Angstrom):".into());

@@ -10,12 +10,13 @@
 //! temporary names (see [`REUSE_MAX_STEPS`]); if it fails, those old files
 //! are gone with the temporaries.
 
-use crate::parse::{Device, Dtype, Invocation, Outputs};
+use crate::invocation::{Device, Invocation, Outputs};
+use crate::render::{clock_seed, explain, gpu_dtype};
 use crate::report;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
-use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions};
+use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
@@ -30,56 +31,6 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-fn clock_seed() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-/// Adds the flag and file a setup error comes from, where the library's
-/// message does not say.
-fn explain(e: nanobragg_core::Error, inv: &Invocation) -> anyhow::Error {
-    use nanobragg_core::Error as E;
-    let sf_file = || match (&inv.config.sf.source, &inv.hkl_path) {
-        (SfSource::Hkl(_), Some(p)) => Some(format!("-hkl {}", p.display())),
-        (SfSource::Dump(_), _) => Some(format!("-dump {}", inv.outputs.dumpfile.display())),
-        _ => None,
-    };
-    // a value an -img/-mask header set and no flag overrode
-    let from_header = |flag: &str, value: f64| {
-        inv.header_values
-            .iter()
-            .rev()
-            .find(|(f, _, v)| *f == flag && *v == value)
-            .map(|h| h.1.clone())
-    };
-    let c = &inv.config;
-    let context = match &e {
-        E::Invalid { what: "-lambda", .. } => from_header("-lambda", c.beam.lambda_a),
-        E::Invalid { what: "-pixel", .. } => from_header("-pixel", c.detector.pixel_mm),
-        E::Invalid { what: "-distance", .. } => from_header("-distance", c.detector.distance_mm),
-        E::TooLarge { what, .. } if what.contains("structure factor") => sf_file(),
-        E::Invalid { what: "hkl", .. } => sf_file(),
-        E::Invalid { what: "-mask", .. } => {
-            inv.mask_path.as_ref().map(|p| format!("-mask {}", p.display()))
-        }
-        E::Invalid { what: "-sourcefile", .. } => {
-            inv.source_path.as_ref().map(|p| format!("-sourcefile {}", p.display()))
-        }
-        E::Invalid { what: "-mat", .. } => {
-            inv.mat_path.as_ref().map(|p| format!("-mat {}", p.display()))
-        }
-        _ => None,
-    };
-    match (context, &e) {
-        // the context names the flag already
-        (Some(c), E::Invalid { msg, .. }) => anyhow!("{c}: {msg}"),
-        (Some(c), _) => anyhow!("{c}: {e}"),
-        (None, _) => anyhow!("{e}"),
-    }
-}
 
 /// A path that exists and is neither a regular file nor a directory (a device
 /// such as /dev/null, or a pipe): written in place, never replaced.
@@ -342,18 +293,10 @@ fn render_with_progress(
     let d = &plan.detector;
     let what =
         format!("rendering {} x {} pixels, {} samples each", d.fpixels, d.spixels, plan.steps);
-    let gpu_dtype = match inv.dtype {
-        Dtype::Float64 => nanobragg_cuda::Dtype::F64,
-        Dtype::Float32 => nanobragg_cuda::Dtype::F32,
-    };
-    let precision = match inv.dtype {
-        Dtype::Float64 if inv.exact => Precision::Exact64,
-        Dtype::Float64 => Precision::Fast64,
-        Dtype::Float32 => Precision::Fast32,
-    };
+    let precision = inv.precision;
     with_progress(show, PROGRESS_DELAY, &what, || {
         if gpu {
-            return nanobragg_cuda::render(plan, gpu_dtype)
+            return nanobragg_cuda::render(plan, gpu_dtype(precision))
                 .map(|r| {
                     let (image, info) = r.into_parts();
                     (Some(image), info)

@@ -160,6 +160,20 @@ pub fn cases() -> &'static [Case] {
     })
 }
 
+/// Runs the binary cargo built with `args` in `dir`.
+pub fn nanobragg(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nanobragg")).args(args).current_dir(dir).output().unwrap()
+}
+
+/// The triclinic crystal of the batch and gradient tests: every structure
+/// factor 100, a 70 80 90 75 85 95 cell.
+pub const TRICLINIC: [&str; 9] = ["-default_F", "100", "-cell", "70", "80", "90", "75", "85", "95"];
+
+/// A raw little-endian float32 image file, widened to f64.
+pub fn float_file(path: &Path) -> Vec<f64> {
+    f32_image(&fs::read(path).unwrap()).into_iter().map(f64::from).collect()
+}
+
 /// The binary under test.
 pub fn binary() -> PathBuf {
     match std::env::var_os("NANOBRAGG_BIN") {

@@ -1,6 +1,6 @@
 //! Timings of derivative images against the image alone.
 //!
-//! `cargo bench -p nanobragg-core --bench derivatives -- [SIZE] [--threads N]
+//! `cargo bench -p nanobragg-pipeline --bench derivatives -- [SIZE] [--threads N]
 //! [--reps N] [--case cubic|triclinic] [--no-exact] [--counts 1,8,26] [--float f64|f32]`: renders a SIZE² image (default
 //! 1024) of the case with the default (fast SIMD) and the exact f64 kernel,
 //! then the derivative images by 1, 8 and every applicable parameter
@@ -13,28 +13,21 @@
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::{jacobian_in, Param};
 use nanobragg_core::render::{render, render_exact, simd_level, Precision, RenderOptions};
-use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_core::SimConfig;
 use std::time::Instant;
 
-const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -5 };
-
-fn config(case: &str, size: i64) -> SimConfig {
-    let mut cfg = SimConfig::default();
-    (cfg.detector.fpixels, cfg.detector.spixels) = (size, size);
-    cfg.crystal.cell = Some([100.0, 100.0, 100.0, 90.0, 90.0, 90.0]);
-    (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 5.0, 5.0);
-    cfg.sf.default_f = 100.0;
-    cfg.sampling.water_um = 10.0;
-    if case == "triclinic" {
-        cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
-        cfg.crystal.mosaic_deg = 0.5;
-        cfg.crystal.mosaic_domains = 4;
-        cfg.crystal.phi0_deg = 10.0;
-        cfg.crystal.osc_deg = 1.0;
-        cfg.crystal.phisteps = 3;
-    }
-    cfg
+/// The case's command line: `cubic` or `triclinic`, SIZE² pixels.
+fn case_args(case: &str, size: i64) -> Vec<String> {
+    let crystal = match case {
+        "triclinic" => {
+            "-cell 70 80 90 75 85 95 -mosaic 0.5 -mosaic_domains 4 -phi 10 -osc 1 -phisteps 3"
+        }
+        _ => "-cell 100 100 100 90 90 90",
+    };
+    // (no Fdump file from the working directory)
+    format!("-detpixels {size} -N 5 -default_F 100 -water 10 -misset_seed 5 {crystal} -dump /nonexistent/nanobragg-bench/Fdump.bin")
+        .split_whitespace()
+        .map(String::from)
+        .collect()
 }
 
 fn best(reps: usize, mut f: impl FnMut()) -> f64 {
@@ -74,11 +67,12 @@ fn main() {
             s => size = s.parse().expect("SIZE"),
         }
     }
-    let cfg = config(&case, size);
-    let plan = Plan::new(&cfg, SEEDS).expect("bench plan");
+    let inv = nanobragg_pipeline::parse_args(&case_args(&case, size)).expect("bench arguments");
+    let (plan, seeds) = inv.plan().expect("bench plan");
+    let cfg = &inv.config;
     let opts = RenderOptions { threads };
     let params: Vec<Param> =
-        Param::ALL.into_iter().filter(|&p| check_param(&cfg, &plan, p).is_ok()).collect();
+        Param::ALL.into_iter().filter(|&p| check_param(cfg, &plan, p).is_ok()).collect();
     let threads_used = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -94,8 +88,9 @@ fn main() {
         for &n in &counts {
             let n = n.min(params.len());
             let ps = &params[..n];
-            let t =
-                best(reps, || drop(jacobian_in(&cfg, ps, SEEDS, opts, float).expect("jacobian")));
+            let t = best(reps, || {
+                drop(jacobian_in(cfg, ps, seeds.setup, opts, float).expect("jacobian"))
+            });
             println!(
                 "{:<22} {t:9.3} s  {:6.1}× fast  {:6.1}× exact",
                 format!("{n} parameters, {float:?}"),

@@ -1,57 +1,38 @@
 //! Render-only timings of the CPU kernel (no setup, no output files).
 //!
-//! `cargo bench -p nanobragg-core --bench render -- [SIZE ...] [--threads N]
+//! `cargo bench -p nanobragg-pipeline --bench render -- [SIZE ...] [--threads N]
 //! [--reps N] [--level scalar|avx2|avx512]`: renders the bench crystal of
 //! `scripts/bench.sh` (`-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2
 //! -N 5 -distance 100 -detpixels SIZE`) in every precision and prints the
 //! median time and pixels per second. `comprehensive` as a size renders the
 //! golden case of that name. For whole-program timings against
-//! nanoBragg.c use `scripts/bench.sh`.
+//! nanoBragg.c use `scripts/bench.sh`. Plans come from argument lists
+//! through the pipeline's parser, as the binary's do.
 
 use nanobragg_core::render::{render_on, simd_level, Precision, RenderOptions, SimdLevel};
-use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_core::SimConfig;
+use nanobragg_core::setup::Plan;
 use std::time::Instant;
 
-fn plan(size: i64) -> Plan {
-    let mut cfg = SimConfig::default();
-    cfg.sf.default_f = 100.0;
-    cfg.crystal.cell = Some([100.0, 100.0, 100.0, 90.0, 90.0, 90.0]);
-    cfg.beam.lambda_a = 6.2;
-    cfg.crystal.na = 5.0;
-    cfg.crystal.nb = 5.0;
-    cfg.crystal.nc = 5.0;
-    cfg.detector.distance_mm = 100.0;
-    cfg.detector.fpixels = size;
-    cfg.detector.spixels = size;
-    Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).expect("bench plan")
+/// The plan of a nanobragg command line, through the pipeline's parser.
+fn plan(args: &str) -> Plan {
+    // (no Fdump file from the working directory)
+    let args = format!("{args} -dump /nonexistent/nanobragg-bench/Fdump.bin");
+    let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+    let inv = nanobragg_pipeline::parse_args(&args).expect("bench arguments");
+    inv.plan().expect("bench plan").0
 }
 
-/// The golden case `comprehensive` (tests/golden/cases.toml).
-fn comprehensive() -> Plan {
-    let mut cfg = SimConfig::default();
-    cfg.sf.default_f = 100.0;
-    cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
-    (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 5.0, 5.0);
-    cfg.beam.lambda_a = 1.05;
-    cfg.beam.kahn_factor = 0.95;
-    cfg.detector.distance_mm = 100.0;
-    (cfg.detector.fpixels, cfg.detector.spixels) = (512, 512);
-    cfg.detector.pixel_mm = 0.1;
-    cfg.crystal.mosaic_deg = 0.5;
-    cfg.crystal.mosaic_domains = 5;
-    cfg.crystal.mosaic_seed = 2468;
-    cfg.crystal.phi0_deg = -7.25;
-    cfg.crystal.osc_deg = 90.5;
-    cfg.crystal.phisteps = 9;
-    (cfg.detector.rotx_deg, cfg.detector.roty_deg, cfg.detector.rotz_deg) = (5.0, 3.0, 2.0);
-    cfg.detector.twotheta_deg = 10.0;
-    cfg.detector.attenuation_um = Some(Some(500.0));
-    cfg.detector.thick_um = 450.0;
-    cfg.detector.thicksteps = 5;
-    cfg.sampling.oversample = 1;
-    Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).expect("comprehensive plan")
+/// The arguments of the golden case `comprehensive` (tests/golden/cases.toml).
+fn comprehensive_args() -> String {
+    let cases = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/golden/cases.toml");
+    let text = std::fs::read_to_string(cases).expect("tests/golden/cases.toml");
+    let after = text.split("id = \"comprehensive\"").nth(1).expect("case comprehensive");
+    let line = after.lines().find(|l| l.starts_with("args = ")).expect("its args");
+    line.trim_start_matches("args = ").trim_matches('"').to_string()
 }
+
+/// The bench crystal of `scripts/bench.sh`, without its size.
+const BENCH: &str = "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100";
 
 fn main() {
     let mut sizes: Vec<i64> = Vec::new();
@@ -89,7 +70,11 @@ fn main() {
         "size", "precision", "median s", "min s", "Mpixel/s"
     );
     for &size in &sizes {
-        let plan = if size == 0 { comprehensive() } else { plan(size) };
+        let plan = plan(&if size == 0 {
+            comprehensive_args()
+        } else {
+            format!("{BENCH} -detpixels {size}")
+        });
         let npix = plan.detector.fpixels * plan.detector.spixels;
         let which: Vec<Precision> = match std::env::var("BENCH_PRECISION").as_deref() {
             Ok("fast") => vec![Precision::Fast64, Precision::Fast32],

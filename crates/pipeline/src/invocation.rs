@@ -1,0 +1,157 @@
+//! What a command line asks for: the [`Invocation`] that [`crate::parse`]
+//! builds from the flag table ([`crate::flags`]) and that rendering, batch,
+//! gradient and refine read. Plain data: nothing here reads a file.
+
+use std::path::PathBuf;
+
+use nanobragg_core::render::Precision;
+use nanobragg_core::SimConfig;
+
+/// Output file names and the options that shape the written images.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outputs {
+    /// `-floatfile`: raw 4-byte float image (default `floatimage.bin`).
+    pub floatfile: PathBuf,
+    /// `-intfile`: noiseless SMV image (default `intimage.img`).
+    pub intfile: PathBuf,
+    /// `-pgmfile`: 8-bit PGM preview (default `image.pgm`).
+    pub pgmfile: PathBuf,
+    /// `-noisefile`: SMV image with Poisson noise (default `noiseimage.img`).
+    pub noisefile: PathBuf,
+    /// Write the PGM file (default true; `-nopgm` clears, `-pgmfile`/`-pgmscale` set).
+    pub write_pgm: bool,
+    /// Write the noise image (default true; `-nonoise` clears, `-noisefile` sets).
+    pub calculate_noise: bool,
+    /// `-scale` for the integer image; 0 (or negative) = automatic.
+    pub int_scale: f64,
+    /// `-pgmscale` for the PGM file; 0 (or negative) = automatic.
+    pub pgm_scale: f64,
+    /// `-adc` offset added to SMV pixels (default 40).
+    pub adc_offset: f64,
+    /// `-dump`: the Fdump file written after reading `-hkl` and read back when
+    /// no `-hkl` is given (default `Fdump.bin`).
+    pub dumpfile: PathBuf,
+}
+
+impl Default for Outputs {
+    fn default() -> Self {
+        Self {
+            floatfile: PathBuf::from("floatimage.bin"),
+            intfile: PathBuf::from("intimage.img"),
+            pgmfile: PathBuf::from("image.pgm"),
+            noisefile: PathBuf::from("noiseimage.img"),
+            write_pgm: true,
+            calculate_noise: true,
+            int_scale: 0.0,
+            pgm_scale: 0.0,
+            adc_offset: 40.0,
+            dumpfile: PathBuf::from("Fdump.bin"),
+        }
+    }
+}
+
+/// Second-derivative images of `-gradient` (`-curvatures`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Curvatures {
+    /// None (default).
+    None,
+    /// d² pixel / d p² for each parameter.
+    Diagonal,
+    /// Also d² pixel / d a d b for each pair.
+    Mixed,
+}
+
+/// Where the render runs (`-device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    /// `cpu` (default): always on the CPU.
+    #[default]
+    Cpu,
+    /// `cuda`: on an NVIDIA GPU; an error if none can be used.
+    Cuda,
+    /// `auto`: a GPU when one can be used, otherwise the CPU.
+    Auto,
+}
+
+/// Everything the command line asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    /// The simulation inputs, files already read.
+    pub config: SimConfig,
+    /// Output files and scaling.
+    pub outputs: Outputs,
+    /// `-hkl` file (already read into `config.sf.source`).
+    pub hkl_path: Option<PathBuf>,
+    /// `-mat` file (already read into `config.crystal.mat`).
+    pub mat_path: Option<PathBuf>,
+    /// `-sourcefile` (already read into `config.beam.sources`).
+    pub source_path: Option<PathBuf>,
+    /// `-batch`: file of misset angles, one shot per line.
+    pub batch_path: Option<PathBuf>,
+    /// `-img` file whose header was applied (the last `-img` given).
+    pub img_path: Option<PathBuf>,
+    /// Width and height of the `-img` image (its pixels are not used).
+    pub img_size: Option<(usize, usize)>,
+    /// Values taken from `-mask`/`-img` headers that a flag could also set, for
+    /// error messages: (that flag, `-img FILE header KEY=VALUE`, value).
+    pub header_values: Vec<(&'static str, String, f64)>,
+    /// `-mask` file whose header and pixels were applied (the last `-mask` given).
+    pub mask_path: Option<PathBuf>,
+    /// `-seed` as typed (nanoBragg.c negates it internally); `None` = from the clock.
+    pub seed: Option<i64>,
+    /// `-printout` (also set by `-printout_pixel`).
+    pub printout: bool,
+    /// `-printout_pixel fast slow`.
+    pub printout_pixel: Option<(i64, i64)>,
+    /// `-progress` (Some(true)), `-noprogress` (Some(false)), or not given.
+    pub progress: Option<bool>,
+    /// `-dtype` and `-exact`: how the image is computed. `-dtype float32`
+    /// gives [`Precision::Fast32`], and `-exact` does not override it;
+    /// `-exact` gives [`Precision::Exact64`]; `-dtype float64` turns f32
+    /// back into [`Precision::Fast64`] (the default).
+    pub precision: Precision,
+    /// `-threads`: worker threads; 0 = all cores.
+    pub threads: usize,
+    /// `-gradient`: the parameter list as given (checked when run).
+    pub gradient: Option<String>,
+    /// `-curvatures`, `-curvatures_mixed`: second derivatives to write.
+    pub curvatures: Curvatures,
+    /// `-gradfile`: prefix of the derivative images (default `grad`).
+    pub gradfile: String,
+    /// `-device`.
+    pub device: Device,
+    /// Warnings to print before running (ignored flags, truncated integers).
+    pub warnings: Vec<String>,
+    /// `-h`/`--help` was given: print [`crate::flags::help_text`] and exit; the
+    /// other fields are then left at their defaults.
+    pub help: bool,
+}
+
+impl Default for Invocation {
+    fn default() -> Self {
+        Self {
+            config: SimConfig::default(),
+            outputs: Outputs::default(),
+            hkl_path: None,
+            mat_path: None,
+            source_path: None,
+            batch_path: None,
+            img_path: None,
+            img_size: None,
+            header_values: Vec::new(),
+            mask_path: None,
+            seed: None,
+            printout: false,
+            printout_pixel: None,
+            progress: None,
+            precision: Precision::Fast64,
+            threads: 0,
+            gradient: None,
+            curvatures: Curvatures::None,
+            gradfile: "grad".into(),
+            device: Device::Cpu,
+            warnings: Vec::new(),
+            help: false,
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! An [`Invocation`] rendered into memory: nanoBragg.c's seeds, the
+//! resolved [`Plan`] and the float image on the chosen device, with no file
+//! read or written. The command line's run writes its outputs from the same
+//! calls; tests, benches and bindings stop here.
+
+use anyhow::{anyhow, Result};
+use nanobragg_core::config::SfSource;
+use nanobragg_core::render::{Backend, Cpu, Precision, RenderInfo, RenderOptions};
+use nanobragg_core::setup::{Plan, SetupSeeds};
+
+use crate::invocation::{Device, Invocation};
+
+/// The seeds nanoBragg.c takes from the flags, or from the clock where a
+/// flag is absent; kept negated, as nanoBragg.c keeps them.
+#[derive(Debug, Clone, Copy)]
+pub struct Seeds {
+    /// `-misset_seed` (`-misset random`).
+    pub setup: SetupSeeds,
+    /// `-seed` (the noise image).
+    pub noise_idum: i64,
+}
+
+/// Seconds since the epoch: nanoBragg.c's seed where none is given.
+pub fn clock_seed() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The CUDA backend's precision for `p` (it has no exact path: `-exact`
+/// renders its f64 kernel).
+pub fn gpu_dtype(p: Precision) -> nanobragg_cuda::Dtype {
+    match p {
+        Precision::Fast64 | Precision::Exact64 => nanobragg_cuda::Dtype::F64,
+        Precision::Fast32 => nanobragg_cuda::Dtype::F32,
+    }
+}
+
+/// An image rendered into memory, with what produced it.
+#[derive(Debug)]
+pub struct Rendered {
+    /// The resolved plan.
+    pub plan: Plan,
+    /// The seeds it was resolved with.
+    pub seeds: Seeds,
+    /// `fpixels * spixels` photons per pixel, fast index fastest (the
+    /// content of `-floatfile`).
+    pub image: Vec<f32>,
+    /// What the render gathered on the way (solid angle, row statistics).
+    pub info: RenderInfo,
+}
+
+impl Invocation {
+    /// The seeds of this run; the clock is read once, for both.
+    pub fn seeds(&self) -> Seeds {
+        let clock = clock_seed();
+        Seeds {
+            setup: SetupSeeds { misset_idum: -self.config.crystal.misset_seed.unwrap_or(clock) },
+            noise_idum: -self.seed.unwrap_or(clock),
+        }
+    }
+
+    /// The resolved plan and the seeds it used. A setup error names the
+    /// flag or file it comes from (see [`explain`]).
+    pub fn plan(&self) -> Result<(Plan, Seeds)> {
+        let seeds = self.seeds();
+        let plan = Plan::new(&self.config, seeds.setup).map_err(|e| explain(e, self))?;
+        Ok((plan, seeds))
+    }
+
+    /// Whether this invocation renders on a GPU: `-device cuda`, or
+    /// `-device auto` with a usable one.
+    pub fn uses_gpu(&self) -> bool {
+        match self.device {
+            Device::Cpu => false,
+            Device::Cuda => true,
+            Device::Auto => nanobragg_cuda::device_info().is_ok(),
+        }
+    }
+
+    /// Renders the image of this invocation into memory (the single image:
+    /// `-batch`, `-gradient` and the output flags are not looked at).
+    pub fn render(&self) -> Result<Rendered> {
+        let (plan, seeds) = self.plan()?;
+        let (image, info) = render_plan(self, &plan)?;
+        Ok(Rendered { plan, seeds, image, info })
+    }
+}
+
+/// Renders `plan` with the invocation's precision, threads and device.
+pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInfo)> {
+    if inv.uses_gpu() {
+        let r = nanobragg_cuda::render(plan, gpu_dtype(inv.precision))
+            .map_err(|e| anyhow!("-device cuda: {e}"))?;
+        return Ok(r.into_parts());
+    }
+    let mut image = vec![0.0f32; plan.detector.fpixels * plan.detector.spixels];
+    let cpu = Cpu { opts: RenderOptions { threads: inv.threads } };
+    let info = cpu.render_into(plan, inv.precision, &mut image)?;
+    Ok((image, info))
+}
+
+/// Adds the flag and file a setup error comes from, where the library's
+/// message does not say.
+pub fn explain(e: nanobragg_core::Error, inv: &Invocation) -> anyhow::Error {
+    use nanobragg_core::Error as E;
+    let sf_file = || match (&inv.config.sf.source, &inv.hkl_path) {
+        (SfSource::Hkl(_), Some(p)) => Some(format!("-hkl {}", p.display())),
+        (SfSource::Dump(_), _) => Some(format!("-dump {}", inv.outputs.dumpfile.display())),
+        _ => None,
+    };
+    // a value an -img/-mask header set and no flag overrode
+    let from_header = |flag: &str, value: f64| {
+        inv.header_values
+            .iter()
+            .rev()
+            .find(|(f, _, v)| *f == flag && *v == value)
+            .map(|h| h.1.clone())
+    };
+    let flag_file = |flag: &str, path: &Option<std::path::PathBuf>| {
+        path.as_ref().map(|p| format!("{flag} {}", p.display()))
+    };
+    let c = &inv.config;
+    let context = match &e {
+        E::Invalid { what: "-lambda", .. } => from_header("-lambda", c.beam.lambda_a),
+        E::Invalid { what: "-pixel", .. } => from_header("-pixel", c.detector.pixel_mm),
+        E::Invalid { what: "-distance", .. } => from_header("-distance", c.detector.distance_mm),
+        E::TooLarge { what, .. } if what.contains("structure factor") => sf_file(),
+        E::Invalid { what: "hkl", .. } => sf_file(),
+        E::Invalid { what: "-mask", .. } => flag_file("-mask", &inv.mask_path),
+        E::Invalid { what: "-sourcefile", .. } => flag_file("-sourcefile", &inv.source_path),
+        E::Invalid { what: "-mat", .. } => flag_file("-mat", &inv.mat_path),
+        _ => None,
+    };
+    match (context, &e) {
+        // the context names the flag already
+        (Some(c), E::Invalid { msg, .. }) => anyhow!("{c}: {msg}"),
+        (Some(c), _) => anyhow!("{c}: {e}"),
+        (None, _) => anyhow!("{e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_from_flags_or_the_clock() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let inv = crate::parse_args(&args("-seed 7 -misset_seed 5")).unwrap();
+        let s = inv.seeds();
+        assert_eq!((s.noise_idum, s.setup.misset_idum), (-7, -5));
+        // both from one reading of the clock
+        let before = clock_seed();
+        let s = Invocation::default().seeds();
+        assert_eq!(s.noise_idum, s.setup.misset_idum);
+        assert!((-s.noise_idum - before).abs() <= 1);
+    }
+
+    #[test]
+    fn gpu_precision() {
+        assert_eq!(gpu_dtype(Precision::Exact64), nanobragg_cuda::Dtype::F64);
+        assert_eq!(gpu_dtype(Precision::Fast32), nanobragg_cuda::Dtype::F32);
+    }
+}
