@@ -6,7 +6,6 @@
 pub mod batch;
 pub mod flags;
 pub mod gradient;
-pub mod interrupt;
 pub mod parse;
 pub mod refine;
 pub mod report;
