@@ -103,6 +103,7 @@ macro_rules! run_converter {
             }
         }
 
+        // SAFETY (for callers): only where the CPU has AVX2 (checked above).
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
         unsafe fn $avx2(src: &[f32], dst: &mut [$t], $($arg: f64),*) {
