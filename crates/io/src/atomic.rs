@@ -43,7 +43,9 @@ impl Drop for Temp {
 pub struct Pending {
     /// The file replaced on commit (symbolic links resolved).
     target: PathBuf,
-    file: File,
+    /// For a device or pipe `None` until written: opening a pipe waits for
+    /// its reader, so each is opened when its turn to be written comes.
+    file: Option<File>,
     /// `None`: a device or pipe, written in place.
     temp: Option<Temp>,
 }
@@ -55,8 +57,7 @@ impl Pending {
         let wrap = |source| IoError::Write { path: target.to_path_buf(), source };
         let real = resolve(target);
         if std::fs::metadata(&real).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-            let file = File::options().write(true).open(&real).map_err(wrap)?;
-            return Ok(Pending { target: real, file, temp: None });
+            return Ok(Pending { target: real, file: None, temp: None });
         }
         let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let dir = match real.parent() {
@@ -71,7 +72,7 @@ impl Pending {
                 Ok(file) => {
                     let _cleanup = crate::interrupt::register(&path);
                     let temp = Some(Temp { path, _cleanup });
-                    return Ok(Pending { target: real, file, temp });
+                    return Ok(Pending { target: real, file: Some(file), temp });
                 }
                 // left by an earlier process of the same id
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -90,7 +91,12 @@ impl Pending {
     where
         F: FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
     {
-        let mut w = BufWriter::with_capacity(1 << 20, &self.file);
+        if self.file.is_none() {
+            let opened = File::options().write(true).open(&self.target);
+            self.file = Some(opened.map_err(|e| self.error(e))?);
+        }
+        let Some(file) = &self.file else { unreachable!("opened above") };
+        let mut w = BufWriter::with_capacity(1 << 20, file);
         fill(&mut w).and_then(|()| w.flush()).map_err(|source| self.error(source))
     }
 
@@ -101,17 +107,18 @@ impl Pending {
     /// filesystem that cannot reserve the space): the caller then uses
     /// [`Self::write`]. An error when the space is not there.
     pub fn map(&mut self, len: usize) -> Result<Option<memmap2::MmapMut>, IoError> {
-        if self.temp.is_none() || len == 0 || cfg!(target_endian = "big") {
+        let (Some(file), Some(_)) = (&self.file, &self.temp) else { return Ok(None) };
+        if len == 0 || cfg!(target_endian = "big") {
             return Ok(None);
         }
-        if !reserve(&self.file, len).map_err(|e| self.error(e))? {
+        if !reserve(file, len).map_err(|e| self.error(e))? {
             return Ok(None);
         }
         // SAFETY: the file is this process's own temporary, created
         // exclusively under a hidden name, and its whole length is reserved
         // on the disk: no write through the mapping can fault for want of
         // space, and nothing else truncates it while it is mapped.
-        let Ok(map) = (unsafe { memmap2::MmapMut::map_mut(&self.file) }) else { return Ok(None) };
+        let Ok(map) = (unsafe { memmap2::MmapMut::map_mut(file) }) else { return Ok(None) };
         huge_pages(&map);
         Ok(Some(map))
     }
