@@ -196,31 +196,3 @@ fn mapped_outputs_leave_only_the_named_files() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
-
-/// The names in `dir`, sorted.
-fn names(dir: &PathBuf) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
-/// One file named by two output flags holds the image written last, as with
-/// nanoBragg.c (which writes the float image, then the int image): the int
-/// image, over an old file of either kind, and no temporary is left.
-#[test]
-fn an_output_named_twice_holds_the_last_image() {
-    let dir = scratch("twice");
-    let model = "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 \
-                 -detpixels 64 -nopgm -nonoise";
-    run(&dir, &format!("{model} -floatfile f.bin -intfile i.img"));
-    let int = std::fs::read(dir.join("i.img")).unwrap();
-    for _ in 0..5 {
-        run(&dir, &format!("{model} -floatfile x.img -intfile x.img"));
-        assert!(std::fs::read(dir.join("x.img")).unwrap() == int);
-    }
-    assert_eq!(names(&dir), ["f.bin", "i.img", "t.hkl", "x.img"]);
-    std::fs::remove_dir_all(&dir).unwrap();
-}

@@ -139,3 +139,21 @@ fn old_outputs_are_replaced_whole() {
     std::fs::remove_dir_all(&old).unwrap();
     std::fs::remove_dir_all(&fresh).unwrap();
 }
+
+/// One file named by two output flags holds the image written last, as with
+/// nanoBragg.c (which writes the float image, then the int image): the int
+/// image, over an old file of either kind, and no temporary is left.
+#[test]
+fn an_output_named_twice_holds_the_last_image() {
+    let dir = scratch("twice");
+    let model = "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 \
+                 -detpixels 64 -nopgm -nonoise";
+    run(&dir, &format!("{model} -floatfile f.bin -intfile i.img"));
+    let int = std::fs::read(dir.join("i.img")).unwrap();
+    for _ in 0..5 {
+        run(&dir, &format!("{model} -floatfile x.img -intfile x.img"));
+        assert!(std::fs::read(dir.join("x.img")).unwrap() == int);
+    }
+    assert_eq!(names(&dir), ["f.bin", "i.img", "x.img"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -259,14 +259,21 @@ fn render_with_progress(
 
 /// Prints the `-printout` trace of the requested pixels (every rendered pixel
 /// when no `-printout_pixel` or a negative fast index is given), and the
-/// interpolation warning where nanoBragg.c prints it among them.
-fn print_traces(
+/// interpolation warning where nanoBragg.c prints it among them (without
+/// `-printout`: the warning alone).
+fn traces(
     out: &mut impl Write,
     plan: &Plan,
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
 ) -> Result<()> {
+    if !inv.printout {
+        if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
+            write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
+        }
+        return Ok(());
+    }
     let d = &plan.detector;
     let (fp, sp) = (d.fpixels, d.spixels);
     // the first pixel whose evaluation left the grid: pixels after it start
@@ -413,6 +420,14 @@ pub fn run(inv: Invocation) -> Result<()> {
         (None, None) => unreachable!("a render without a target returns its image"),
     };
     traces(&mut out, &plan, &inv, image, &rendered)?;
+    writeln!(out)?;
+    let steps = plan.steps as f64;
+    writeln!(
+        out,
+        "solid angle subtended by detector = {} steradian ( {}% sphere)",
+        g(rendered.omega_sum / steps),
+        g(100.0 * rendered.omega_sum / steps / 4.0 / std::f64::consts::PI)
+    )?;
     if owned.is_some() {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
@@ -477,31 +492,6 @@ fn report(out: &mut impl Write, plan: &Plan, inv: &Invocation, noise_idum: i64) 
         writeln!(out, "{l}")?;
     }
     out.flush()?;
-    Ok(())
-}
-
-/// After the render: the `-printout` traces or the interpolation warning,
-/// and the solid angle.
-fn traces(
-    out: &mut impl Write,
-    plan: &Plan,
-    inv: &Invocation,
-    image: &[f32],
-    rendered: &RenderInfo,
-) -> Result<()> {
-    if inv.printout {
-        print_traces(out, plan, inv, image, rendered)?;
-    } else if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
-        write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
-    }
-    writeln!(out)?;
-    let steps = plan.steps as f64;
-    writeln!(
-        out,
-        "solid angle subtended by detector = {} steradian ( {}% sphere)",
-        g(rendered.omega_sum / steps),
-        g(100.0 * rendered.omega_sum / steps / 4.0 / std::f64::consts::PI)
-    )?;
     Ok(())
 }
 
