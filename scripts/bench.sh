@@ -3,10 +3,13 @@
 #
 #   scripts/bench.sh                      # nanobragg only
 #   NB_C_BIN=/path/to/nanoBragg scripts/bench.sh
+#   NB_BASE_BIN=/path/to/old/nanobragg scripts/bench.sh   # against a previous build
 #
-# Times (hyperfine, medians) each case with nanobragg in f64 and f32 and, when NB_C_BIN names
-# a C binary, with the C program in the same run; then measures the peak RSS of each command
-# once (/usr/bin/time, or bash's getrusage fallback). Prints a table and writes JSON.
+# Times (hyperfine, medians) each case with nanobragg in f64 and f32 and, when NB_BASE_BIN
+# names a previous nanobragg build or NB_C_BIN a C binary, with those in the same hyperfine
+# run; then measures the peak RSS of each command once (/usr/bin/time, or bash's getrusage
+# fallback). Prints a table (with the ratios nanobragg/base and C/nanobragg) and writes JSON.
+# Every timed run writes new files: the outputs are removed before each one.
 #
 # Cases: the bench crystal at each size,
 #   -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels N
@@ -15,6 +18,7 @@
 #
 # Knobs (environment):
 #   NB_C_BIN       C binary to compare with (unset: nanobragg only)
+#   NB_BASE_BIN    a previous nanobragg binary to time side by side (unset: none)
 #   NB_BIN         nanobragg binary (default: target/release/nanobragg, built if missing)
 #   BENCH_SIZES    detector sizes (default "512 1024 2048 4096")
 #   BENCH_CASES    "bench comprehensive" (default both)
@@ -22,9 +26,6 @@
 #   BENCH_RUNS     timed runs per command (default 5; one warm-up run is added)
 #   BENCH_JSON     where to write the JSON (default target/bench/bench.json)
 #   BENCH_DIR      scratch directory the programs write into (default: a fresh temp dir)
-#   BENCH_FRESH    1: remove the outputs before each timed run, so every run writes new
-#                  files (by default each run overwrites the last one's outputs, which
-#                  nanobragg then reuses in place for short renders; C truncates them)
 # Requires hyperfine (`apt-get install hyperfine` or `cargo install hyperfine`) and python3.
 set -euo pipefail
 
@@ -45,6 +46,11 @@ if [[ -n "$c_bin" && ! -x "$c_bin" ]]; then
     exit 1
 fi
 [[ -n "$c_bin" ]] && c_bin="$(cd "$(dirname "$c_bin")" && pwd)/$(basename "$c_bin")"
+base_bin="${NB_BASE_BIN:-}"
+if [[ -n "$base_bin" ]]; then
+    [[ -x "$base_bin" ]] || { echo "bench.sh: NB_BASE_BIN=$base_bin is not executable" >&2; exit 1; }
+    base_bin="$(cd "$(dirname "$base_bin")" && pwd)/$(basename "$base_bin")"
+fi
 nb="$(cd "$(dirname "$nb")" && pwd)/$(basename "$nb")"
 
 sizes="${BENCH_SIZES:-512 1024 2048 4096}"
@@ -86,21 +92,29 @@ bench_case() {
     local name="$1"
     shift
     local args="$*"
-    local cmds=(-n "nanobragg f64" "$nb $args -threads $threads"
-        -n "nanobragg f32" "$nb $args -threads $threads -dtype float32")
+    local cmds=() who=(nanobragg)
+    [[ -n "$base_bin" ]] && who+=(base)
+    for w in "${who[@]}"; do
+        local bin="$nb"
+        [[ "$w" == base ]] && bin="$base_bin"
+        cmds+=(-n "$w f64" "$bin $args -threads $threads"
+            -n "$w f32" "$bin $args -threads $threads -dtype float32")
+    done
     if [[ -n "$c_bin" ]]; then
         cmds+=(-n "C" "env OMP_NUM_THREADS=$threads $c_bin $args")
     fi
-    local prep=()
-    if [[ "${BENCH_FRESH:-0}" == 1 ]]; then
-        prep=(--prepare "rm -f float.bin intimage.img int.img noise.img noiseimage.img image.pgm")
-    fi
+    # every run writes new files
+    local prep=(--prepare "rm -f float.bin intimage.img int.img noise.img noiseimage.img image.pgm")
     echo "== $name" >&2
     (cd "$work" && hyperfine -N --style basic --warmup 1 --runs "$runs" "${prep[@]}" \
         --export-json "$raw/$name.json" "${cmds[@]}" >&2)
     {
-        echo "nanobragg f64 $(cd "$work" && peak_rss "$nb" $args -threads "$threads")"
-        echo "nanobragg f32 $(cd "$work" && peak_rss "$nb" $args -threads "$threads" -dtype float32)"
+        for w in "${who[@]}"; do
+            local bin="$nb"
+            [[ "$w" == base ]] && bin="$base_bin"
+            echo "$w f64 $(cd "$work" && peak_rss "$bin" $args -threads "$threads")"
+            echo "$w f32 $(cd "$work" && peak_rss "$bin" $args -threads "$threads" -dtype float32)"
+        done
         if [[ -n "$c_bin" ]]; then
             echo "C $(cd "$work" && OMP_NUM_THREADS=$threads peak_rss "$c_bin" $args)"
         fi
@@ -131,9 +145,9 @@ for c in $cases; do
     esac
 done
 
-python3 - "$raw" "$json" "$threads" "$nb" "${c_bin:-}" "${order[@]}" <<'PY'
+python3 - "$raw" "$json" "$threads" "$nb" "${c_bin:-}" "${base_bin:-}" "${order[@]}" <<'PY'
 import json, os, platform, subprocess, sys, time
-raw, out, threads, nb, c_bin, *order = sys.argv[1:]
+raw, out, threads, nb, c_bin, base_bin, *order = sys.argv[1:]
 
 def cpu_model():
     try:
@@ -158,6 +172,9 @@ for name in order:
     for dtype in ("f64", "f32"):
         key = "nanobragg " + dtype
         row = {"case": name, "dtype": dtype, "median_s": med[key], "peak_rss_kib": rss.get(key)}
+        if "base " + dtype in med:
+            row["base_median_s"] = med["base " + dtype]
+            row["base_ratio"] = med[key] / med["base " + dtype]
         if "C" in med:
             row["c_median_s"] = med["C"]
             row["speedup"] = med["C"] / med[key]
@@ -172,6 +189,7 @@ doc = {
     "threads": int(threads),
     "nanobragg": nb,
     "c_binary": c_bin or None,
+    "base_binary": base_bin or None,
     "results": rows,
 }
 with open(out, "w") as f:
@@ -181,13 +199,14 @@ def mb(k):
     return f"{k / 1024:.0f}" if k else "-"
 
 print(f"\nmachine: {doc['machine']['cpu']}, {doc['machine']['cores']} cores; threads {threads}")
-hdr = "| case | dtype | nanobragg s | C s | C/nanobragg | RSS MiB | C RSS MiB | RSS ratio |"
+hdr = "| case | dtype | nanobragg s | base s | nanobragg/base | C s | C/nanobragg | RSS MiB | C RSS MiB | RSS ratio |"
 print(hdr)
-print("|" + "---|" * 8)
+print("|" + "---|" * 10)
 for r in rows:
-    c = r.get("c_median_s")
+    c, b = r.get("c_median_s"), r.get("base_median_s")
     print(
         f"| {r['case']} | {r['dtype']} | {r['median_s']:.3f} | "
+        + (f"{b:.3f} | {r['base_ratio']:.3f} | " if b else "- | - | ")
         + (f"{c:.3f} | {r['speedup']:.1f}x | " if c else "- | - | ")
         + f"{mb(r['peak_rss_kib'])} | {mb(r.get('c_peak_rss_kib'))} | "
         + (f"{r['rss_ratio']:.2f} |" if r.get("rss_ratio") else "- |")

@@ -1,9 +1,16 @@
-//! Atomic file replacement.
+//! Atomic output files: the one way nanobragg writes a file.
 //!
-//! Output is first written to a hidden temporary file in the target's directory
-//! (`.<name>.tmp.<pid>.<n>`), flushed and synced, then renamed over the target. A
-//! reader therefore sees either the old file or the complete new one, and a failed
-//! write removes its temporary file instead of leaving a truncated output behind.
+//! An output is written to a temporary file beside its target
+//! (`.<name>.tmp.<pid>.<n>`, in the target's directory so that the rename
+//! stays on one filesystem) and renamed over the target only when complete
+//! ([`Pending::commit`], or [`commit_all`] for the outputs of one run). A
+//! reader sees the old file or the whole new one, never a mix; an error, a
+//! [`Pending`] dropped uncommitted, or a SIGINT/SIGTERM/SIGHUP (see
+//! [`crate::interrupt`]) removes the temporary and leaves the old file as it
+//! was. A symbolic link is written through (the file it points to is
+//! replaced, the link stays); a file with other hard links gets a new inode,
+//! so its other names keep the old content. A device or pipe (`/dev/null`)
+//! is written in place: a rename would replace it with a regular file.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -12,65 +19,195 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::IoError;
 
-/// Distinguishes temporaries of concurrent writes from the same process.
+/// Distinguishes the temporaries of one process.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Name of the temporary file used while writing `path`.
-pub(crate) fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".to_string());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp_name = format!(".{name}.tmp.{}.{n}", std::process::id());
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.join(tmp_name),
-        _ => PathBuf::from(tmp_name),
+/// A temporary file: removed when dropped, unless renamed into place.
+struct Temp {
+    /// Empty once renamed.
+    path: PathBuf,
+    /// Unlinks `path` if a signal stops the process first.
+    _cleanup: Option<crate::interrupt::Registered>,
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        if !self.path.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
-/// Whether `path` is an existing device, pipe or socket (written in place).
-pub(crate) fn is_special(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+/// An output being written: its content goes to a temporary file (or, for a
+/// device or pipe, straight to the target) until [`Pending::commit`].
+pub struct Pending {
+    /// The file replaced on commit (symbolic links resolved).
+    target: PathBuf,
+    /// For a device or pipe `None` until written: opening a pipe waits for
+    /// its reader, so each is opened when its turn to be written comes.
+    file: Option<File>,
+    /// `None`: a device or pipe, written in place.
+    temp: Option<Temp>,
 }
 
-/// Writes `path` atomically: `fill` writes the content into a buffered temporary file,
-/// which then replaces `path` by a rename.
-///
-/// On any error (from `fill`, flushing, syncing or renaming) the temporary file is
-/// removed and an [`IoError::Write`] naming `path` is returned.
-pub fn write_atomic<F>(path: &Path, fill: F) -> Result<(), IoError>
-where
-    F: FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
-{
-    let wrap = |source| IoError::Write { path: path.to_path_buf(), source };
-    // a device or pipe (such as /dev/null) is written in place: a rename would
-    // replace it with a regular file
-    if is_special(path) {
-        let file = std::fs::OpenOptions::new().write(true).open(path).map_err(wrap)?;
-        let mut writer = BufWriter::with_capacity(1 << 20, file);
-        return fill(&mut writer).and_then(|()| writer.flush()).map_err(wrap);
+impl Pending {
+    /// Starts writing `target`: creates its temporary (or opens a device or
+    /// pipe for writing). The error names `target`.
+    pub fn create(target: &Path) -> Result<Pending, IoError> {
+        let wrap = |source| IoError::Write { path: target.to_path_buf(), source };
+        let real = resolve(target);
+        if std::fs::metadata(&real).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            return Ok(Pending { target: real, file: None, temp: None });
+        }
+        let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let dir = match real.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!(".{name}.tmp.{}.{n}", std::process::id()));
+            // read access too: a mapping for writing needs it
+            match File::options().read(true).write(true).create_new(true).open(&path) {
+                Ok(file) => {
+                    let _cleanup = crate::interrupt::register(&path);
+                    let temp = Some(Temp { path, _cleanup });
+                    return Ok(Pending { target: real, file: Some(file), temp });
+                }
+                // left by an earlier process of the same id
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(wrap(e)),
+            }
+        }
     }
-    let tmp = temp_path(path);
-    let file = File::create(&tmp).map_err(wrap)?;
-    let result = (|| {
-        let mut writer = BufWriter::with_capacity(1 << 20, file);
-        fill(&mut writer)?;
-        // no fsync: like the C program we leave durability to the OS; the
-        // rename still guarantees no reader ever sees a half-written file
-        drop(writer.into_inner().map_err(|e| e.into_error())?);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(source) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(wrap(source));
+
+    /// The file this output replaces (symbolic links resolved).
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Writes the content through `fill` (buffered).
+    pub fn write<F>(&mut self, fill: F) -> Result<(), IoError>
+    where
+        F: FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
+    {
+        if self.file.is_none() {
+            let opened = File::options().write(true).open(&self.target);
+            self.file = Some(opened.map_err(|e| self.error(e))?);
+        }
+        let Some(file) = &self.file else { unreachable!("opened above") };
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        fill(&mut w).and_then(|()| w.flush()).map_err(|source| self.error(source))
+    }
+
+    /// The temporary given the length `len` and mapped for writing (zeros),
+    /// so that an image is rendered or converted straight into the file's
+    /// pages: no image buffer and no copy through `write()`. `Ok(None)`
+    /// where that cannot be (a device or pipe, a big-endian host, a
+    /// filesystem that cannot reserve the space): the caller then uses
+    /// [`Self::write`]. An error when the space is not there.
+    pub fn map(&mut self, len: usize) -> Result<Option<memmap2::MmapMut>, IoError> {
+        let (Some(file), Some(_)) = (&self.file, &self.temp) else { return Ok(None) };
+        if len == 0 || cfg!(target_endian = "big") {
+            return Ok(None);
+        }
+        if !reserve(file, len).map_err(|e| self.error(e))? {
+            return Ok(None);
+        }
+        // SAFETY: the file is this process's own temporary, created
+        // exclusively under a hidden name, and its whole length is reserved
+        // on the disk: no write through the mapping can fault for want of
+        // space, and nothing else truncates it while it is mapped.
+        let Ok(map) = (unsafe { memmap2::MmapMut::map_mut(file) }) else { return Ok(None) };
+        huge_pages(&map);
+        Ok(Some(map))
+    }
+
+    /// Renames the temporary over the target.
+    pub fn commit(mut self) -> Result<(), IoError> {
+        let Some(mut temp) = self.temp.take() else { return Ok(()) };
+        std::fs::rename(&temp.path, &self.target).map_err(|e| self.error(e))?;
+        temp.path = PathBuf::new();
+        Ok(())
+    }
+
+    fn error(&self, source: std::io::Error) -> IoError {
+        IoError::Write { path: self.target.clone(), source }
+    }
+}
+
+/// Commits the outputs of one run in order, after all of them are written;
+/// each comes with a key (say, its flag) that an error is returned with.
+/// Where two name the same file, the last one wins (the earlier temporary is
+/// removed), as when nanoBragg.c writes one file twice. On an error the
+/// outputs not yet renamed keep their old content.
+pub fn commit_all<K>(files: Vec<(K, Pending)>) -> Result<(), (K, IoError)> {
+    let last: Vec<bool> = (0..files.len())
+        .map(|i| files[i + 1..].iter().all(|(_, f)| f.target != files[i].1.target))
+        .collect();
+    for ((key, file), last) in files.into_iter().zip(last) {
+        if last {
+            file.commit().map_err(|e| (key, e))?;
+        }
     }
     Ok(())
 }
 
-/// Writes `bytes` to `path` atomically (see [`write_atomic`]).
+/// Writes `path` atomically through `fill` (see [`Pending`]).
+pub fn write_atomic<F>(path: &Path, fill: F) -> Result<(), IoError>
+where
+    F: FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
+{
+    let mut file = Pending::create(path)?;
+    file.write(fill)?;
+    file.commit()
+}
+
+/// Writes `bytes` to `path` atomically (see [`Pending`]).
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     write_atomic(path, |w| w.write_all(bytes))
+}
+
+/// The file a symbolic link points to (nanoBragg.c, which opens the path,
+/// writes there), else `path`.
+fn resolve(path: &Path) -> PathBuf {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        if let Ok(real) = std::fs::canonicalize(path) {
+            return real;
+        }
+    }
+    path.to_path_buf()
+}
+
+/// Asks for transparent huge pages in the mapping: where the filesystem
+/// keeps large folios (ext4 from Linux 6.16), filling the page cache then
+/// takes one fault per 2 MiB instead of one per 4 KiB page, most of the cost
+/// of filling a large mapped file on a virtual machine. Only a hint.
+fn huge_pages(map: &memmap2::MmapMut) {
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    #[cfg(not(target_os = "linux"))]
+    let _ = map;
+}
+
+/// Reserves `len` bytes of disk for `file` (which also sets its length), so
+/// that a full disk is an error here and never a `SIGBUS` in a mapping.
+/// `Ok(false)` where the filesystem cannot.
+#[cfg(target_os = "linux")]
+fn reserve(file: &File, len: usize) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(len) else { return Ok(false) };
+    // SAFETY: a plain system call on a descriptor `file` owns.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
+        0 => Ok(true),
+        libc::EOPNOTSUPP | libc::EINVAL | libc::ENODEV => Ok(false),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve(_file: &File, _len: usize) -> std::io::Result<bool> {
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -85,12 +222,18 @@ mod tests {
         dir
     }
 
-    fn leftovers(dir: &Path) -> Vec<String> {
-        std::fs::read_dir(dir)
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.contains(".tmp."))
-            .collect()
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[cfg(unix)]
+    fn inode(path: &Path) -> u64 {
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap())
     }
 
     #[test]
@@ -100,7 +243,7 @@ mod tests {
         std::fs::write(&p, b"old content that is longer").unwrap();
         write_bytes_atomic(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
-        assert!(leftovers(&dir).is_empty());
+        assert_eq!(names(&dir), ["out.bin"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -117,7 +260,63 @@ mod tests {
         assert!(matches!(&err, IoError::Write { path, .. } if path == &p));
         assert!(err.to_string().contains("out.bin"));
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
-        assert!(leftovers(&dir).is_empty());
+        assert_eq!(names(&dir), ["out.bin"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Mapped or written, nothing changes before the commit; a dropped
+    /// output leaves the old file (same bytes, same inode) and no temporary.
+    #[cfg(unix)]
+    #[test]
+    fn outputs_appear_only_when_committed() {
+        let dir = scratch("pending");
+        let (a, b) = (dir.join("a.bin"), dir.join("b.bin"));
+        std::fs::write(&b, b"old b").unwrap();
+        let old_inode = inode(&b);
+        let mut pa = Pending::create(&a).unwrap();
+        let mut pb = Pending::create(&b).unwrap();
+        let mut content = vec![0u8; 518];
+        content[..3].copy_from_slice(b"abc");
+        content[512..].copy_from_slice(&[1, 0, 3, 2, 255, 255]);
+        match pa.map(518).unwrap() {
+            Some(mut m) => {
+                assert!(m.iter().all(|&x| x == 0));
+                m[..3].copy_from_slice(b"abc");
+                crate::le::values_mut::<u16>(&mut m[512..]).copy_from_slice(&[1, 0x0203, 0xffff]);
+            }
+            None => pa.write(|w| w.write_all(&content)).unwrap(),
+        }
+        pb.write(|w| w.write_all(b"new b")).unwrap();
+        assert!(!a.exists());
+        assert_eq!(std::fs::read(&b).unwrap(), b"old b");
+        drop(pb);
+        assert_eq!((std::fs::read(&b).unwrap(), inode(&b)), (b"old b".to_vec(), old_inode));
+        assert_eq!(names(&dir).len(), 2, "{:?}", names(&dir));
+        commit_all(vec![((), pa)]).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), content);
+        assert_eq!(names(&dir), ["a.bin", "b.bin"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// One file named twice holds the last content; a symbolic link is
+    /// written through; a hard link keeps the old content.
+    #[cfg(unix)]
+    #[test]
+    fn duplicates_and_links() {
+        let dir = scratch("links");
+        let (a, link, hard) = (dir.join("a.bin"), dir.join("link.bin"), dir.join("hard.bin"));
+        std::fs::write(&a, b"old").unwrap();
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        std::fs::hard_link(&a, &hard).unwrap();
+        let mut first = Pending::create(&a).unwrap();
+        first.write(|w| w.write_all(b"first")).unwrap();
+        let mut second = Pending::create(&link).unwrap();
+        second.write(|w| w.write_all(b"second")).unwrap();
+        commit_all(vec![(1, first), (2, second)]).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), b"second");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&hard).unwrap(), b"old");
+        assert_eq!(names(&dir), ["a.bin", "hard.bin", "link.bin"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -138,7 +337,7 @@ mod tests {
         write_bytes_atomic(&fifo, b"through the pipe").unwrap();
         assert_eq!(reader.join().unwrap(), b"through the pipe");
         assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
-        assert!(leftovers(&dir).is_empty());
+        assert_eq!(names(&dir), ["pipe"]);
         std::fs::remove_dir_all(&dir).ok();
     }
 

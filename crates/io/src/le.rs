@@ -59,6 +59,18 @@ pub fn write_le<T: LePixel>(w: &mut impl Write, values: &[T]) -> io::Result<()> 
     }
 }
 
+/// `bytes` (a mapped file on a little-endian host, see
+/// [`crate::atomic::Pending::map`]) seen as `T` values. Panics where `bytes`
+/// is misaligned for `T` or not a whole number of `T`.
+pub fn values_mut<T: LePixel>(bytes: &mut [u8]) -> &mut [T] {
+    assert_eq!(bytes.len() % T::SIZE, 0, "a partial value at the end");
+    // SAFETY: f32, u16 and u8 accept any bit pattern, and the assertion
+    // below rejects a misaligned start.
+    let (head, values, tail) = unsafe { bytes.align_to_mut::<T>() };
+    assert!(head.is_empty() && tail.is_empty(), "misaligned values");
+    values
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,11 +4,10 @@
 //!   so that console output and SMV headers match the original program byte for byte.
 //! * [`smv`]: SMV (ADSC) image header generation, writing and reading.
 //! * [`float`]: raw little-endian `f32` images.
-//! * [`mapped`]: output files filled in place through a memory mapping.
 //! * [`le`]: little-endian byte views of pixel slices (no copy on little-endian hosts).
 //! * [`pgm`]: binary PGM (`P5`) preview images and the integer image conversion.
-//! * [`atomic`]: every writer goes through a temporary file that is renamed over the
-//!   target, so no half-written output is ever left behind.
+//! * [`atomic`]: every output goes to a temporary file beside its target, renamed over
+//!   the target when complete: a failed or interrupted run leaves the old file as it was.
 //!
 //! All fallible operations return [`IoError`], whose variants carry the path involved.
 
@@ -17,8 +16,8 @@
 pub mod atomic;
 pub mod cfmt;
 pub mod float;
+mod interrupt;
 pub mod le;
-pub mod mapped;
 pub mod pgm;
 pub mod smv;
 

@@ -1,11 +1,9 @@
 //! Binary PGM (`P5`) preview images and the conversions of the float image to
 //! 8-bit (PGM) and 16-bit (SMV) integer pixels, with the original program's rounding.
 
-use std::io::Write;
-use std::path::Path;
-
-use crate::atomic::write_atomic;
+use crate::atomic::Pending;
 use crate::{cfmt, IoError};
+use std::io::Write;
 
 /// Region of interest `[xmin, xmax, ymin, ymax]` (fast and slow pixel indices, inclusive).
 pub type Roi = [i64; 4];
@@ -105,6 +103,7 @@ macro_rules! run_converter {
             }
         }
 
+        // SAFETY (for callers): only where the CPU has AVX2 (checked above).
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
         unsafe fn $avx2(src: &[f32], dst: &mut [$t], $($arg: f64),*) {
@@ -198,10 +197,10 @@ pub fn pgm_header(fpixels: usize, spixels: usize, pgm_scale: f64) -> String {
     format!("P5\n{fpixels} {spixels}\n# pixels scaled by {}\n255\n", cfmt::g(pgm_scale))
 }
 
-/// Writes a binary PGM file (atomically): [`pgm_header`] followed by `bytes`, one per
+/// Writes a binary PGM image into `file`: [`pgm_header`] followed by `bytes`, one per
 /// pixel, fast index fastest. `bytes.len()` must equal `fpixels * spixels`.
 pub fn write_pgm(
-    path: &Path,
+    file: &mut Pending,
     fpixels: usize,
     spixels: usize,
     pgm_scale: f64,
@@ -209,12 +208,12 @@ pub fn write_pgm(
 ) -> Result<(), IoError> {
     if Some(bytes.len()) != fpixels.checked_mul(spixels) {
         return Err(IoError::InvalidInput {
-            path: path.to_path_buf(),
+            path: file.target().to_path_buf(),
             reason: format!("PGM of {fpixels}x{spixels} pixels given {} bytes", bytes.len()),
         });
     }
     let header = pgm_header(fpixels, spixels, pgm_scale);
-    write_atomic(path, |w| {
+    file.write(|w| {
         w.write_all(header.as_bytes())?;
         w.write_all(bytes)
     })

@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::atomic::write_atomic;
+use crate::atomic::Pending;
 use crate::{cfmt, IoError};
 
 /// Smallest (and default) SMV header size in bytes.
@@ -150,11 +150,15 @@ pub fn smv_bytes(fields: &SmvHeaderFields, pixels: &[u16]) -> Vec<u8> {
     out
 }
 
-/// Writes an SMV image (atomically). `pixels.len()` must be `fpixels * spixels`.
-pub fn write_smv(path: &Path, fields: &SmvHeaderFields, pixels: &[u16]) -> Result<(), IoError> {
+/// Writes an SMV image into `file`. `pixels.len()` must be `fpixels * spixels`.
+pub fn write_smv(
+    file: &mut Pending,
+    fields: &SmvHeaderFields,
+    pixels: &[u16],
+) -> Result<(), IoError> {
     if Some(pixels.len()) != fields.fpixels.checked_mul(fields.spixels) {
         return Err(IoError::InvalidInput {
-            path: path.to_path_buf(),
+            path: file.target().to_path_buf(),
             reason: format!(
                 "SMV image of {}x{} pixels given {} pixel values",
                 fields.fpixels,
@@ -164,66 +168,36 @@ pub fn write_smv(path: &Path, fields: &SmvHeaderFields, pixels: &[u16]) -> Resul
         });
     }
     let header = smv_header_text(fields);
-    write_atomic(path, |w| {
+    file.write(|w| {
         w.write_all(header.as_bytes())?;
         crate::le::write_le(w, pixels)
     })
 }
 
-/// Writes an SMV file (atomically) whose pixels are produced by
+/// Writes an SMV image into `file` whose pixels are produced by
 /// `fill(first_row, out)`: it fills `out` (whole rows, fast index fastest)
 /// starting at slow index `first_row`. Where the file can be mapped
-/// ([`crate::mapped`]) `fill` is called once for the whole image, in place;
-/// otherwise a block of rows at a time into one reused buffer. Either way a
-/// large image is never held twice in memory.
+/// ([`Pending::map`]) `fill` is called once for the whole image, straight
+/// into the file's pages; otherwise a block of rows at a time into one
+/// buffer. Either way a large image is never held twice in memory.
 pub fn write_smv_rows(
-    path: &Path,
+    file: &mut Pending,
     fields: &SmvHeaderFields,
-    fill: impl FnMut(usize, &mut [u16]),
-) -> Result<(), IoError> {
-    smv_rows(path, fields, false, fill)
-}
-
-/// [`write_smv_rows`] for a caller's own temporary `path`: where it names an
-/// existing file (an old output renamed aside), that file is overwritten in
-/// place ([`crate::mapped::MappedFile::reuse`]) instead of replaced.
-pub fn write_smv_rows_reusing(
-    path: &Path,
-    fields: &SmvHeaderFields,
-    fill: impl FnMut(usize, &mut [u16]),
-) -> Result<(), IoError> {
-    smv_rows(path, fields, true, fill)
-}
-
-fn smv_rows(
-    path: &Path,
-    fields: &SmvHeaderFields,
-    reuse: bool,
     mut fill: impl FnMut(usize, &mut [u16]),
 ) -> Result<(), IoError> {
-    use crate::mapped::MappedFile;
     let header = smv_header_text(fields);
     let n = fields.fpixels * fields.spixels;
-    if !crate::atomic::is_special(path) {
-        let len = header.len() + 2 * n;
-        let map = if reuse {
-            MappedFile::reuse_or_create(path, len)?
-        } else {
-            MappedFile::create_unnamed(path, len)?
-        };
-        // the whole image at once, straight into the file's pages
-        if let Some(mut m) = map {
-            m.bytes_mut()[..header.len()].copy_from_slice(header.as_bytes());
-            fill(0, m.values_mut::<u16>(header.len()));
-            return m.persist(path);
-        }
+    if let Some(mut map) = file.map(header.len() + 2 * n)? {
+        map[..header.len()].copy_from_slice(header.as_bytes());
+        fill(0, crate::le::values_mut(&mut map[header.len()..]));
+        return Ok(());
     }
-    write_smv_blocks(path, fields, &header, fill)
+    write_smv_blocks(file, fields, &header, fill)
 }
 
 /// [`write_smv_rows`] through `write()`, a block of rows at a time.
 fn write_smv_blocks(
-    path: &Path,
+    file: &mut Pending,
     fields: &SmvHeaderFields,
     header: &str,
     mut fill: impl FnMut(usize, &mut [u16]),
@@ -231,7 +205,7 @@ fn write_smv_blocks(
     let fp = fields.fpixels.max(1);
     let rows = (BLOCK_PIXELS / fp).max(1);
     let mut buf = vec![0u16; rows * fp];
-    write_atomic(path, |w| {
+    file.write(|w| {
         w.write_all(header.as_bytes())?;
         let mut s = 0;
         while s < fields.spixels {
@@ -542,8 +516,12 @@ mod tests {
             crate::pgm::int_rows(&image, 700, roi, 2.5, 40.0, row, out)
         };
         let (a, b) = (dir.join("a.img"), dir.join("b.img"));
-        write_smv_rows(&a, &fields, fill).unwrap();
-        write_smv_blocks(&b, &fields, &smv_header_text(&fields), fill).unwrap();
+        let mut file = Pending::create(&a).unwrap();
+        write_smv_rows(&mut file, &fields, fill).unwrap();
+        file.commit().unwrap();
+        let mut file = Pending::create(&b).unwrap();
+        write_smv_blocks(&mut file, &fields, &smv_header_text(&fields), fill).unwrap();
+        file.commit().unwrap();
         assert_eq!(std::fs::read(&a).unwrap(), want);
         assert_eq!(std::fs::read(&b).unwrap(), want);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use nanobragg_io::atomic::Pending;
 use nanobragg_io::smv::{
     read_smv, smv_bytes, smv_header_text, write_smv, SmvHeaderFields, SmvImage,
 };
@@ -99,7 +100,9 @@ fn write_and_read_back() {
     let dir = scratch("rw");
     let p = dir.join("x.img");
     let pixels: Vec<u16> = vec![0, 1, 2, 3, 256, 65535, 40, 41, 42, 43, 44, 45];
-    write_smv(&p, &fields(), &pixels).unwrap();
+    let mut file = Pending::create(&p).unwrap();
+    write_smv(&mut file, &fields(), &pixels).unwrap();
+    file.commit().unwrap();
     let raw = std::fs::read(&p).unwrap();
     assert_eq!(raw.len(), 512 + 24);
     assert_eq!(&raw[512 + 8..512 + 12], &[0, 1, 255, 255]);
@@ -111,9 +114,12 @@ fn write_and_read_back() {
     assert_eq!(img.value_of("XDS_ORGY"), Some(2.0));
     // wrong pixel count is refused and leaves nothing behind
     let q = dir.join("bad.img");
-    let err = write_smv(&q, &fields(), &pixels[..5]).unwrap_err();
+    let mut file = Pending::create(&q).unwrap();
+    let err = write_smv(&mut file, &fields(), &pixels[..5]).unwrap_err();
     assert!(matches!(err, IoError::InvalidInput { .. }));
+    drop(file);
     assert!(!q.exists());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -11,7 +11,6 @@
 pub mod batch;
 pub mod flags;
 pub mod gradient;
-pub mod interrupt;
 pub mod invocation;
 pub mod parse;
 pub mod refine;

@@ -1,220 +1,108 @@
-//! One nanoBragg run: plan, check the outputs, render, report, write outputs.
+//! One nanoBragg run: plan, report, render, outputs, statistics, traces.
 //!
 //! Everything that can be refused is refused before anything is written: the
-//! plan (inputs, values, memory) is resolved and every output path is checked
-//! first. The images are then written under temporary names beside their
-//! targets and renamed into place together at the end, so a run that fails
-//! leaves none of its outputs behind (the Fdump file, a cache of the structure
-//! factors that nanoBragg.c writes before rendering, is the one exception).
-//! A short render refills old float and int files in place under their
-//! temporary names (see [`REUSE_MAX_STEPS`]); if it fails, those old files
-//! are gone with the temporaries.
+//! plan (inputs, values, memory) is resolved and every output is opened
+//! (under a temporary name beside its target, see
+//! [`nanobragg_io::atomic`]) first. The outputs are renamed into place
+//! together at the end, so a run that fails or is interrupted leaves the old
+//! outputs as they were and no temporary behind (the Fdump file, a cache of
+//! the structure factors that nanoBragg.c writes before rendering, is the
+//! one output written early).
 
 use crate::invocation::{Device, Invocation, Outputs};
-use crate::render::{clock_seed, explain, gpu_dtype};
+use crate::render::{clock_seed, explain};
 use crate::report;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
-use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
+use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
+use nanobragg_core::stats::ImageStats;
 use nanobragg_core::stats::{
     image_stats, rmsd, rmsd_from_deviations, roi_rows, row_deviation, stats_but_rmsd,
 };
+use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::g;
-use nanobragg_io::mapped::MappedFile;
 use nanobragg_io::smv::SmvHeaderFields;
-use nanobragg_io::IoError;
+use nanobragg_io::{le, pgm, smv, IoError};
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// A path that exists and is neither a regular file nor a directory (a device
-/// such as /dev/null, or a pipe): written in place, never replaced.
-fn is_special(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+
+
+/// The output files of a run, open under temporary names until
+/// [`Self::commit`].
+struct OutputFiles {
+    float: Pending,
+    int: Pending,
+    pgm: Option<Pending>,
+    noise: Option<Pending>,
 }
 
-/// Where a file is really written: the file a symbolic link points to (as
-/// the C program, which opens the path, would write there), else the path.
-fn resolve(path: &Path) -> PathBuf {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        if let Ok(real) = std::fs::canonicalize(path) {
-            return real;
-        }
+impl OutputFiles {
+    /// Opens every output this run writes; the error names the flag and the file.
+    fn open(o: &Outputs) -> Result<OutputFiles> {
+        Ok(OutputFiles {
+            float: open_output("-floatfile", &o.floatfile)?,
+            int: open_output("-intfile", &o.intfile)?,
+            pgm: o.write_pgm.then(|| open_output("-pgmfile", &o.pgmfile)).transpose()?,
+            noise: o
+                .calculate_noise
+                .then(|| open_output("-noisefile", &o.noisefile))
+                .transpose()?,
+        })
     }
-    path.to_path_buf()
-}
 
-/// The directory a file would be created in.
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
+    /// Renames every output into place, in the order nanoBragg.c writes them.
+    fn commit(self) -> Result<()> {
+        let files = [
+            ("-floatfile", Some(self.float)),
+            ("-intfile", Some(self.int)),
+            ("-pgmfile", self.pgm),
+            ("-noisefile", self.noise),
+        ];
+        let files = files.into_iter().filter_map(|(flag, f)| Some((flag, f?))).collect();
+        nanobragg_io::atomic::commit_all(files).map_err(|(flag, e)| write_error(flag, e))
     }
 }
 
-static PROBE: AtomicU64 = AtomicU64::new(0);
-
-/// Checks that `path` can be written, creating and removing a scratch file
-/// in its directory; the error names the flag and the file.
-fn check_writable(flag: &str, path: &Path) -> Result<()> {
+/// Starts writing the output `path` of `flag` (its temporary, beside it).
+fn open_output(flag: &str, path: &Path) -> Result<Pending> {
     let shown = path.display();
     if path.as_os_str().is_empty() {
         bail!("{flag}: the file name is empty");
     }
-    let real = resolve(path);
-    let path = real.as_path();
-    if let Ok(m) = std::fs::metadata(path) {
-        if m.is_dir() {
-            bail!("{flag}: cannot write '{shown}': it is a directory");
-        }
-        if !m.is_file() {
-            // a device or pipe: opening a pipe to test it would block or
-            // signal its reader, so it is only checked when written
-            return Ok(());
-        }
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        bail!("{flag}: cannot write '{shown}': it is a directory");
     }
-    let dir = parent_dir(path);
-    match std::fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("{flag}: cannot write '{shown}': directory '{}' does not exist", dir.display())
-        }
-        Err(e) => bail!("{flag}: cannot write '{shown}': {}: {e}", dir.display()),
-        Ok(m) if !m.is_dir() => {
-            bail!("{flag}: cannot write '{shown}': '{}' is not a directory", dir.display())
-        }
-        Ok(_) => {}
-    }
-    let n = PROBE.fetch_add(1, Ordering::Relaxed);
-    let probe = dir.join(format!(".nanobragg-probe.{}.{n}", std::process::id()));
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(f) => {
-            drop(f);
-            let _ = std::fs::remove_file(&probe);
-            Ok(())
-        }
-        Err(e) => bail!("{flag}: cannot write '{shown}': {e}"),
-    }
-}
-
-/// The output files this run will write, with the flag naming each.
-fn output_files(o: &Outputs) -> Vec<(&'static str, &Path)> {
-    let mut files = vec![("-floatfile", o.floatfile.as_path()), ("-intfile", o.intfile.as_path())];
-    if o.write_pgm {
-        files.push(("-pgmfile", o.pgmfile.as_path()));
-    }
-    if o.calculate_noise {
-        files.push(("-noisefile", o.noisefile.as_path()));
-    }
-    files
-}
-
-/// Samples per pixel up to which old outputs are overwritten in place: for a
-/// render this short the page cache's cost of a new file is a large part of
-/// the run (a third at 4096² with one sample), while a long render, which is
-/// more likely to be interrupted, keeps the old outputs until it is done.
-const REUSE_MAX_STEPS: usize = 16;
-
-/// Output files written under temporary names and renamed into place together
-/// by [`Staging::commit`]; dropping it uncommitted removes the temporaries.
-#[derive(Default)]
-struct Staging {
-    /// (temporary, target) pairs not yet renamed.
-    pending: Vec<(PathBuf, PathBuf)>,
-    /// The temporaries, removed if a signal stops the run.
-    guards: Vec<crate::interrupt::Registered>,
-}
-
-impl Staging {
-    /// The path to write `target`'s content to now.
-    fn stage(&mut self, target: &Path) -> PathBuf {
-        let target = &resolve(target);
-        if is_special(target) {
-            return target.to_path_buf();
-        }
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let n = PROBE.fetch_add(1, Ordering::Relaxed);
-        let tmp = parent_dir(target).join(format!(".{name}.partial.{}.{n}", std::process::id()));
-        self.guards.extend(crate::interrupt::register(&tmp));
-        self.pending.push((tmp.clone(), target.to_path_buf()));
-        tmp
-    }
-
-    /// [`Self::stage`]; where `target` is a regular file with a single link,
-    /// it is renamed to the temporary, to be overwritten in place
-    /// (`MappedFile::reuse`): the new output then takes over the old one's
-    /// pages instead of allocating new ones and freeing the old.
-    fn stage_reusing(&mut self, target: &Path) -> PathBuf {
-        let tmp = self.stage(target);
-        if let Some((staged, target)) = self.pending.last() {
-            if *staged == tmp && nanobragg_io::mapped::reusable(target) {
-                let _ = std::fs::rename(target, &tmp);
-            }
-        }
-        tmp
-    }
-
-    /// Renames every staged file onto its target (on failure, the ones not
-    /// yet renamed are removed when `self` drops).
-    fn commit(mut self) -> Result<()> {
-        let mut pending = std::mem::take(&mut self.pending);
-        // one output named twice (say -floatfile x -intfile x): the last
-        // written wins, as in nanoBragg.c, not whichever rename ends last
-        let mut i = 0;
-        while i < pending.len() {
-            if pending[i + 1..].iter().any(|(_, t)| *t == pending[i].1) {
-                let (tmp, _) = pending.remove(i);
-                let _ = std::fs::remove_file(tmp);
-            } else {
-                i += 1;
-            }
-        }
-        // Renaming over a large old output frees its pages inside rename()
-        // (tens of ms at 4096²): the files are renamed side by side (one by
-        // one with -threads 1).
-        let results: Vec<std::io::Result<()>> = if rayon::current_num_threads() == 1 {
-            pending.iter().map(|(tmp, target)| std::fs::rename(tmp, target)).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let jobs: Vec<_> = pending
-                    .iter()
-                    .map(|(tmp, target)| scope.spawn(move || std::fs::rename(tmp, target)))
-                    .collect();
-                jobs.into_iter()
-                    .map(|j| j.join().unwrap_or_else(|_| Err(std::io::Error::other("panicked"))))
-                    .collect()
-            })
+    Pending::create(path).map_err(|e| {
+        let IoError::Write { source, .. } = e else { return anyhow!("{flag}: {e}") };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
         };
-        let mut first_error = None;
-        for ((tmp, target), r) in pending.iter().zip(results) {
-            if let Err(e) = r {
-                let _ = std::fs::remove_file(tmp);
-                first_error
-                    .get_or_insert_with(|| anyhow!("cannot write '{}': {e}", target.display()));
+        match std::fs::metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow!(
+                "{flag}: cannot write '{shown}': directory '{}' does not exist",
+                dir.display()
+            ),
+            Ok(m) if !m.is_dir() => {
+                anyhow!("{flag}: cannot write '{shown}': '{}' is not a directory", dir.display())
             }
+            _ => anyhow!("{flag}: cannot write '{shown}': {source}"),
         }
-        first_error.map_or(Ok(()), Err)
-    }
+    })
 }
 
-impl Drop for Staging {
-    fn drop(&mut self) {
-        for (tmp, _) in &self.pending {
-            let _ = std::fs::remove_file(tmp);
-        }
-    }
-}
-
-/// A writer's error, naming the flag and the file the user gave (not the
-/// temporary actually written).
-fn write_error(flag: &str, target: &Path, e: IoError) -> anyhow::Error {
+/// A writer's error, naming the flag and the file.
+fn write_error(flag: &str, e: IoError) -> anyhow::Error {
     match e {
-        IoError::Write { source, .. } => {
-            anyhow!("{flag}: cannot write '{}': {source}", target.display())
+        IoError::Write { path, source } => {
+            anyhow!("{flag}: cannot write '{}': {source}", path.display())
         }
         other => anyhow!("{flag}: {other}"),
     }
@@ -296,7 +184,7 @@ fn render_with_progress(
     let precision = inv.precision;
     with_progress(show, PROGRESS_DELAY, &what, || {
         if gpu {
-            return nanobragg_cuda::render(plan, gpu_dtype(precision))
+            return nanobragg_cuda::render(plan, precision)
                 .map(|r| {
                     let (image, info) = r.into_parts();
                     (Some(image), info)
@@ -316,14 +204,21 @@ fn render_with_progress(
 
 /// Prints the `-printout` trace of the requested pixels (every rendered pixel
 /// when no `-printout_pixel` or a negative fast index is given), and the
-/// interpolation warning where nanoBragg.c prints it among them.
-fn print_traces(
+/// interpolation warning where nanoBragg.c prints it among them (without
+/// `-printout`: the warning alone).
+fn traces(
     out: &mut impl Write,
     plan: &Plan,
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
 ) -> Result<()> {
+    if !inv.printout {
+        if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
+            write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
+        }
+        return Ok(());
+    }
     let d = &plan.detector;
     let (fp, sp) = (d.fpixels, d.spixels);
     // the first pixel whose evaluation left the grid: pixels after it start
@@ -381,12 +276,6 @@ fn print_traces(
         write!(out, "{}", warning.as_deref().unwrap_or_default())?;
     }
     Ok(())
-}
-
-/// The float file's writer: finished, or running beside the other outputs.
-enum FloatJob<'s> {
-    Done(Result<()>),
-    Running(std::thread::ScopedJoinHandle<'s, Result<()>>),
 }
 
 /// The SMV header fields of this run's integer images.
@@ -452,12 +341,51 @@ pub fn run(inv: Invocation) -> Result<()> {
         }
     }
     // refuse unwritable outputs before writing anything, the Fdump file included
-    for (flag, path) in output_files(&inv.outputs) {
-        check_writable(flag, path)?;
-    }
-
+    let mut files = OutputFiles::open(&inv.outputs)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    report(&mut out, &plan, &inv, noise_idum)?;
+
+    let gpu = uses_gpu(&inv);
+    let d = &plan.detector;
+    // the CPU renders straight into the mapped float file
+    let mut float_map = match gpu {
+        true => None,
+        false => {
+            files.float.map(d.fpixels * d.spixels * 4).map_err(|e| write_error("-floatfile", e))?
+        }
+    };
+    let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
+    let mut mapped: Option<&mut [f32]> = float_map.as_mut().map(|m| le::values_mut(m));
+    let (owned, rendered) =
+        render_with_progress(&plan, &inv, show_progress, gpu, mapped.as_deref_mut())?;
+    let image: &[f32] = match (&owned, mapped) {
+        (Some(image), _) => image,
+        (None, Some(map)) => map,
+        (None, None) => unreachable!("a render without a target returns its image"),
+    };
+    traces(&mut out, &plan, &inv, image, &rendered)?;
+    writeln!(out)?;
+    let steps = plan.steps as f64;
+    writeln!(
+        out,
+        "solid angle subtended by detector = {} steradian ( {}% sphere)",
+        g(rendered.omega_sum / steps),
+        g(100.0 * rendered.omega_sum / steps / 4.0 / std::f64::consts::PI)
+    )?;
+    if owned.is_some() {
+        files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
+    }
+    write_images(&mut out, &plan, &inv, image, &rendered, &mut files, noise_idum)?;
+    drop(float_map);
+    files.commit()?;
+    crate::gradient::write(&inv, &plan, SetupSeeds { misset_idum }, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Prints the setup report (writing the Fdump file where nanoBragg.c does).
+fn report(out: &mut impl Write, plan: &Plan, inv: &Invocation, noise_idum: i64) -> Result<()> {
     let mut lines = Vec::new();
     for w in &plan.warnings {
         if !matches!(w, nanobragg_core::error::Warning::Undersampled(..)) {
@@ -465,7 +393,7 @@ pub fn run(inv: Invocation) -> Result<()> {
         }
     }
     lines.push("nanobragg nanocrystal diffraction simulator (Rust port of nanoBragg by James Holton and Ken Frankel)".into());
-    report::setup_lines(&plan, &mut lines);
+    report::setup_lines(plan, &mut lines);
 
     // structure factors: report reading and keep the dump for next time, as C does
     match &inv.config.sf.source {
@@ -484,23 +412,18 @@ pub fn run(inv: Invocation) -> Result<()> {
             }
             lines.push(format!("re-reading {hkl}"));
             if let Some(grid) = &plan.grid {
-                match write_fdump(&inv.outputs.dumpfile, grid) {
-                    Ok(()) => lines.push(format!(
-                        "writing dump file for next time: {}",
-                        inv.outputs.dumpfile.display()
-                    )),
-                    Err(_) => lines.push(format!(
-                        "WARNING: unable to open dump file: {}",
-                        inv.outputs.dumpfile.display()
-                    )),
-                }
+                let dump = inv.outputs.dumpfile.display();
+                lines.push(match write_fdump(&inv.outputs.dumpfile, grid) {
+                    Ok(()) => format!("writing dump file for next time: {dump}"),
+                    Err(_) => format!("WARNING: unable to open dump file: {dump}"),
+                });
             }
         }
         SfSource::None => {}
     }
-    report::sampling_lines(&plan, &mut lines);
+    report::sampling_lines(plan, &mut lines);
     report::summary_lines(
-        &plan,
+        plan,
         inv.mask_path.as_ref().map(|p| p.to_str().unwrap_or("mask")),
         &mut lines,
     );
@@ -514,187 +437,107 @@ pub fn run(inv: Invocation) -> Result<()> {
         writeln!(out, "{l}")?;
     }
     out.flush()?;
+    Ok(())
+}
 
-    let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
+/// The image statistics, with the integer image written on the way: where
+/// the CPU render gathered each row's sums, the RMSD's pass over the image
+/// rides along with the int conversion. Returns them with the int scale.
+fn statistics_and_int_image(
+    file: &mut Pending,
+    plan: &Plan,
+    o: &Outputs,
+    image: &[f32],
+    rendered: &RenderInfo,
+) -> (ImageStats, f64, Result<(), IoError>) {
     let d = &plan.detector;
-    let (fp, sp) = (d.fpixels, d.spixels);
-    let mask = plan.mask.as_deref();
-    let roi = d.roi;
-    let o = &inv.outputs;
-    let mut staging = Staging::default();
-    let gpu = uses_gpu(&inv);
-    // short renders overwrite old outputs in place (see Staging::stage_reusing);
-    // the float file only where the CPU renders into its mapping
-    let reuse = plan.steps <= REUSE_MAX_STEPS;
-    let float_tmp = if reuse && !gpu {
-        staging.stage_reusing(&o.floatfile)
+    let (fp, sp, roi, mask) = (d.fpixels, d.spixels, d.roi, plan.mask.as_deref());
+    let from_rows = rendered.rows.len() == sp;
+    let mut stats = if from_rows {
+        stats_but_rmsd(fp, &rendered.rows)
     } else {
-        staging.stage(&o.floatfile)
+        image_stats(image, fp, roi, mask)
     };
-    let int_tmp = if reuse { staging.stage_reusing(&o.intfile) } else { staging.stage(&o.intfile) };
-    let pgm_tmp = o.write_pgm.then(|| staging.stage(&o.pgmfile));
-    let noise_tmp = o.calculate_noise.then(|| staging.stage(&o.noisefile));
-    // the CPU renders straight into the (unnamed, mapped) float file
-    let mut float_map = if gpu || is_special(&float_tmp) {
-        None
-    } else {
-        // the temporary exists only where staging renamed an old output to it
-        MappedFile::reuse_or_create(&float_tmp, fp * sp * 4)
-            .map_err(|e| write_error("-floatfile", &o.floatfile, e))?
-    };
-    let (owned, rendered) = render_with_progress(
-        &plan,
-        &inv,
-        show_progress,
-        gpu,
-        float_map.as_mut().map(|m| m.values_mut::<f32>(0)),
-    )?;
-    let image: &[f32] = match (&owned, &float_map) {
-        (Some(image), _) => image,
-        (None, Some(map)) => map.values::<f32>(0),
-        (None, None) => unreachable!("a render without a target returns its image"),
-    };
-    if inv.printout {
-        print_traces(&mut out, &plan, &inv, image, &rendered)?;
-    } else if let Some((hkl, hkl0)) = rendered.interpolation_fallback {
-        write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
+    let mut int_scale = o.int_scale;
+    if int_scale <= 0.0 {
+        int_scale = if stats.max_i > 0.0 { 55000.0 / stats.max_i } else { 1.0 };
     }
-    writeln!(out)?;
-    let steps = plan.steps as f64;
-    writeln!(
-        out,
-        "solid angle subtended by detector = {} steradian ( {}% sphere)",
-        g(rendered.omega_sum / steps),
-        g(100.0 * rendered.omega_sum / steps / 4.0 / std::f64::consts::PI)
-    )?;
-
-    // Without a mapped float file (a GPU render, a device as the target, a
-    // filesystem that cannot map) the float file is written by its own thread
-    // while this one computes the statistics and writes the integer images,
-    // so its page-cache copies overlap that work (-threads 1 keeps to one).
-    std::thread::scope(|scope| -> Result<()> {
-        let write_float = || {
-            nanobragg_io::float::write_float_image(&float_tmp, image)
-                .map_err(|e| write_error("-floatfile", &o.floatfile, e))
-        };
-        let float_job = if float_map.is_some() {
-            FloatJob::Done(Ok(()))
-        } else if rayon::current_num_threads() > 1 {
-            FloatJob::Running(scope.spawn(write_float))
+    let devs: Vec<AtomicU64> =
+        if from_rows { (0..sp).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
+    let mean = stats.mean;
+    let written = smv::write_smv_rows(file, &smv_header(plan), |row, block| {
+        pgm::int_rows_visiting(image, fp, roi, int_scale, o.adc_offset, row, block, |s, v| {
+            if let Some(d) = devs.get(s) {
+                d.store(row_deviation(v, mean).to_bits(), Ordering::Relaxed);
+            }
+        })
+    });
+    if from_rows {
+        stats.rmsd = if written.is_ok() {
+            let devs: Vec<f64> = roi_rows(roi, sp)
+                .map(|s| f64::from_bits(devs[s].load(Ordering::Relaxed)))
+                .collect();
+            rmsd_from_deviations(&devs, fp, sp, roi)
         } else {
-            FloatJob::Done(write_float())
+            rmsd(image, fp, sp, roi, mean)
         };
-        let rest = (|| -> Result<()> {
-            // the CPU render gathered each row's sums as it went; the RMSD's
-            // pass over the image rides along with the int conversion below
-            let from_rows = rendered.rows.len() == sp;
-            let mut stats = if from_rows {
-                stats_but_rmsd(fp, &rendered.rows)
-            } else {
-                image_stats(image, fp, roi, mask)
-            };
-            let mut int_scale = o.int_scale;
-            if int_scale <= 0.0 {
-                int_scale = 1.0;
-                if stats.max_i > 0.0 {
-                    int_scale = 55000.0 / stats.max_i;
-                }
-            }
-            let header = smv_header(&plan);
-            let devs: Vec<AtomicU64> =
-                if from_rows { (0..sp).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
-            let mean = stats.mean;
-            // (an old int file renamed to the temporary is overwritten)
-            let int_written =
-                nanobragg_io::smv::write_smv_rows_reusing(&int_tmp, &header, |row, block| {
-                    let (scale, adc) = (int_scale, o.adc_offset);
-                    nanobragg_io::pgm::int_rows_visiting(
-                        image,
-                        fp,
-                        roi,
-                        scale,
-                        adc,
-                        row,
-                        block,
-                        |s, v| {
-                            if let Some(d) = devs.get(s) {
-                                d.store(row_deviation(v, mean).to_bits(), Ordering::Relaxed);
-                            }
-                        },
-                    )
-                });
-            if from_rows {
-                stats.rmsd = if int_written.is_ok() {
-                    let devs: Vec<f64> = roi_rows(roi, sp)
-                        .map(|s| f64::from_bits(devs[s].load(Ordering::Relaxed)))
-                        .collect();
-                    rmsd_from_deviations(&devs, fp, sp, roi)
-                } else {
-                    rmsd(image, fp, sp, roi, mean)
-                };
-            }
-            writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
-            let subpixel = d.pixel_size_m / plan.oversample as f64;
-            let last = (plan.oversample - 1) as f64;
-            let at =
-                |i: usize| subpixel * (i as f64 * plan.oversample as f64 + last) + subpixel / 2.0;
-            let (max_x, max_y) = if stats.count == 0 || stats.max_i <= 0.0 {
-                (0.0, 0.0)
-            } else {
-                (at(stats.max_f), at(stats.max_s))
-            };
-            writeln!(out, "max_I = {}  at {} {}", g(stats.max_i), g(max_x), g(max_y))?;
-            writeln!(out, "mean= {} rms= {} rmsd= {}", g(stats.mean), g(stats.rms), g(stats.rmsd))?;
-            writeln!(out, "intfile_scale = {}", g(int_scale))?;
-            writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
-            int_written.map_err(|e| write_error("-intfile", &o.intfile, e))?;
-
-            if let Some(pgm_tmp) = &pgm_tmp {
-                let mut pgm_scale = o.pgm_scale;
-                if pgm_scale <= 0.0 {
-                    pgm_scale = int_scale;
-                    if stats.rmsd > 0.0 {
-                        pgm_scale = 250.0 / (5.0 * stats.rmsd);
-                    }
-                }
-                writeln!(out, "pgm_scale = {}", g(pgm_scale))?;
-                let bytes = nanobragg_io::pgm::pgm_bytes(image, fp, sp, roi, pgm_scale);
-                writeln!(out, "writing {} as 1-byte integers", o.pgmfile.display())?;
-                nanobragg_io::pgm::write_pgm(pgm_tmp, fp, sp, pgm_scale, &bytes)
-                    .map_err(|e| write_error("-pgmfile", &o.pgmfile, e))?;
-            }
-
-            if let Some(noise_tmp) = &noise_tmp {
-                let mut rng = NoiseRng::new(noise_idum);
-                let noise =
-                    nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
-                writeln!(
-                    out,
-                    "{} photons on noise image ({} overloads)",
-                    nanobragg_io::cfmt::f(noise.photons, 0),
-                    noise.overloads
-                )?;
-                writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
-                nanobragg_io::smv::write_smv(noise_tmp, &header, &noise.pixels)
-                    .map_err(|e| write_error("-noisefile", &o.noisefile, e))?;
-            }
-            Ok(())
-        })();
-        let float = match float_job {
-            FloatJob::Done(done) => done,
-            FloatJob::Running(job) => {
-                job.join().map_err(|_| anyhow!("-floatfile: the writer panicked"))?
-            }
-        };
-        // the float file's error first: it is the first output, as in C
-        float.and(rest)
-    })?;
-    if let Some(map) = float_map {
-        map.persist(&float_tmp).map_err(|e| write_error("-floatfile", &o.floatfile, e))?;
     }
-    staging.commit()?;
-    crate::gradient::write(&inv, &plan, SetupSeeds { misset_idum }, &mut out)?;
-    out.flush()?;
+    (stats, int_scale, written)
+}
+
+/// Writes the integer, PGM and noise images into their temporaries and
+/// prints the statistics, as nanoBragg.c does after the float image.
+fn write_images(
+    out: &mut impl Write,
+    plan: &Plan,
+    inv: &Invocation,
+    image: &[f32],
+    rendered: &RenderInfo,
+    files: &mut OutputFiles,
+    noise_idum: i64,
+) -> Result<()> {
+    let (o, d) = (&inv.outputs, &plan.detector);
+    let (fp, sp, roi) = (d.fpixels, d.spixels, d.roi);
+    let (stats, int_scale, int_written) =
+        statistics_and_int_image(&mut files.int, plan, o, image, rendered);
+    writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
+    let subpixel = d.pixel_size_m / plan.oversample as f64;
+    let last = (plan.oversample - 1) as f64;
+    let at = |i: usize| subpixel * (i as f64 * plan.oversample as f64 + last) + subpixel / 2.0;
+    let (max_x, max_y) = if stats.count == 0 || stats.max_i <= 0.0 {
+        (0.0, 0.0)
+    } else {
+        (at(stats.max_f), at(stats.max_s))
+    };
+    writeln!(out, "max_I = {}  at {} {}", g(stats.max_i), g(max_x), g(max_y))?;
+    writeln!(out, "mean= {} rms= {} rmsd= {}", g(stats.mean), g(stats.rms), g(stats.rmsd))?;
+    writeln!(out, "intfile_scale = {}", g(int_scale))?;
+    writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
+    int_written.map_err(|e| write_error("-intfile", e))?;
+
+    if let Some(file) = &mut files.pgm {
+        let mut pgm_scale = o.pgm_scale;
+        if pgm_scale <= 0.0 {
+            pgm_scale = if stats.rmsd > 0.0 { 250.0 / (5.0 * stats.rmsd) } else { int_scale };
+        }
+        writeln!(out, "pgm_scale = {}", g(pgm_scale))?;
+        let bytes = pgm::pgm_bytes(image, fp, sp, roi, pgm_scale);
+        writeln!(out, "writing {} as 1-byte integers", o.pgmfile.display())?;
+        pgm::write_pgm(file, fp, sp, pgm_scale, &bytes).map_err(|e| write_error("-pgmfile", e))?;
+    }
+    if let Some(file) = &mut files.noise {
+        let mut rng = NoiseRng::new(noise_idum);
+        let noise = nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
+        writeln!(
+            out,
+            "{} photons on noise image ({} overloads)",
+            nanobragg_io::cfmt::f(noise.photons, 0),
+            noise.overloads
+        )?;
+        writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
+        smv::write_smv(file, &smv_header(plan), &noise.pixels)
+            .map_err(|e| write_error("-noisefile", e))?;
+    }
     Ok(())
 }
 
@@ -722,54 +565,18 @@ mod tests {
     }
 
     #[test]
-    fn staging_commits_or_cleans_up() {
-        let dir = std::env::temp_dir().join(format!("nanobragg-staging-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (a, b) = (dir.join("a.bin"), dir.join("b.bin"));
-        std::fs::write(&b, b"old").unwrap();
-        {
-            let mut st = Staging::default();
-            std::fs::write(st.stage(&a), b"new a").unwrap();
-            std::fs::write(st.stage(&b), b"new b").unwrap();
-            // dropped without commit: nothing changes, no temporaries left
-        }
-        assert!(!a.exists());
-        assert_eq!(std::fs::read(&b).unwrap(), b"old");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        let mut st = Staging::default();
-        std::fs::write(st.stage(&a), b"new a").unwrap();
-        std::fs::write(st.stage(&b), b"new b").unwrap();
-        st.commit().unwrap();
-        assert_eq!(std::fs::read(&a).unwrap(), b"new a");
-        assert_eq!(std::fs::read(&b).unwrap(), b"new b");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
-        // a symbolic link is written through, not replaced
-        #[cfg(unix)]
-        {
-            let link = dir.join("link.bin");
-            std::os::unix::fs::symlink(&a, &link).unwrap();
-            let mut st = Staging::default();
-            std::fs::write(st.stage(&link), b"via link").unwrap();
-            st.commit().unwrap();
-            assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-            assert_eq!(std::fs::read(&a).unwrap(), b"via link");
-        }
-        std::fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
     fn writable_checks() {
         let dir = std::env::temp_dir().join(format!("nanobragg-writable-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        assert!(check_writable("-floatfile", &dir.join("x.bin")).is_ok());
-        let e = check_writable("-intfile", &dir.join("no/x.img")).unwrap_err().to_string();
+        let file = open_output("-floatfile", &dir.join("x.bin")).unwrap();
+        let e = open_output("-intfile", &dir.join("no/x.img")).err().unwrap().to_string();
         assert!(e.starts_with("-intfile: cannot write") && e.contains("does not exist"), "{e}");
-        let e = check_writable("-pgmfile", &dir).unwrap_err().to_string();
+        let e = open_output("-pgmfile", &dir).err().unwrap().to_string();
         assert!(e.contains("is a directory"), "{e}");
-        assert!(check_writable("-noisefile", Path::new("")).is_err());
-        // the probe leaves nothing behind
+        assert!(open_output("-noisefile", Path::new("")).is_err());
+        // an output not committed leaves nothing behind
+        drop(file);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).ok();
     }

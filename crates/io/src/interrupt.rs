@@ -1,13 +1,12 @@
-//! An interrupted run removes its temporaries.
+//! A run stopped by a signal removes its temporaries.
 //!
-//! Outputs are written under temporary names and renamed into place at the
-//! end (see `run::Staging`). Most are unnamed until then, but an old output
-//! that is overwritten in place is renamed aside first: a run stopped by
-//! SIGINT, SIGTERM or SIGHUP in the meantime would leave that half-new file
-//! behind. [`register`] names such a file; the signal handler unlinks every
-//! registered file (`unlink` is async-signal-safe) and then lets the signal
-//! take its default course, so the exit status still tells of the signal. A
-//! signal the parent told us to ignore (`nohup`) stays ignored.
+//! Outputs are written under temporary names beside their targets and renamed
+//! into place when complete (see [`crate::atomic`]). A run stopped by SIGINT,
+//! SIGTERM or SIGHUP meanwhile would leave those temporaries behind:
+//! [`register`] names one; the signal handler unlinks every registered file
+//! (`unlink` is async-signal-safe) and then lets the signal take its default
+//! course, so the exit status still tells of the signal. A signal the parent
+//! told us to ignore (`nohup`) stays ignored.
 
 #[cfg(unix)]
 mod imp {
