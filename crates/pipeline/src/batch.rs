@@ -9,7 +9,7 @@
 use crate::parse::{Device, Dtype, Invocation};
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
-use nanobragg_core::render::{cpu, RenderOptions};
+use nanobragg_core::render::{cpu, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_io::cfmt::g;
 use std::io::Write;
@@ -91,11 +91,11 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
         Ok(())
     };
     if gpu {
-        let dtype = match inv.dtype {
-            Dtype::Float64 => nanobragg_cuda::Dtype::F64,
-            Dtype::Float32 => nanobragg_cuda::Dtype::F32,
+        let precision = match inv.dtype {
+            Dtype::Float64 => Precision::Fast64,
+            Dtype::Float32 => Precision::Fast32,
         };
-        let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], dtype)
+        let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         let shots: Vec<nanobragg_cuda::Shot> =
             plans.iter().map(nanobragg_cuda::Shot::from_plan).collect();

@@ -342,10 +342,6 @@ fn render_with_progress(
     let d = &plan.detector;
     let what =
         format!("rendering {} x {} pixels, {} samples each", d.fpixels, d.spixels, plan.steps);
-    let gpu_dtype = match inv.dtype {
-        Dtype::Float64 => nanobragg_cuda::Dtype::F64,
-        Dtype::Float32 => nanobragg_cuda::Dtype::F32,
-    };
     let precision = match inv.dtype {
         Dtype::Float64 if inv.exact => Precision::Exact64,
         Dtype::Float64 => Precision::Fast64,
@@ -353,7 +349,7 @@ fn render_with_progress(
     };
     with_progress(show, PROGRESS_DELAY, &what, || {
         if gpu {
-            return nanobragg_cuda::render(plan, gpu_dtype)
+            return nanobragg_cuda::render(plan, precision)
                 .map(|r| {
                     let (image, info) = r.into_parts();
                     (Some(image), info)
