@@ -114,6 +114,7 @@ fn load_libraries() -> Result<(), CudaError> {
         if !driver {
             return Err((true, "libcuda.so.1 is not on the library path".into()));
         }
+        // SAFETY: as above, for libnvrtc.
         let present =
             || catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }).unwrap_or(false);
         if std::env::var_os("NANOBRAGG_NVRTC").is_some() || !present() {
