@@ -24,10 +24,10 @@
 
 use nanobragg_core::config::SimConfig;
 use nanobragg_core::crystal::mosaic::mosaic_rotation_umat;
+use nanobragg_core::render::Precision;
 use nanobragg_core::render::{render as cpu_render, render_exact, RenderOptions};
 use nanobragg_core::rng::Ran1;
 use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_core::render::Precision;
 use nanobragg_cuda::{device_info, kernel_type_name, GpuRenderer, Shot};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -159,8 +159,20 @@ fn main() {
                     .map(|_| time(|| r.download_into(&mut reuse).expect("download")).1)
                     .collect(),
             );
-            push("latency: + D2H copy, new Vec", kernel_type_name(dtype), n, (dev + dl) * 1e3, "ms");
-            push("latency: + D2H copy, reused Vec", kernel_type_name(dtype), n, (dev + dl_reuse) * 1e3, "ms");
+            push(
+                "latency: + D2H copy, new Vec",
+                kernel_type_name(dtype),
+                n,
+                (dev + dl) * 1e3,
+                "ms",
+            );
+            push(
+                "latency: + D2H copy, reused Vec",
+                kernel_type_name(dtype),
+                n,
+                (dev + dl_reuse) * 1e3,
+                "ms",
+            );
             push("latency: render() API (+omega)", kernel_type_name(dtype), n, full * 1e3, "ms");
             let (_, t1) = time(|| nanobragg_cuda::render(&p, dtype).expect("render"));
             push("latency: cold render(plan) call", kernel_type_name(dtype), n, t1 * 1e3, "ms");

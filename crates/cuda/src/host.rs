@@ -36,7 +36,8 @@ fn program_source() -> String {
 }
 
 /// The compiled program, built once per process (and reused across
-/// processes: the file name carries a hash of the source, compiler and flags).
+/// processes: the file name carries a hash of the source, compiler and
+/// flags), in the temporary directory with its source beside it (`.cpp`).
 fn executable() -> Result<PathBuf, CudaError> {
     static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     EXE.get_or_init(|| {
@@ -50,7 +51,8 @@ fn executable() -> Result<PathBuf, CudaError> {
             return Ok(exe);
         }
         // unique names until the rename: concurrent builds cannot collide
-        let tmp = dir.join(format!("nanobragg-host-kernel-{}-{:016x}", std::process::id(), h.finish()));
+        let tmp =
+            dir.join(format!("nanobragg-host-kernel-{}-{:016x}", std::process::id(), h.finish()));
         let cpp = tmp.with_extension("cpp");
         std::fs::write(&cpp, &src).map_err(|e| format!("{}: {e}", cpp.display()))?;
         let out = Command::new(&cxx)
@@ -60,10 +62,15 @@ fn executable() -> Result<PathBuf, CudaError> {
             .arg(&cpp)
             .output()
             .map_err(|e| format!("cannot run the C++ compiler `{cxx}`: {e}"))?;
-        let _ = std::fs::remove_file(&cpp);
         if !out.status.success() {
-            return Err(format!("`{cxx}` failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+            return Err(format!(
+                "`{cxx}` failed on {}:\n{}",
+                cpp.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
+        // the source stays beside the program, to read or to compile elsewhere
+        let _ = std::fs::rename(&cpp, exe.with_extension("cpp"));
         std::fs::rename(&tmp, &exe).map_err(|e| format!("{}: {e}", exe.display()))?;
         Ok(exe)
     })

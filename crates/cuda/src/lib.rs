@@ -117,10 +117,7 @@ pub enum CudaError {
 /// The interpolation fallback point from the kernel's `info` buffer (h, k, l,
 /// h0, k0, l0, found), for a plan that starts with tricubic interpolation.
 #[cfg_attr(not(any(feature = "cuda", feature = "host-kernel")), allow(dead_code))]
-pub(crate) fn fallback_from_info(
-    interpolate: bool,
-    info: &[f64],
-) -> Option<([f64; 3], [i64; 3])> {
+pub(crate) fn fallback_from_info(interpolate: bool, info: &[f64]) -> Option<([f64; 3], [i64; 3])> {
     (interpolate && info[6] == 1.0)
         .then(|| ([info[0], info[1], info[2]], [info[3] as i64, info[4] as i64, info[5] as i64]))
 }

@@ -103,7 +103,9 @@ fn batch_of_rotated_shots_matches_cpu() {
                 // point, but applies the same rule
                 let cpu = cpu_render(&q, opts);
                 let (corr, rel) = compare(img, &cpu.image);
-                println!("batch  {name:<26} {kind:<4} shot {i} corr {corr:.12} max|d|/max {rel:.3e}");
+                println!(
+                    "batch  {name:<26} {kind:<4} shot {i} corr {corr:.12} max|d|/max {rel:.3e}"
+                );
                 let (min_corr, max_rel, _) = tolerances(precision);
                 assert!(corr >= min_corr && rel <= max_rel, "{name} shot {i} {kind}: {corr} {rel}");
             }

@@ -180,7 +180,12 @@ pub fn check(name: &str, precision: Precision, got: &RenderOutput, want: &Render
     let (min_corr, max_rel, omega_tol) = tolerances(precision);
     assert!(corr >= min_corr, "{name} {kind}: correlation {corr}");
     assert!(rel <= max_rel, "{name} {kind}: max|d|/max {rel}");
-    assert!(omega_rel <= omega_tol, "{name} {kind}: omega_sum {} vs {}", got.omega_sum, want.omega_sum);
+    assert!(
+        omega_rel <= omega_tol,
+        "{name} {kind}: omega_sum {} vs {}",
+        got.omega_sum,
+        want.omega_sum
+    );
     if precision != Precision::Fast32 {
         assert_eq!(
             got.interpolation_fallback.map(|f| f.1),
