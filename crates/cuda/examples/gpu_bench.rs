@@ -24,10 +24,11 @@
 
 use nanobragg_core::config::SimConfig;
 use nanobragg_core::crystal::mosaic::mosaic_rotation_umat;
+use nanobragg_core::render::Precision;
 use nanobragg_core::render::{render as cpu_render, render_exact, RenderOptions};
 use nanobragg_core::rng::Ran1;
 use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_cuda::{device_info, Dtype, GpuRenderer, Shot};
+use nanobragg_cuda::{device_info, kernel_type_name, GpuRenderer, Shot};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -87,11 +88,11 @@ fn main() {
     let json = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1).cloned());
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1).cloned());
     let run = |section: &str| only.as_deref().is_none_or(|o| o.split(',').any(|s| s == section));
-    let dtypes: Vec<Dtype> =
+    let dtypes: Vec<Precision> =
         match args.iter().position(|a| a == "--dtype").and_then(|i| args.get(i + 1)) {
-            Some(d) if d == "f32" => vec![Dtype::F32],
-            Some(d) if d == "f64" => vec![Dtype::F64],
-            _ => vec![Dtype::F32, Dtype::F64],
+            Some(d) if d == "f32" => vec![Precision::Fast32],
+            Some(d) if d == "f64" => vec![Precision::Exact64],
+            _ => vec![Precision::Fast32, Precision::Exact64],
         };
     if let Ok(v) = std::env::var("NANOBRAGG_CUDA_MINBLOCKS") {
         println!("NANOBRAGG_CUDA_MINBLOCKS={v}");
@@ -126,7 +127,7 @@ fn main() {
             eprintln!("gpu_bench: {e}");
             std::process::exit(2);
         }
-        push("startup (context+NVRTC+upload)", dtype.name(), 64, t * 1e3, "ms");
+        push("startup (context+NVRTC+upload)", kernel_type_name(dtype), 64, t * 1e3, "ms");
     }
     if args.iter().any(|a| a == "--probe") {
         return;
@@ -142,7 +143,7 @@ fn main() {
         for &dtype in &dtypes {
             let (r, t_new) = time(|| GpuRenderer::new(&p, dtype));
             let mut r = r.expect("renderer");
-            push("renderer setup (warm)", dtype.name(), n, t_new * 1e3, "ms");
+            push("renderer setup (warm)", kernel_type_name(dtype), n, t_new * 1e3, "ms");
             r.render_to_device(None).expect("warm-up");
             let reps = 7;
             let dev = median(
@@ -151,18 +152,30 @@ fn main() {
             let dl =
                 median((0..reps).map(|_| time(|| r.download().expect("download")).1).collect());
             let full = median((0..reps).map(|_| time(|| r.render().expect("render")).1).collect());
-            push("latency: render, image on device", dtype.name(), n, dev * 1e3, "ms");
+            push("latency: render, image on device", kernel_type_name(dtype), n, dev * 1e3, "ms");
             let mut reuse = Vec::new();
             let dl_reuse = median(
                 (0..reps)
                     .map(|_| time(|| r.download_into(&mut reuse).expect("download")).1)
                     .collect(),
             );
-            push("latency: + D2H copy, new Vec", dtype.name(), n, (dev + dl) * 1e3, "ms");
-            push("latency: + D2H copy, reused Vec", dtype.name(), n, (dev + dl_reuse) * 1e3, "ms");
-            push("latency: render() API (+omega)", dtype.name(), n, full * 1e3, "ms");
+            push(
+                "latency: + D2H copy, new Vec",
+                kernel_type_name(dtype),
+                n,
+                (dev + dl) * 1e3,
+                "ms",
+            );
+            push(
+                "latency: + D2H copy, reused Vec",
+                kernel_type_name(dtype),
+                n,
+                (dev + dl_reuse) * 1e3,
+                "ms",
+            );
+            push("latency: render() API (+omega)", kernel_type_name(dtype), n, full * 1e3, "ms");
             let (_, t1) = time(|| nanobragg_cuda::render(&p, dtype).expect("render"));
-            push("latency: cold render(plan) call", dtype.name(), n, t1 * 1e3, "ms");
+            push("latency: cold render(plan) call", kernel_type_name(dtype), n, t1 * 1e3, "ms");
         }
         if !no_cpu {
             let opts = RenderOptions::default();
@@ -186,14 +199,14 @@ fn main() {
             r.render_batch_with(&shots, |_, img| check += img[img.len() / 2 + n / 2] as f64)
                 .expect("batch")
         });
-        push("batch 100 orientations", dtype.name(), n, shots.len() as f64 / t, "img/s");
+        push("batch 100 orientations", kernel_type_name(dtype), n, shots.len() as f64 / t, "img/s");
         // compute only (no copy-back): one shot after the other on the device
         let (_, tc) = time(|| {
             for s in &shots[..20] {
                 r.render_to_device(Some(s)).expect("render");
             }
         });
-        push("batch compute only (no D2H)", dtype.name(), n, 20.0 / tc, "img/s");
+        push("batch compute only (no D2H)", kernel_type_name(dtype), n, 20.0 / tc, "img/s");
         std::hint::black_box(check);
     }
 
@@ -208,14 +221,14 @@ fn main() {
     for &dtype in dtypes.iter().filter(|_| run("exafel")) {
         let count = match (dtype, quick) {
             (_, true) => 2,
-            (Dtype::F32, false) => 10,
-            (Dtype::F64, false) => 4,
+            (Precision::Fast32, false) => 10,
+            (_, false) => 4,
         };
         let shots = random_shots(&pe, count, 7);
         let mut r = GpuRenderer::new(&pe, dtype).expect("renderer");
         r.render_to_device(Some(&shots[0])).expect("warm-up");
         let (_, t) = time(|| r.render_batch_with(&shots, |_, _| {}).expect("batch"));
-        push("ExaFEL-style batch", dtype.name(), n, count as f64 / t, "img/s");
+        push("ExaFEL-style batch", kernel_type_name(dtype), n, count as f64 / t, "img/s");
     }
     if !no_cpu && run("exafel") {
         // CPU: a band of rows, extrapolated to the whole image

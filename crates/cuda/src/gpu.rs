@@ -1,21 +1,23 @@
 //! The CUDA implementation (feature `cuda`).
 
-use crate::params::{base_params, pack, source_values, Params, Variant};
-use crate::{check_plan, CudaError, DeviceInfo, Dtype, Shot, KERNEL_SOURCE};
+use crate::params::{
+    base_params, kernel_names, kernel_source, pack_cells, pack_static, single, Params, Variant,
+};
+use crate::{check_plan, fallback_from_info, CudaError, DeviceInfo, Shot};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError,
     LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
-use nanobragg_core::render::RenderOutput;
+use nanobragg_core::render::{Precision, RenderOutput};
 use nanobragg_core::setup::{Interpolation, Plan};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-// SAFETY: plain #[repr(C)] data of f64/i64/i32 with the same layout as the C
-// struct (checked at start-up by `nb_params_layout`).
+// SAFETY: plain #[repr(C)] data of f64/i64/i32/f32 without padding; the C
+// struct is generated from it, with a static_assert of its size.
 unsafe impl DeviceRepr for Params {}
 
 const BLOCK: u32 = 128;
@@ -112,6 +114,7 @@ fn load_libraries() -> Result<(), CudaError> {
         if !driver {
             return Err((true, "libcuda.so.1 is not on the library path".into()));
         }
+        // SAFETY: as above, for libnvrtc.
         let present =
             || catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }).unwrap_or(false);
         if std::env::var_os("NANOBRAGG_NVRTC").is_some() || !present() {
@@ -200,11 +203,11 @@ fn ptx(variant: Variant, cc: (i32, i32)) -> Result<String, CudaError> {
     if let Some(p) = map.get(&(variant, cc)) {
         return Ok(p.clone());
     }
-    let dtype = variant.dtype;
-    let upper = dtype.name().to_uppercase();
+    let single = variant.single;
+    let upper = if single { "F32" } else { "F64" };
     let mut options =
         vec![format!("--gpu-architecture=compute_{}{}", cc.0, cc.1), format!("-DNB_ONLY_{upper}")];
-    if dtype == Dtype::F32 {
+    if single {
         options.push(format!("-DNB_FAST_DEG={}", variant.deg));
         options.push(format!("-DNB_FAST_EVEN={}", i32::from(variant.even)));
         options.push(format!("-DNB_FAST_GRID={}", i32::from(variant.grid)));
@@ -212,7 +215,7 @@ fn ptx(variant: Variant, cc: (i32, i32)) -> Result<String, CudaError> {
     // Tuning: minimum resident blocks per SM (caps the registers), e.g.
     // NANOBRAGG_CUDA_MINBLOCKS=8 (every kernel) or "fast=8,simple=6" (kernels
     // f32, fast, f64, simple).
-    let kernels: &[&str] = if dtype == Dtype::F32 { &["f32", "fast"] } else { &["f64", "simple"] };
+    let kernels: &[&str] = if single { &["f32", "fast"] } else { &["f64", "simple"] };
     for &k in kernels {
         if let Some(v) = min_blocks_override(k) {
             options.push(format!("-DNB_MINB_{}={v}", k.to_uppercase()));
@@ -221,7 +224,7 @@ fn ptx(variant: Variant, cc: (i32, i32)) -> Result<String, CudaError> {
     let opts = CompileOptions {
         // f64 keeps every product and sum separately rounded, as the CPU kernel;
         // f32 lets the compiler fuse multiply-adds (faster, and no less accurate).
-        fmad: Some(dtype == Dtype::F32),
+        fmad: Some(single),
         ftz: Some(false),
         prec_div: Some(true),
         prec_sqrt: Some(true),
@@ -229,7 +232,7 @@ fn ptx(variant: Variant, cc: (i32, i32)) -> Result<String, CudaError> {
         name: Some("nanobragg_kernel.cu".into()),
         ..Default::default()
     };
-    let ptx = compile_ptx_with_opts(KERNEL_SOURCE, opts).map_err(|e| match e {
+    let ptx = compile_ptx_with_opts(kernel_source(), opts).map_err(|e| match e {
         CompileError::CompileError { log, .. } => {
             CudaError::Compile(log.to_string_lossy().into_owned())
         }
@@ -241,8 +244,7 @@ fn ptx(variant: Variant, cc: (i32, i32)) -> Result<String, CudaError> {
 }
 
 /// The loaded module for one kernel variant on the context's device, loaded
-/// once per process (loading JIT-compiles the PTX) and checked against the
-/// host's parameter layout.
+/// once per process (loading JIT-compiles the PTX).
 fn module(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Arc<CudaModule>, CudaError> {
     type ModuleCache = Mutex<HashMap<(usize, Variant), Arc<CudaModule>>>;
     static MODULES: OnceLock<ModuleCache> = OnceLock::new();
@@ -254,36 +256,6 @@ fn module(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Arc<CudaModule>, C
     let cc = ctx.compute_capability().map_err(drv)?;
     let module = ctx.load_module(Ptx::from_src(ptx(variant, cc)?)).map_err(drv)?;
 
-    // Check the parameter block layout against the compiled struct.
-    let stream = ctx.default_stream();
-    let layout_fn = module.load_function("nb_params_layout").map_err(drv)?;
-    let mut layout = stream.alloc_zeros::<i64>(5).map_err(drv)?;
-    {
-        let mut b = stream.launch_builder(&layout_fn);
-        b.arg(&mut layout);
-        // SAFETY: the kernel writes five i64 into `layout`.
-        unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (1, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(drv)?;
-    }
-    let got = stream.clone_dtoh(&layout).map_err(drv)?;
-    let want = [
-        std::mem::size_of::<Params>() as i64,
-        std::mem::offset_of!(Params, roi) as i64,
-        std::mem::offset_of!(Params, fpixels) as i64,
-        std::mem::offset_of!(Params, write_omega) as i64,
-        std::mem::offset_of!(Params, grid_lookup) as i64,
-    ];
-    if got != want {
-        return Err(CudaError::Driver(format!(
-            "kernel parameter layout mismatch: device {got:?}, host {want:?}"
-        )));
-    }
     map.insert((ctx.ordinal(), variant), module.clone());
     Ok(module)
 }
@@ -291,8 +263,8 @@ fn module(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Arc<CudaModule>, C
 /// Render a plan on the GPU: the same image, solid-angle sum and
 /// interpolation fallback point as `nanobragg_core::render::render` (f64) or
 /// `render_as::<f32>` (f32), up to the rounding of the device's math library.
-pub fn render(plan: &Plan, dtype: Dtype) -> Result<RenderOutput, CudaError> {
-    let mut r = GpuRenderer::new(plan, dtype)?;
+pub fn render(plan: &Plan, precision: Precision) -> Result<RenderOutput, CudaError> {
+    let mut r = GpuRenderer::new(plan, precision)?;
     // one image: no page-locked buffer (pinning 4 bytes per pixel costs more
     // than it saves); the host vector is faulted in while the GPU computes
     r.render_full(false)
@@ -361,7 +333,7 @@ pub struct GpuRenderer {
     /// for a square crystal).
     fast: Option<CudaFunction>,
     row_omega: CudaFunction,
-    dtype: Dtype,
+    precision: Precision,
     name: String,
     base: Params,
     npix: usize,
@@ -381,7 +353,7 @@ impl std::fmt::Debug for GpuRenderer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuRenderer")
             .field("device", &self.name)
-            .field("dtype", &self.dtype)
+            .field("precision", &self.precision)
             .field("npix", &self.npix)
             .finish()
     }
@@ -390,47 +362,37 @@ impl std::fmt::Debug for GpuRenderer {
 impl GpuRenderer {
     /// Set up the device for a plan: compile (once per process) and load the
     /// kernel, upload sources, structure factors and mask.
-    pub fn new(plan: &Plan, dtype: Dtype) -> Result<GpuRenderer, CudaError> {
+    pub fn new(plan: &Plan, precision: Precision) -> Result<GpuRenderer, CudaError> {
         check_plan(plan)?;
-        guarded(|| Self::new_inner(plan, dtype))
+        guarded(|| Self::new_inner(plan, precision))
     }
 
-    fn new_inner(plan: &Plan, dtype: Dtype) -> Result<GpuRenderer, CudaError> {
+    fn new_inner(plan: &Plan, precision: Precision) -> Result<GpuRenderer, CudaError> {
         let ctx = context()?;
         let name = ctx.name().map_err(drv)?;
         let base = base_params(plan);
-        let module = module(&ctx, Variant::new(&base, dtype))?;
-        let fast = match dtype {
-            _ if base.fast == 0 || base.interpolate != 0 => None,
-            Dtype::F32 => Some("nb_render_fast_f32"),
-            Dtype::F64 if base.shape == 0 => Some("nb_render_simple_f64"),
-            Dtype::F64 => None,
-        };
+        let single = single(precision);
+        let module = module(&ctx, Variant::new(&base, single))?;
+        let (fast, general) = kernel_names(&base, single);
         let fast = match fast {
             Some(name) => Some(module.load_function(name).map_err(drv)?),
             None => None,
         };
-        let func = module
-            .load_function(if dtype == Dtype::F32 { "nb_render_f32" } else { "nb_render_f64" })
-            .map_err(drv)?;
+        let func = module.load_function(general).map_err(drv)?;
         let row_omega = module.load_function("nb_row_omega").map_err(drv)?;
         let stream = ctx.default_stream();
 
         let d = &plan.detector;
         let npix = d.fpixels * d.spixels;
-        let sources = pack(source_values(plan).into_iter(), dtype);
+        let (sources, grid) = pack_static(plan, single);
         let sources = stream.clone_htod(&sources).map_err(drv)?;
-        let grid = match &plan.grid {
-            Some(g) if !g.data.is_empty() => pack(g.data.iter().copied(), dtype),
-            _ => pack([0.0].into_iter(), dtype),
-        };
         let grid = stream.clone_htod(&grid).map_err(drv)?;
         let mask = match &plan.mask {
             Some(m) => stream.clone_htod(m).map_err(drv)?,
             None => stream.alloc_zeros::<u16>(1).map_err(drv)?,
         };
         let ncells = plan.cells_m.len();
-        let esize = if dtype == Dtype::F32 { 4 } else { 8 };
+        let esize = if single { 4 } else { 8 };
         let mut slots = Vec::with_capacity(2);
         for _ in 0..2 {
             let s = ctx.new_stream().map_err(drv)?;
@@ -451,7 +413,7 @@ impl GpuRenderer {
             func,
             fast,
             row_omega,
-            dtype,
+            precision,
             name,
             base,
             npix,
@@ -473,9 +435,10 @@ impl GpuRenderer {
         &self.name
     }
 
-    /// The precision the renderer computes in.
-    pub fn dtype(&self) -> Dtype {
-        self.dtype
+    /// The precision the renderer computes in (Fast64 and Exact64 both run
+    /// the f64 kernel).
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     fn check_shot(&self, shot: &Shot) -> Result<(), CudaError> {
@@ -493,7 +456,7 @@ impl GpuRenderer {
     /// plans) the nearest-neighbour re-render of pixels after the first
     /// fallback; optionally the fallback probe and the solid-angle row sums.
     fn enqueue(&mut self, k: usize, shot: &Shot, full: bool) -> Result<(), CudaError> {
-        let cells = pack(shot.cells_m.iter().flat_map(|c| c.iter().copied()), self.dtype);
+        let cells = pack_cells(&shot.cells_m, single(self.precision));
         let mut p = self.base;
         [p.a_star, p.b_star, p.c_star] = shot.recip;
         p.write_omega = full as i32;
@@ -613,9 +576,7 @@ impl GpuRenderer {
             let info = slot.stream.clone_dtoh(&slot.info).map_err(drv)?;
             slot.stream.synchronize().map_err(drv)?;
             let omega_sum = rows.iter().sum();
-            let interpolation_fallback = (self.interpolate && info[6] == 1.0).then(|| {
-                ([info[0], info[1], info[2]], [info[3] as i64, info[4] as i64, info[5] as i64])
-            });
+            let interpolation_fallback = fallback_from_info(self.interpolate, &info);
             Ok(RenderOutput { image, omega_sum, interpolation_fallback })
         })
     }

@@ -13,68 +13,9 @@
 typedef unsigned long long u64;
 typedef long long i64;
 
-// Must match `Params` in gpu.rs field for field (#[repr(C)]).
-struct Params {
-    double subpixel;
-    double pixel;
-    double fdet[3];
-    double sdet[3];
-    double odet[3];
-    double pix0[3];
-    double beam[3];
-    double polar_axis[3];
-    double distance;
-    double close_distance;
-    double thickstep;
-    double mu;
-    double a_star[3];
-    double b_star[3];
-    double c_star[3];
-    double na;
-    double nb;
-    double nc;
-    double fudge;
-    double kahn;
-    double dmin;
-    double i_bg;
-    double scale;
-    double steps;
-    double default_f;
-    double water_size;
-    i64 roi[4];
-    int fpixels;
-    int spixels;
-    int oversample;
-    int thicksteps;
-    int nsources;
-    int ncells;
-    int thick_zero;
-    int curved;
-    int point_pixel;
-    int nopolar;
-    int os_omega;
-    int os_polar;
-    int os_thick;
-    int shape;  // 0 square, 1 round, 2 gauss, 3 tophat
-    int has_grid;
-    int hkls_pos;
-    int interpolate;  // plan starts with tricubic interpolation
-    int has_mask;
-    int h_min, h_max, k_min, k_max, l_min, l_max;
-    int write_omega;
-    int pad_;
-    // f32 grouped-source path (see nb_fast_subpixel)
-    float lat_coef[18];   // per axis a, b, c: P(y), 6 ascending coefficients
-    float lat_even[3];    // per axis: 1 when N is even (U^2 = (1 - y) P(y)^2), else 0
-    float fast_dmin;      // dmin, kahn, N, default_F^2 in single precision
-    float fast_kahn;
-    float fast_n[3];
-    float fast_f2;
-    int fast;             // no -oversample_omega/_polar/_thick: sources x cells may be reordered
-    int lat_deg;          // square crystal, whole N <= 12: degree of P (1..5); -1: lattice()
-    int lat_any_even;
-    int grid_lookup;      // has_grid && hkls_pos: nearest-neighbour structure factors
-};
+// struct Params (the parameter block), NB_PI and the spot-shape constants
+// are generated from Rust (crates/cuda/src/params.rs) and prepended to this
+// file before it is compiled.
 
 // Sources buffer layout (scalar type T), nsources = n:
 //   [0, 4n)   per source: -dir (incident), lambda      (C order, used by the exact path)
@@ -102,10 +43,6 @@ struct Params {
 #define NB_MINB_F64 4
 #endif
 
-#define NB_PI 3.141592653589793
-#define ROUND_XTAL_SCALE 0.723601254558268
-#define GAUSS_XTAL_WIDTH 0.63
-#define TOPHAT_RADIUS_SQR 0.3969
 #define NB_NONE 0xffffffffu
 
 __device__ __forceinline__ float nb_sin(float x) { return sinf(x); }
@@ -199,7 +136,10 @@ __device__ __forceinline__ T sincg(T x, T n) {
 }
 
 // The square crystal's lattice factor sincg(pi h, na) sincg(pi k, nb)
-// sincg(pi l, nc).
+// sincg(pi l, nc), as the CPU's exact path (render/kernel.rs exact_grating).
+// A fractional N (possible only through the library) takes the index's
+// fractional part h - rint(h) first (grating_index: the continuous extension
+// of the whole-N spots; C's formula has a pole at every whole h then).
 // f64: the C formula, literally (bit parity with the CPU's exact path).
 // f32: pi*h and pi*h*n cannot be formed accurately in single precision near a
 // Bragg peak (where both sines are small), so each argument is reduced first:
@@ -207,12 +147,16 @@ __device__ __forceinline__ T sincg(T x, T n) {
 //   sin(pi n h) / sin(pi h) = (-1)^((n-1) m) sinpi(n f) / sinpi(f)
 // (exact algebra; sinpif does the remaining reduction exactly), and the three
 // quotients share one division, as the CPU's fast path does.
-__device__ __forceinline__ double square_lattice(double h, double k, double l, double na, double nb, double nc) {
+__device__ __forceinline__ double exact_grating(double h, double n) {
     const double pi = NB_PI;
+    if (n != trunc(n)) return sincg(pi * (h - rint(h)), n);
+    return sincg(pi * h, n);
+}
+__device__ __forceinline__ double square_lattice(double h, double k, double l, double na, double nb, double nc) {
     double f = 1.0;
-    if (na > 1.0) f *= sincg(pi * h, na);
-    if (nb > 1.0) f *= sincg(pi * k, nb);
-    if (nc > 1.0) f *= sincg(pi * l, nc);
+    if (na > 1.0) f *= exact_grating(h, na);
+    if (nb > 1.0) f *= exact_grating(k, nb);
+    if (nc > 1.0) f *= exact_grating(l, nc);
     return f;
 }
 __device__ __forceinline__ void grating_parts(float h, float n, float& num, float& den) {
@@ -233,8 +177,14 @@ __device__ __forceinline__ void grating_parts(float h, float n, float& num, floa
         den *= b;
         return;
     }
-    num *= sinpif(h * n);
-    den *= sinpif(h);
+    // fractional N: the fractional part of h (the CPU's GratingForm::General)
+    const float f = n == rintf(n) ? h : h - rintf(h);
+    if (f == 0.0f) {
+        num *= n;
+        return;
+    }
+    num *= sinpif(f * n);
+    den *= sinpif(f);
 }
 __device__ __forceinline__ float square_lattice(float h, float k, float l, float na, float nb, float nc) {
     float num = 1.0f, den = 1.0f;
@@ -442,11 +392,11 @@ __device__ NB_FAST_INLINE void nb_fast_subpixel(const Params& p, const float* __
     const float kahn = p.fast_kahn;
     const float na = p.fast_n[0], nb = p.fast_n[1], nc = p.fast_n[2];
     const float f2 = p.fast_f2;
-    float ca[6], cb[6], cc[6];
-    for (int i = 0; i < 6; i++) {
+    float ca[NB_LAT_TERMS], cb[NB_LAT_TERMS], cc[NB_LAT_TERMS];
+    for (int i = 0; i < NB_LAT_TERMS; i++) {
         ca[i] = p.lat_coef[i];
-        cb[i] = p.lat_coef[6 + i];
-        cc[i] = p.lat_coef[12 + i];
+        cb[i] = p.lat_coef[NB_LAT_TERMS + i];
+        cc[i] = p.lat_coef[2 * NB_LAT_TERMS + i];
     }
     const float ea = p.lat_even[0], eb = p.lat_even[1], ec = p.lat_even[2];
     for (int g = 0; g < ns;) {
@@ -786,15 +736,4 @@ extern "C" __global__ void nb_row_omega(const double* __restrict__ omega, double
     const double* row = omega + (i64)r * fpixels;
     for (int f = 0; f < fpixels; f++) acc += row[f];
     rows[r] = acc;
-}
-
-// Layout of Params as compiled, checked by the host against its #[repr(C)] copy.
-extern "C" __global__ void nb_params_layout(long long* out) {
-    Params q;
-    const char* base = (const char*)&q;
-    out[0] = (long long)sizeof(Params);
-    out[1] = (long long)((const char*)&q.roi[0] - base);
-    out[2] = (long long)((const char*)&q.fpixels - base);
-    out[3] = (long long)((const char*)&q.write_omega - base);
-    out[4] = (long long)((const char*)&q.grid_lookup - base);
 }

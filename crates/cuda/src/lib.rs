@@ -2,7 +2,8 @@
 //!
 //! The per-pixel physics of [`nanobragg_core::render::kernel`] is ported to a
 //! CUDA C kernel (`src/kernel.cu`, templated on `float`/`double`) that is
-//! compiled at run time with NVRTC. The CUDA driver and NVRTC are loaded
+//! compiled at run time with NVRTC, after the declarations generated from
+//! Rust (the parameter block and the shared constants, [`kernel_source`]). The CUDA driver and NVRTC are loaded
 //! dynamically (via `cudarc`), so nothing CUDA is needed to build the crate,
 //! and without the `cuda` cargo feature the crate is a stub whose entry points
 //! return [`CudaError::NotBuilt`].
@@ -13,16 +14,22 @@
 //! * [`GpuRenderer`] keeps a context, the compiled module and the plan's static
 //!   arrays on the device and renders many shots that differ only in crystal
 //!   orientation ([`Shot`]), overlapping copy-back with compute.
+//! * [`Cuda`] is the [`Backend`] the pipeline renders through.
+//! * With the `host-kernel` feature, [`host::render`] compiles the same
+//!   kernel source as C++ with the system compiler and runs it on the CPU
+//!   (no GPU, no CUDA): the tests hold it to `render_exact` bit for bit.
 #![warn(missing_docs)]
 
+use nanobragg_core::render::{Backend, BackendError, Precision, RenderInfo};
 use nanobragg_core::setup::{rotated_cells, Plan};
 use nanobragg_core::vec3::rotate_umat;
 
 pub use nanobragg_core::render::RenderOutput;
 
+#[cfg(feature = "host-kernel")]
+pub mod host;
 mod params;
-#[doc(hidden)]
-pub use params::host_kernel_inputs;
+pub use params::{generated_declarations, kernel_source, KERNEL_CU};
 
 #[cfg(feature = "cuda")]
 mod gpu;
@@ -34,25 +41,43 @@ mod stub;
 #[cfg(not(feature = "cuda"))]
 pub use stub::{device_info, render, GpuRenderer};
 
-/// The CUDA C source of the kernels.
-pub const KERNEL_SOURCE: &str = include_str!("kernel.cu");
-
-/// Floating-point type the GPU kernel computes in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dtype {
-    /// Single precision: fastest; agrees with the f64 image to ~1e-4 relative.
-    F32,
-    /// Double precision: reproduces the CPU (and nanoBragg.c) image.
-    F64,
+/// The kernel's scalar type for a precision: "f32" (Fast32) or "f64"
+/// (Fast64 and Exact64 both run the f64 kernel, nanoBragg.c's formulas).
+pub fn kernel_type_name(precision: Precision) -> &'static str {
+    if params::single(precision) {
+        "f32"
+    } else {
+        "f64"
+    }
 }
 
-impl Dtype {
-    /// "f32" or "f64".
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::F64 => "f64",
+/// The CUDA backend: [`render`] on device 0, through the core's [`Backend`]
+/// interface.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cuda;
+
+impl Backend for Cuda {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn render_into(
+        &self,
+        plan: &Plan,
+        precision: Precision,
+        image: &mut [f32],
+    ) -> Result<RenderInfo, BackendError> {
+        let out = render(plan, precision)
+            .map_err(|e| BackendError { backend: "cuda", msg: e.to_string() })?;
+        if out.image.len() != image.len() {
+            return Err(BackendError {
+                backend: "cuda",
+                msg: format!("image holds {} values, the plan {}", image.len(), out.image.len()),
+            });
         }
+        let (rendered, info) = out.into_parts();
+        image.copy_from_slice(&rendered);
+        Ok(info)
     }
 }
 
@@ -83,6 +108,18 @@ pub enum CudaError {
     /// The plan or the shots cannot be rendered on the GPU.
     #[error("invalid GPU render input: {0}")]
     Invalid(String),
+    /// The host build of the kernel (feature `host-kernel`) failed to
+    /// compile or to run.
+    #[error("host build of the CUDA kernel: {0}")]
+    HostKernel(String),
+}
+
+/// The interpolation fallback point from the kernel's `info` buffer (h, k, l,
+/// h0, k0, l0, found), for a plan that starts with tricubic interpolation.
+#[cfg_attr(not(any(feature = "cuda", feature = "host-kernel")), allow(dead_code))]
+pub(crate) fn fallback_from_info(interpolate: bool, info: &[f64]) -> Option<([f64; 3], [i64; 3])> {
+    (interpolate && info[6] == 1.0)
+        .then(|| ([info[0], info[1], info[2]], [info[3] as i64, info[4] as i64, info[5] as i64]))
 }
 
 /// What [`device_info`] reports about the GPU that would be used.
@@ -239,8 +276,21 @@ mod tests {
 
     #[test]
     fn kernel_source_exports_both_precisions() {
-        assert!(KERNEL_SOURCE.contains("nb_render_f32"));
-        assert!(KERNEL_SOURCE.contains("nb_render_f64"));
-        assert_eq!(Dtype::F64.name(), "f64");
+        let src = kernel_source();
+        assert!(src.contains("nb_render_f32"));
+        assert!(src.contains("nb_render_f64"));
+        assert!(src.starts_with(&generated_declarations()));
+        assert_eq!(kernel_type_name(Precision::Exact64), "f64");
+        assert_eq!(kernel_type_name(Precision::Fast32), "f32");
+    }
+
+    #[test]
+    fn backend_reports_errors() {
+        let p = plan(false);
+        let mut image = vec![0.0; 3];
+        // without a device (or the feature) the render fails; with one, the size check does
+        let e = Cuda.render_into(&p, Precision::Exact64, &mut image).unwrap_err();
+        assert_eq!(e.backend, "cuda");
+        assert_eq!(Cuda.name(), "cuda");
     }
 }

@@ -1,78 +1,210 @@
-//! The kernel's parameter block and the host-side packing of the plan's
-//! arrays (no CUDA needed: shared by the GPU path and the host emulation check).
+//! The kernel's parameter block, the constants it shares with the CPU
+//! kernel, and the host-side packing of the plan's arrays (no CUDA needed:
+//! shared by the GPU path and the host build of the kernel).
+//!
+//! `Params` and the constants are declared here only: [`kernel_source`]
+//! prepends their C declarations (generated from the Rust ones, with
+//! `static_assert`s of the layout Rust computed) to `kernel.cu`.
+#![cfg_attr(not(any(feature = "cuda", feature = "host-kernel")), allow(dead_code))]
 
-use crate::Dtype;
 use nanobragg_core::config::CrystalShape;
+use nanobragg_core::physics::lattice::{GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR};
+use nanobragg_core::render::Precision;
 use nanobragg_core::setup::{Interpolation, Plan};
 use nanobragg_core::units::R_E_SQR;
+use std::fmt::Write;
 
-/// Kernel parameters; must match `struct Params` in kernel.cu field for field.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Params {
-    pub(crate) subpixel: f64,
-    pub(crate) pixel: f64,
-    pub(crate) fdet: [f64; 3],
-    pub(crate) sdet: [f64; 3],
-    pub(crate) odet: [f64; 3],
-    pub(crate) pix0: [f64; 3],
-    pub(crate) beam: [f64; 3],
-    pub(crate) polar_axis: [f64; 3],
-    pub(crate) distance: f64,
-    pub(crate) close_distance: f64,
-    pub(crate) thickstep: f64,
-    pub(crate) mu: f64,
-    pub(crate) a_star: [f64; 3],
-    pub(crate) b_star: [f64; 3],
-    pub(crate) c_star: [f64; 3],
-    pub(crate) na: f64,
-    pub(crate) nb: f64,
-    pub(crate) nc: f64,
-    pub(crate) fudge: f64,
-    pub(crate) kahn: f64,
-    pub(crate) dmin: f64,
-    pub(crate) i_bg: f64,
-    pub(crate) scale: f64,
-    pub(crate) steps: f64,
-    pub(crate) default_f: f64,
-    pub(crate) water_size: f64,
-    pub(crate) roi: [i64; 4],
-    pub(crate) fpixels: i32,
-    pub(crate) spixels: i32,
-    pub(crate) oversample: i32,
-    pub(crate) thicksteps: i32,
-    pub(crate) nsources: i32,
-    pub(crate) ncells: i32,
-    pub(crate) thick_zero: i32,
-    pub(crate) curved: i32,
-    pub(crate) point_pixel: i32,
-    pub(crate) nopolar: i32,
-    pub(crate) os_omega: i32,
-    pub(crate) os_polar: i32,
-    pub(crate) os_thick: i32,
-    pub(crate) shape: i32,
-    pub(crate) has_grid: i32,
-    pub(crate) hkls_pos: i32,
-    pub(crate) interpolate: i32,
-    pub(crate) has_mask: i32,
-    pub(crate) h_min: i32,
-    pub(crate) h_max: i32,
-    pub(crate) k_min: i32,
-    pub(crate) k_max: i32,
-    pub(crate) l_min: i32,
-    pub(crate) l_max: i32,
-    pub(crate) write_omega: i32,
-    pub(crate) pad_: i32,
-    pub(crate) lat_coef: [f32; 18],
-    pub(crate) lat_even: [f32; 3],
-    pub(crate) fast_dmin: f32,
-    pub(crate) fast_kahn: f32,
-    pub(crate) fast_n: [f32; 3],
-    pub(crate) fast_f2: f32,
-    pub(crate) fast: i32,
-    pub(crate) lat_deg: i32,
-    pub(crate) lat_any_even: i32,
-    pub(crate) grid_lookup: i32,
+/// A Rust type with a C spelling, for the generated declarations.
+trait CType {
+    /// The C declaration of a field `name` of this type.
+    fn c_field(name: &str) -> String;
+}
+
+macro_rules! c_scalar {
+    ($($t:ty => $c:literal),*) => {
+        $(impl CType for $t {
+            fn c_field(name: &str) -> String {
+                format!("{} {name}", $c)
+            }
+        })*
+    };
+}
+c_scalar!(f64 => "double", f32 => "float", i32 => "int", i64 => "long long");
+
+impl<T: CType, const N: usize> CType for [T; N] {
+    fn c_field(name: &str) -> String {
+        T::c_field(&format!("{name}[{N}]"))
+    }
+}
+
+/// Declares a `#[repr(C)]` struct (every field `pub(crate)`) and its
+/// `c_declaration()`: the same struct in C, doc comments as comments, then
+/// `static_assert`s of its size and of every field's offset as Rust laid
+/// them out (`std::mem::offset_of!`), so that a C compiler that disagrees
+/// refuses the source.
+macro_rules! c_struct {
+    (
+        $(#[$meta:meta])*
+        pub(crate) struct $name:ident { $($(#[doc = $doc:literal])* $field:ident: $ty:ty,)* }
+    ) => {
+        $(#[$meta])*
+        #[repr(C)]
+        pub(crate) struct $name { $($(#[doc = $doc])* pub(crate) $field: $ty,)* }
+
+        // no padding: every byte of the block is a field (see `as_bytes`)
+        const _: () = assert!(std::mem::size_of::<$name>() == 0 $(+ std::mem::size_of::<$ty>())*);
+
+        impl $name {
+            /// The C declaration of this struct with its layout assertions.
+            pub(crate) fn c_declaration() -> String {
+                let name = stringify!($name);
+                let mut c = format!("struct {name} {{\n");
+                let mut asserts = format!(
+                    "static_assert(sizeof({name}) == {}, \"{name}: size differs from Rust\");\n",
+                    std::mem::size_of::<$name>()
+                );
+                // NVRTC before 13.4 has no constant offsetof: the host build checks the
+                // offsets (CUDA lays out structs of these types as the host does).
+                asserts.push_str("#ifndef __CUDACC_RTC__\n");
+                $(
+                    $(let _ = writeln!(c, "    //{}", $doc);)*
+                    let _ = writeln!(c, "    {};", <$ty as CType>::c_field(stringify!($field)));
+                    let _ = writeln!(
+                        asserts,
+                        "static_assert(__builtin_offsetof({name}, {0}) == {1}, \"{name}.{0}: offset differs from Rust\");",
+                        stringify!($field),
+                        std::mem::offset_of!($name, $field),
+                    );
+                )*
+                c.push_str("};\n");
+                asserts.push_str("#endif\n");
+                c + &asserts
+            }
+        }
+    };
+}
+
+/// Coefficients of P per axis in [`Params::lat_coef`].
+const LAT_TERMS: usize = 6;
+
+/// Numbers the kernel shares with the CPU kernel, defined in C as these
+/// names (Rust's shortest round-trip spelling: the C compiler reads the same
+/// double back).
+const SHARED_CONSTANTS: [(&str, f64); 4] = [
+    ("NB_PI", std::f64::consts::PI),
+    ("ROUND_XTAL_SCALE", ROUND_XTAL_SCALE),
+    ("GAUSS_XTAL_WIDTH", GAUSS_XTAL_WIDTH),
+    ("TOPHAT_RADIUS_SQR", TOPHAT_RADIUS_SQR),
+];
+
+/// The CUDA C source of the kernels as written (without the generated
+/// declarations; see [`kernel_source`]).
+pub const KERNEL_CU: &str = include_str!("kernel.cu");
+
+/// The declarations generated from Rust that `kernel.cu` relies on: the
+/// shared constants and `struct Params` with its layout assertions.
+pub fn generated_declarations() -> String {
+    let mut c = String::from("// Generated from crates/cuda/src/params.rs: do not edit.\n");
+    for (name, value) in SHARED_CONSTANTS {
+        let _ = writeln!(c, "#define {name} {value:?}");
+    }
+    let _ = writeln!(c, "#define NB_LAT_TERMS {LAT_TERMS}");
+    c + &Params::c_declaration()
+}
+
+/// The complete kernel source: [`generated_declarations`], then `kernel.cu`.
+/// Compiled by NVRTC (feature `cuda`) and by the host compiler (feature
+/// `host-kernel`).
+pub fn kernel_source() -> String {
+    generated_declarations() + "#line 1 \"kernel.cu\"\n" + KERNEL_CU
+}
+
+c_struct! {
+    /// The kernel's parameter block, passed by value to every launch. Its C
+    /// declaration is generated from this one ([`Params::c_declaration`]).
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct Params {
+        subpixel: f64,
+        pixel: f64,
+        fdet: [f64; 3],
+        sdet: [f64; 3],
+        odet: [f64; 3],
+        pix0: [f64; 3],
+        beam: [f64; 3],
+        polar_axis: [f64; 3],
+        distance: f64,
+        close_distance: f64,
+        thickstep: f64,
+        mu: f64,
+        a_star: [f64; 3],
+        b_star: [f64; 3],
+        c_star: [f64; 3],
+        na: f64,
+        nb: f64,
+        nc: f64,
+        fudge: f64,
+        kahn: f64,
+        dmin: f64,
+        i_bg: f64,
+        scale: f64,
+        steps: f64,
+        default_f: f64,
+        water_size: f64,
+        roi: [i64; 4],
+        fpixels: i32,
+        spixels: i32,
+        oversample: i32,
+        thicksteps: i32,
+        nsources: i32,
+        ncells: i32,
+        thick_zero: i32,
+        curved: i32,
+        point_pixel: i32,
+        nopolar: i32,
+        os_omega: i32,
+        os_polar: i32,
+        os_thick: i32,
+        /// 0 square, 1 round, 2 gauss, 3 tophat
+        shape: i32,
+        has_grid: i32,
+        hkls_pos: i32,
+        /// the plan starts with tricubic interpolation
+        interpolate: i32,
+        has_mask: i32,
+        h_min: i32,
+        h_max: i32,
+        k_min: i32,
+        k_max: i32,
+        l_min: i32,
+        l_max: i32,
+        write_omega: i32,
+        pad_: i32,
+        /// f32 grouped-source path (nb_fast_subpixel): per axis a, b, c, P(y)'s
+        /// ascending coefficients
+        lat_coef: [f32; 3 * LAT_TERMS],
+        /// per axis: 1 when N is even (U^2 = (1 - y) P(y)^2), else 0
+        lat_even: [f32; 3],
+        /// dmin, kahn, N, default_F^2 in single precision
+        fast_dmin: f32,
+        fast_kahn: f32,
+        fast_n: [f32; 3],
+        fast_f2: f32,
+        /// no -oversample_omega/_polar/_thick: sources x cells may be reordered
+        fast: i32,
+        /// square crystal, whole N <= 12: degree of P (1..5); -1: lattice()
+        lat_deg: i32,
+        lat_any_even: i32,
+        /// has_grid && hkls_pos: nearest-neighbour structure factors
+        grid_lookup: i32,
+        /// to a multiple of 8 bytes: no trailing padding
+        pad_end_: i32,
+    }
+}
+
+/// Whether `precision` runs the f32 kernel (Fast32) rather than the f64 one
+/// (Fast64 and Exact64: the GPU has one f64 kernel, nanoBragg.c's formulas).
+pub(crate) fn single(precision: Precision) -> bool {
+    precision == Precision::Fast32
 }
 
 /// Which build of the kernel a plan needs: the f32 module is compiled for the
@@ -81,7 +213,7 @@ pub(crate) struct Params {
 #[cfg(feature = "cuda")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Variant {
-    pub(crate) dtype: Dtype,
+    pub(crate) single: bool,
     pub(crate) deg: i32,
     pub(crate) even: bool,
     pub(crate) grid: bool,
@@ -89,16 +221,24 @@ pub(crate) struct Variant {
 
 #[cfg(feature = "cuda")]
 impl Variant {
-    pub(crate) fn new(p: &Params, dtype: Dtype) -> Variant {
-        match dtype {
-            Dtype::F64 => Variant { dtype, deg: -1, even: false, grid: false },
-            Dtype::F32 => Variant {
-                dtype,
-                deg: p.lat_deg,
-                even: p.lat_any_even != 0,
-                grid: p.grid_lookup != 0,
-            },
+    pub(crate) fn new(p: &Params, single: bool) -> Variant {
+        if single {
+            Variant { single, deg: p.lat_deg, even: p.lat_any_even != 0, grid: p.grid_lookup != 0 }
+        } else {
+            Variant { single, deg: -1, even: false, grid: false }
         }
+    }
+}
+
+/// The kernels a plan renders with: the specialised first-pass kernel, if
+/// the plan allows one (no -oversample_* flag, no tricubic interpolation;
+/// f32: grouped sources; f64: the C loop for a square crystal), and the
+/// general kernel (every other pass).
+pub(crate) fn kernel_names(p: &Params, single: bool) -> (Option<&'static str>, &'static str) {
+    let simple = p.fast != 0 && p.interpolate == 0;
+    match single {
+        true => (simple.then_some("nb_render_fast_f32"), "nb_render_f32"),
+        false => ((simple && p.shape == 0).then_some("nb_render_simple_f64"), "nb_render_f64"),
     }
 }
 
@@ -250,7 +390,7 @@ pub(crate) fn base_params(plan: &Plan) -> Params {
             let polys: Vec<_> = polys.into_iter().flatten().collect();
             let deg = polys.iter().map(|(c, _)| c.len() - 1).max().unwrap_or(0).max(1);
             for (axis, (coef, even)) in polys.iter().enumerate() {
-                for (dst, &c) in p.lat_coef[6 * axis..].iter_mut().zip(coef) {
+                for (dst, &c) in p.lat_coef[LAT_TERMS * axis..].iter_mut().zip(coef) {
                     *dst = c as f32; // whole numbers below 2^24: exact
                 }
                 p.lat_even[axis] = if *even { 1.0 } else { 0.0 };
@@ -263,44 +403,42 @@ pub(crate) fn base_params(plan: &Plan) -> Params {
 }
 
 /// Host values converted to the kernel's scalar type, as bytes.
-pub(crate) fn pack(vals: impl Iterator<Item = f64>, dtype: Dtype) -> Vec<u8> {
-    match dtype {
-        Dtype::F32 => vals.flat_map(|v| (v as f32).to_ne_bytes()).collect(),
-        Dtype::F64 => vals.flat_map(|v| v.to_ne_bytes()).collect(),
+pub(crate) fn pack(vals: impl Iterator<Item = f64>, single: bool) -> Vec<u8> {
+    match single {
+        true => vals.flat_map(|v| (v as f32).to_ne_bytes()).collect(),
+        false => vals.flat_map(|v| v.to_ne_bytes()).collect(),
     }
 }
 
-/// Everything the kernel reads for the plan's own orientation, serialised for
-/// running `kernel.cu` on the host (see docs/gpu.md, "host emulation"): five
-/// little-endian u64 byte lengths, then the parameter block, cells, sources,
-/// structure factor grid and mask.
-#[doc(hidden)]
-pub fn host_kernel_inputs(plan: &Plan, dtype: Dtype) -> Vec<u8> {
-    let p = base_params(plan);
-    // SAFETY: Params is #[repr(C)] plain old data without padding holes that
-    // matter (they are only copied).
-    let pbytes = unsafe {
-        std::slice::from_raw_parts(&p as *const Params as *const u8, std::mem::size_of::<Params>())
-    }
-    .to_vec();
-    let cells = pack(plan.cells_m.iter().flat_map(|c| c.iter().copied()), dtype);
-    let sources = pack(source_values(plan).into_iter(), dtype);
+/// The phi x mosaic cells (nine values each) in the kernel's scalar type.
+pub(crate) fn pack_cells(cells_m: &[[f64; 9]], single: bool) -> Vec<u8> {
+    pack(cells_m.iter().flatten().copied(), single)
+}
+
+/// The plan's static arrays in the kernel's scalar type: the sources (see
+/// [`source_values`]) and the structure-factor grid (one value when there is
+/// none: the kernel never reads it then).
+pub(crate) fn pack_static(plan: &Plan, single: bool) -> (Vec<u8>, Vec<u8>) {
+    let sources = pack(source_values(plan).into_iter(), single);
     let grid = match &plan.grid {
-        Some(g) if !g.data.is_empty() => pack(g.data.iter().copied(), dtype),
-        _ => pack([0.0].into_iter(), dtype),
+        Some(g) if !g.data.is_empty() => pack(g.data.iter().copied(), single),
+        _ => pack([0.0].into_iter(), single),
     };
-    let mask: Vec<u8> = match &plan.mask {
-        Some(m) => m.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        None => vec![0, 0],
-    };
-    let mut out = Vec::new();
-    for part in [&pbytes, &cells, &sources, &grid, &mask] {
-        out.extend((part.len() as u64).to_le_bytes());
+    (sources, grid)
+}
+
+impl Params {
+    /// The block's bytes, as the kernel receives them.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        // SAFETY: Params is #[repr(C)] of f64, i64, i32 and f32 fields whose
+        // fields leave no padding (asserted where c_struct! declares it); every byte is initialised, and the slice borrows self.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self as *const Params).cast::<u8>(),
+                std::mem::size_of::<Params>(),
+            )
+        }
     }
-    for part in [pbytes, cells, sources, grid, mask] {
-        out.extend(part);
-    }
-    out
 }
 
 #[cfg(test)]

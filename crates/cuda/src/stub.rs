@@ -1,8 +1,8 @@
 //! Built without the `cuda` feature: every entry point reports
 //! [`CudaError::NotBuilt`].
 
-use crate::{CudaError, DeviceInfo, Dtype, Shot};
-use nanobragg_core::render::RenderOutput;
+use crate::{CudaError, DeviceInfo, Shot};
+use nanobragg_core::render::{Precision, RenderOutput};
 use nanobragg_core::setup::Plan;
 use std::convert::Infallible;
 
@@ -12,7 +12,7 @@ pub fn device_info() -> Result<DeviceInfo, CudaError> {
 }
 
 /// Render a plan on the GPU (always [`CudaError::NotBuilt`] in this build).
-pub fn render(_plan: &Plan, _dtype: Dtype) -> Result<RenderOutput, CudaError> {
+pub fn render(_plan: &Plan, _precision: Precision) -> Result<RenderOutput, CudaError> {
     Err(CudaError::NotBuilt)
 }
 
@@ -24,7 +24,7 @@ pub struct GpuRenderer {
 
 impl GpuRenderer {
     /// Always [`CudaError::NotBuilt`] in this build.
-    pub fn new(_plan: &Plan, _dtype: Dtype) -> Result<GpuRenderer, CudaError> {
+    pub fn new(_plan: &Plan, _precision: Precision) -> Result<GpuRenderer, CudaError> {
         Err(CudaError::NotBuilt)
     }
 
@@ -34,7 +34,7 @@ impl GpuRenderer {
     }
 
     /// The precision the renderer computes in.
-    pub fn dtype(&self) -> Dtype {
+    pub fn precision(&self) -> Precision {
         match self.never {}
     }
 

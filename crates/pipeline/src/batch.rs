@@ -7,7 +7,6 @@
 //! with the next shot's compute.
 
 use crate::invocation::Invocation;
-use crate::render::gpu_dtype;
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::render::{cpu, RenderOptions};
@@ -88,7 +87,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
         Ok(())
     };
     if gpu {
-        let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], gpu_dtype(inv.precision))
+        let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         let shots: Vec<nanobragg_cuda::Shot> =
             plans.iter().map(nanobragg_cuda::Shot::from_plan).collect();

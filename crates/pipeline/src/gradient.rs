@@ -6,7 +6,7 @@ use crate::invocation::{Curvatures, Invocation};
 use anyhow::{anyhow, Result};
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::{hessian_with, jacobian_in, Param};
-use nanobragg_core::render::{Precision, RenderOptions};
+use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::io::Write;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 
 use anyhow::{anyhow, Result};
 use nanobragg_core::config::SfSource;
-use nanobragg_core::render::{Backend, Cpu, Precision, RenderInfo, RenderOptions};
+use nanobragg_core::render::{Backend, Cpu, RenderInfo, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 
 use crate::invocation::{Device, Invocation};
@@ -26,15 +26,6 @@ pub fn clock_seed() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
-}
-
-/// The CUDA backend's precision for `p` (it has no exact path: `-exact`
-/// renders its f64 kernel).
-pub fn gpu_dtype(p: Precision) -> nanobragg_cuda::Dtype {
-    match p {
-        Precision::Fast64 | Precision::Exact64 => nanobragg_cuda::Dtype::F64,
-        Precision::Fast32 => nanobragg_cuda::Dtype::F32,
-    }
 }
 
 /// An image rendered into memory, with what produced it.
@@ -91,7 +82,7 @@ impl Invocation {
 /// Renders `plan` with the invocation's precision, threads and device.
 pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInfo)> {
     if inv.uses_gpu() {
-        let r = nanobragg_cuda::render(plan, gpu_dtype(inv.precision))
+        let r = nanobragg_cuda::render(plan, inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         return Ok(r.into_parts());
     }
@@ -156,11 +147,5 @@ mod tests {
         let s = Invocation::default().seeds();
         assert_eq!(s.noise_idum, s.setup.misset_idum);
         assert!((-s.noise_idum - before).abs() <= 1);
-    }
-
-    #[test]
-    fn gpu_precision() {
-        assert_eq!(gpu_dtype(Precision::Exact64), nanobragg_cuda::Dtype::F64);
-        assert_eq!(gpu_dtype(Precision::Fast32), nanobragg_cuda::Dtype::F32);
     }
 }

@@ -15,7 +15,7 @@ use crate::report;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
-use nanobragg_core::render::{cpu, Precision, RenderInfo, RenderOptions};
+use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
@@ -31,8 +31,6 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-
 
 /// The output files of a run, open under temporary names until
 /// [`Self::commit`].
