@@ -394,11 +394,13 @@ mod tests {
             }
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was detected just above; the function reads only `r`.
                 let got = unsafe { unmasked_sums_avx2(r) };
                 let bits = |v: ([f64; PARTIALS], [f64; PARTIALS], f32)| {
                     (v.0.map(f64::to_bits), v.1.map(f64::to_bits), v.2.to_bits())
                 };
                 assert_eq!(bits(got), bits(want), "{len}");
+                // SAFETY: AVX2 was detected above; the function reads only `r`.
                 let got = unsafe { deviations_avx2(r, mean) };
                 assert_eq!(got.map(f64::to_bits), dev.map(f64::to_bits), "{len}");
             }

@@ -613,9 +613,7 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let mut d_f = zero;
     let no_grid = lat.grid.is_none();
     let square = (plan.shape == CrystalShape::Square).then(|| lat.square_axes());
-    for x in m.iter_mut() {
-        *x = [[zero; 3]; 3];
-    }
+    m.fill([[zero; 3]; 3]);
     // Σ over cells of (∂value/∂h) ⊗ h (see [`frame_derivative`])
     let mut frame = [[zero; 3]; 3];
     let frame_kept = c.frame_kept;
@@ -657,17 +655,13 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
                 // d I / d q of this sample
                 let mut d_q = [zero; 3];
                 for (ci, cell) in geo.cells.iter().enumerate() {
-                    let mut abc = [[zero; 3]; 3];
-                    for j in 0..3 {
-                        abc[0][j] = B::splat(cell.a[j].re);
-                        abc[1][j] = B::splat(cell.b[j].re);
-                        abc[2][j] = B::splat(cell.c[j].re);
-                    }
-                    let mut hkl = [Lat::<B, L>::zero(); 3];
-                    for i in 0..3 {
-                        hkl[i].re = dot(abc[i], qv);
-                        hkl[i].eps[i] = B::one();
-                    }
+                    let abc = [cell.a, cell.b, cell.c].map(|v| v.map(|x| B::splat(x.re)));
+                    let hkl: [Lat<B, L>; 3] = std::array::from_fn(|i| {
+                        let mut h = Lat::<B, L>::zero();
+                        h.re = dot(abc[i], qv);
+                        h.eps[i] = B::one();
+                        h
+                    });
                     let f_latt = match square {
                         Some(axes) => square_lattice(axes, &c.n_parts, &hkl),
                         None => lat.lattice(hkl[0], hkl[1], hkl[2]),
@@ -685,34 +679,21 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
                         let mut oor = None;
                         let f = lat.structure_factor(hkl, hit, interp, &mut oor);
                         if let Some((i, _)) = oor {
-                            if out_of_range.is_none_or(|j| i < j) {
-                                out_of_range = Some(i);
-                            }
+                            out_of_range = Some(out_of_range.map_or(i, |j: usize| j.min(i)));
                         }
                         f
                     };
                     let t = f_cell * f_cell * f_latt * f_latt;
                     i_acc = B::select(hit, i_acc + t.re, i_acc);
-                    let mut g = [zero; 3];
-                    for i in 0..3 {
-                        g[i] = B::select(hit, t.eps[i], zero);
-                    }
+                    let g: [B; 3] = std::array::from_fn(|i| B::select(hit, t.eps[i], zero));
                     for j in 0..3 {
                         d_q[j] += g[0] * abc[0][j] + g[1] * abc[1][j] + g[2] * abc[2][j];
                     }
                     if frame_kept {
-                        for i in 0..3 {
-                            for k in 0..3 {
-                                frame[i][k] += g[i] * hkl[k].re;
-                            }
-                        }
+                        add_outer(&mut frame, g, hkl.map(|h| h.re));
                     }
                     if let Some(mc) = m.get_mut(ci) {
-                        for i in 0..3 {
-                            for j in 0..3 {
-                                mc[i][j] += g[i] * qv[j];
-                            }
-                        }
+                        add_outer(mc, g, qv);
                     }
                     for e in 3..nl {
                         d_lat[e] += B::select(hit, t.eps[e], zero);
@@ -735,37 +716,99 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
             }
         }
     }
+    let sums = Sums {
+        i_acc,
+        polar,
+        omega,
+        at_polar: [f_polar, s_polar],
+        at_omega: [f_omega, s_omega],
+        d_pos,
+        d_geo,
+        d_lat,
+        d_f,
+        frame,
+    };
+    contract_sums(rows, &sums, m, z, out);
+    out_of_range
+}
+
+/// `acc += a ⊗ b`.
+#[inline(always)]
+fn add_outer<B: Num>(acc: &mut [[B; 3]; 3], a: [B; 3], b: [B; 3]) {
+    for (row, ai) in acc.iter_mut().zip(a) {
+        for (x, bk) in row.iter_mut().zip(b) {
+            *x += ai * bk;
+        }
+    }
+}
+
+/// What the sample loop of [`contracted_lanes`] sums over one block of
+/// pixels: the photons, the polarization and solid angle (with the sub-pixel
+/// (fast, slow) where each was taken) and the photons' derivatives by the
+/// inner numbers.
+struct Sums<B: Num<Scalar = f64>, const G: usize> {
+    i_acc: B,
+    polar: Geo<B, G>,
+    omega: Geo<B, G>,
+    at_polar: [B; 2],
+    at_omega: [B; 2],
+    /// d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet).
+    d_pos: [[B; 3]; 3],
+    d_geo: [B; NG],
+    d_lat: [B; NL],
+    /// d I / d default_F without a grid.
+    d_f: B,
+    /// Σ over cells of (∂value/∂h) ⊗ h (see [`frame_derivative`]).
+    frame: [[B; 3]; 3],
+}
+
+/// The block's value into `out[0]` and, through the inner numbers `z`, its
+/// derivative by each parameter into `out[1 + p]`.
+#[inline(always)]
+fn contract_sums<B: Num<Scalar = f64>, const G: usize, const L: usize>(
+    rows: &Rows<'_, '_, B, G, L>,
+    s: &Sums<B, G>,
+    m: &[[[B; 3]; 3]],
+    z: &mut [B],
+    out: &mut [B],
+) {
+    let (lat, c) = (&rows.lat, rows.c);
+    let zero = B::zero();
+    let ng = c.geo_parts.len();
+    let nl = 3 + c.lat_parts.len();
+    let has_pos = c.geo_parts.first() == Some(&GeoPart::Pos);
     // the photons, in the exact kernel's order (capture fraction 1)
     let (scale, steps) = (B::splat(lat.scale.re), B::splat(lat.steps.re));
-    let (p, o) = (polar.re, omega.re);
-    let value = scale * i_acc / steps * B::one() * p * o;
+    let (p, o) = (s.polar.re, s.omega.re);
+    let value = scale * s.i_acc / steps * B::one() * p * o;
     out[0] = value;
     // d value / d (inner numbers)
     let kpo = scale / steps * p * o;
-    let ks = scale * i_acc / steps;
+    let ks = scale * s.i_acc / steps;
     let (ks_o, ks_p) = (ks * o, ks * p);
     if has_pos {
-        let wp = [B::one(), f_polar, s_polar];
-        let wo = [B::one(), f_omega, s_omega];
+        let wp = [B::one(), s.at_polar[0], s.at_polar[1]];
+        let wo = [B::one(), s.at_omega[0], s.at_omega[1]];
         for w in 0..3 {
             for i in 0..3 {
-                z[3 * w + i] =
-                    kpo * d_pos[w][i] + ks_o * polar.eps[i] * wp[w] + ks_p * omega.eps[i] * wo[w];
+                z[3 * w + i] = kpo * s.d_pos[w][i]
+                    + ks_o * s.polar.eps[i] * wp[w]
+                    + ks_p * s.omega.eps[i] * wo[w];
             }
         }
     }
     for k in (if has_pos { 3 } else { 0 })..ng {
-        z[Z_GEO + k] = kpo * d_geo[k] + ks_o * polar.eps[k] + ks_p * omega.eps[k];
+        z[Z_GEO + k] = kpo * s.d_geo[k] + ks_o * s.polar.eps[k] + ks_p * s.omega.eps[k];
     }
     for e in 3..nl {
-        z[Z_LAT + e] = kpo * d_lat[e];
+        z[Z_LAT + e] = kpo * s.d_lat[e];
     }
-    z[Z_SCALE] = i_acc / steps * p * o;
+    z[Z_SCALE] = s.i_acc / steps * p * o;
     z[Z_IBG] = kpo;
-    z[Z_F] = kpo * d_f;
+    z[Z_F] = kpo * s.d_f;
     for i in 0..3 {
         for k in 0..3 {
-            z[Z_FRAME + 3 * i + k] = kpo * frame[i][k];
+            z[Z_FRAME + 3 * i + k] = kpo * s.frame[i][k];
         }
     }
     for (zc, mc) in z[Z_CELLS..].chunks_exact_mut(9).zip(m.iter()) {
@@ -782,5 +825,4 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
         }
         *d = acc;
     }
-    out_of_range
 }
