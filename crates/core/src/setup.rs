@@ -560,6 +560,18 @@ impl Plan {
         seeds: SetupSeeds,
         deltas: &Deltas<R>,
     ) -> Result<(Plan, Leaves<R>)> {
+        Self::resolve(cfg, seeds, deltas, structure_factors)
+    }
+
+    /// [`Plan::with_leaves`] with the structure factors given by `sf`: the
+    /// derivative path, which has the f64 plan already, passes its count
+    /// instead of building the grid again (no lookup reads the leaves' plan).
+    fn resolve<R: DiffReal>(
+        cfg: &SimConfig,
+        seeds: SetupSeeds,
+        deltas: &Deltas<R>,
+        sf: impl FnOnce(&SimConfig) -> Result<(Option<HklGrid>, usize)>,
+    ) -> Result<(Plan, Leaves<R>)> {
         let c = R::c;
         check_inputs(cfg)?;
         let mut warnings = Vec::new();
@@ -584,7 +596,7 @@ impl Plan {
         warnings.extend(cell.warnings.iter().cloned());
         let size =
             CrystalSize::resolve(cfg, beam.sample, &cell, lambda0_m, &detector, &mut warnings)?;
-        let (grid, hkls) = structure_factors(cfg)?;
+        let (grid, hkls) = sf(cfg)?;
         let interpolation = if interp_choice && hkls > 0 {
             Interpolation::Tricubic
         } else {

@@ -62,22 +62,33 @@ pub fn rescale<R: Num>(v: V3<R>, new_mag: R) -> V3<R> {
 /// as in `rotate` of nanoBragg.c.
 #[inline]
 pub fn rotate<R: Real>(v: V3<R>, phix: R, phiy: R, phiz: R) -> V3<R> {
+    rotate_skipping(v, [phix, phiy, phiz], |a| a == R::zero())
+}
+
+/// The x, y, z rotations of [`rotate`] and [`rotate_xyz`]; an angle for
+/// which `skip` holds is not applied.
+#[inline(always)]
+fn rotate_skipping<R: Real>(
+    v: V3<R>,
+    [phix, phiy, phiz]: V3<R>,
+    skip: impl Fn(R) -> bool,
+) -> V3<R> {
     let [mut x, mut y, mut z] = v;
-    if phix != R::zero() {
+    if !skip(phix) {
         let (s, c) = (phix.sin(), phix.cos());
         let ny = y * c + z * (-s);
         let nz = y * s + z * c;
         y = ny;
         z = nz;
     }
-    if phiy != R::zero() {
+    if !skip(phiy) {
         let (s, c) = (phiy.sin(), phiy.cos());
         let nx = x * c + y * R::zero() + z * s;
         let nz = x * (-s) + y * R::zero() + z * c;
         x = nx;
         z = nz;
     }
-    if phiz != R::zero() {
+    if !skip(phiz) {
         let (s, c) = (phiz.sin(), phiz.cos());
         let nx = x * c + y * (-s);
         let ny = x * s + y * c;
@@ -126,29 +137,7 @@ pub fn lift<R: Num>(v: [f64; 3]) -> V3<R> {
 /// For f64 this is exactly [`rotate`].
 #[inline]
 pub fn rotate_xyz<R: DiffReal>(v: V3<R>, phix: R, phiy: R, phiz: R) -> V3<R> {
-    let [mut x, mut y, mut z] = v;
-    if !phix.is_const_zero() {
-        let (s, c) = (phix.sin(), phix.cos());
-        let ny = y * c + z * (-s);
-        let nz = y * s + z * c;
-        y = ny;
-        z = nz;
-    }
-    if !phiy.is_const_zero() {
-        let (s, c) = (phiy.sin(), phiy.cos());
-        let nx = x * c + y * R::zero() + z * s;
-        let nz = x * (-s) + y * R::zero() + z * c;
-        x = nx;
-        z = nz;
-    }
-    if !phiz.is_const_zero() {
-        let (s, c) = (phiz.sin(), phiz.cos());
-        let nx = x * c + y * (-s);
-        let ny = x * s + y * c;
-        x = nx;
-        y = ny;
-    }
-    [x, y, z]
+    rotate_skipping(v, [phix, phiy, phiz], R::is_const_zero)
 }
 
 #[cfg(test)]

@@ -61,16 +61,17 @@ pub struct Leaves<R> {
 }
 
 impl<R: DiffReal> Leaves<R> {
-    /// The leaves of `cfg` (whose plan is `_plan`, resolved with `seeds`)
-    /// with `deltas` added: [`Plan::with_leaves`], the plan's one setup code
-    /// path. With all-zero deltas the values are the plan's.
+    /// The leaves of `cfg` (whose plan is `plan`, resolved with `seeds`)
+    /// with `deltas` added, by the plan's one setup code path
+    /// ([`Plan::with_leaves`]) without building `plan`'s structure factors
+    /// again. With all-zero deltas the values are the plan's.
     pub fn new(
         cfg: &SimConfig,
-        _plan: &Plan,
+        plan: &Plan,
         seeds: SetupSeeds,
         deltas: &Deltas<R>,
     ) -> Result<Leaves<R>> {
-        Ok(Plan::with_leaves(cfg, seeds, deltas)?.1)
+        Ok(Plan::resolve(cfg, seeds, deltas, |_| Ok((None, plan.hkls)))?.1)
     }
 }
 
