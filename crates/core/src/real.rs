@@ -169,6 +169,19 @@ pub trait Num:
             *o = self.lane(i).val() as f32;
         }
     }
+    /// Store part `o` of the lanes, rounded to f32, into `out[..LANES]`:
+    /// part 0 is the value; dual numbers add their derivative parts.
+    #[inline(always)]
+    fn write_part(self, o: usize, out: &mut [f32]) {
+        debug_assert_eq!(o, 0, "a plain number has one part");
+        self.write_f32(out);
+    }
+    /// Part `o` (see [`Num::write_part`]) of lane `i`, rounded to f32.
+    #[inline(always)]
+    fn part_lane(self, o: usize, i: usize) -> f32 {
+        debug_assert_eq!(o, 0, "a plain number has one part");
+        self.lane(i).val() as f32
+    }
 }
 
 /// A scalar real number type (one lane, `bool` masks).

@@ -5,7 +5,7 @@
 use crate::invocation::{Curvatures, Invocation};
 use anyhow::{anyhow, Result};
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::{hessian_with, jacobian_in, Param};
+use nanobragg_core::diff::{hessian_of, jacobian_of, Param};
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::io::Write;
@@ -56,14 +56,14 @@ pub fn write(inv: &Invocation, plan: &Plan, seeds: SetupSeeds, out: &mut impl Wr
     let opts = RenderOptions { threads: inv.threads };
     let mut files: Vec<(PathBuf, String, Vec<f32>)> = Vec::new();
     if inv.curvatures == Curvatures::None {
-        let j = jacobian_in(&inv.config, &params, seeds, opts, inv.precision)?;
+        let j = jacobian_of(&inv.config, plan, &params, seeds, opts, inv.precision)?;
         for (p, d) in params.iter().zip(j.derivatives) {
             files.push((file_name(&inv.gradfile, *p), per(*p, None), d));
         }
     } else {
         // the hyper-dual renders carry the first derivatives too
         let mixed = inv.curvatures == Curvatures::Mixed;
-        let h = hessian_with(&inv.config, &params, seeds, opts, mixed)?;
+        let h = hessian_of(&inv.config, plan, &params, seeds, opts, mixed)?;
         for ((p, g), d2) in params.iter().zip(h.gradient).zip(h.diagonal) {
             files.push((file_name(&inv.gradfile, *p), per(*p, None), g));
             files.push((file_name2(&inv.gradfile, *p, *p), per(*p, Some(*p)), d2));

@@ -45,15 +45,14 @@
 
 use super::dense::{seeded, Dense64};
 #[cfg(target_arch = "x86_64")]
-use super::lanes::x86;
-use super::lanes::{render_planes, DualLanes64, DualRows};
+use super::lanes::DualLanes64;
 use super::leaves::Leaves;
 use super::param::Param;
 use crate::config::{CrystalShape, SimConfig};
 use crate::error::Result;
 use crate::real::{Mask, Num};
-use crate::render::cpu::RowBlocks;
 use crate::render::kernel::{exact_grating, Exact, Fast, Kernel};
+use crate::render::rows::{render_images, RowBlocks, RowKernel, RowOut};
 use crate::setup::{Plan, SetupSeeds};
 use crate::vec3::{cross, dot, V3};
 
@@ -451,24 +450,27 @@ fn render_contracted<const G: usize, const L: usize>(
     #[cfg(target_arch = "x86_64")]
     {
         use crate::real::X2;
+        use crate::render::rows::{Avx2, Avx512};
         use crate::render::simd::{avx2::F64x4, avx512::F64x8};
         use crate::render::SimdLevel;
         match level.min(crate::render::simd_level()) {
             SimdLevel::Avx512 => {
                 let rows = Rows::<F64x8, G, L>::new(plan, values, &geo, &lat, c);
-                return render_planes(plan, &x86::Avx512Rows(rows), outputs);
+                // SAFETY: the level is at most this CPU's.
+                return render_images(plan, &unsafe { Avx512::new(rows) }, outputs);
             }
             SimdLevel::Avx2 => {
                 // two vectors per call: independent chains (all 26 parameters
                 // of the cubic bench 1.09x faster than one vector, four 1.3x
                 // slower than two: the duals' spills)
                 let rows = Rows::<X2<F64x4>, G, L>::new(plan, values, &geo, &lat, c);
-                return render_planes(plan, &x86::Avx2Rows(rows), outputs);
+                // SAFETY: the level is at most this CPU's.
+                return render_images(plan, &unsafe { Avx2::new(rows) }, outputs);
             }
             SimdLevel::Scalar => {}
         }
     }
-    render_planes(plan, &Rows::<f64, G, L>::new(plan, values, &geo, &lat, c), outputs)
+    render_images(plan, &Rows::<f64, G, L>::new(plan, values, &geo, &lat, c), outputs)
 }
 
 /// The kernels and the contraction.
@@ -497,9 +499,9 @@ impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> Rows<'p, 'c, 
     }
 }
 
-impl<B: Num<Scalar = f64>, const G: usize, const L: usize> DualRows for Rows<'_, '_, B, G, L> {
+impl<B: Num<Scalar = f64>, const G: usize, const L: usize> RowKernel for Rows<'_, '_, B, G, L> {
     #[inline(always)]
-    fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize> {
+    fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> RowOut {
         contracted_row(self, s, row, limit)
     }
     fn interpolates(&self) -> bool {
@@ -548,34 +550,31 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     s: usize,
     row: &mut [&mut [f32]],
     limit: Option<usize>,
-) -> Option<usize> {
+) -> RowOut {
     let plan = rows.geo.plan();
     let fp = plan.detector.fpixels;
-    let blocks = RowBlocks::new(plan, s, B::LANES, rows.lat.interpolates(), limit)?;
+    let Some(blocks) = RowBlocks::new(plan, s, B::LANES, rows.lat.interpolates(), limit) else {
+        return RowOut::default();
+    };
     let outputs = 1 + rows.c.jac.len();
     let cells = if rows.c.cells_kept { rows.geo.cells.len() } else { 0 };
     let mut m = vec![[[B::zero(); 3]; 3]; cells];
     let mut z = vec![B::zero(); z_len(cells)];
     let mut out = vec![B::zero(); outputs];
-    let mut first = None;
+    let mut fallback = None;
     for mut b in blocks {
-        let fallback = contracted_lanes(rows, b.f0, s, &mut b.interp, &mut m, &mut z, &mut out);
+        let first = contracted_lanes(rows, b.f0, s, &mut b.interp, &mut m, &mut z, &mut out);
         for (v, plane) in out.iter().zip(row.iter_mut()) {
-            if b.full {
-                v.write_f32(&mut plane[b.f0..b.f0 + B::LANES]);
-            } else {
-                for i in b.live_lanes() {
-                    plane[b.f0 + i] = v.lane(i) as f32;
-                }
-            }
+            b.store(v, 0, plane);
         }
-        if first.is_none() {
-            if let Some(i) = fallback {
-                first = Some(s * fp + b.f0 + i);
+        if fallback.is_none() {
+            if let Some(i) = first {
+                fallback = Some((s * fp + b.f0 + i, None));
             }
         }
     }
-    first
+    // the solid angles are the image's, which reports them
+    RowOut { omega: 0.0, fallback }
 }
 
 /// Pixels `f0 ..` of row `spixel`: `out[0]` the photons, `out[1 + p]` the

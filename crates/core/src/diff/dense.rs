@@ -259,6 +259,14 @@ macro_rules! dense_dual {
             fn mul_pow2(self, n: Self) -> Self {
                 self * (<$s as Num>::mul_pow2(1.0, n.re))
             }
+            #[inline(always)]
+            fn write_part(self, o: usize, out: &mut [f32]) {
+                out[0] = self.part_lane(o, 0);
+            }
+            #[inline(always)]
+            fn part_lane(self, o: usize, _i: usize) -> f32 {
+                (if o == 0 { self.re } else { self.eps[o - 1] }) as f32
+            }
         }
 
         impl<const N: usize> Real for $t<N> {

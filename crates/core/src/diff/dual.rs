@@ -16,7 +16,7 @@ fn pow2(n: f64) -> f64 {
 }
 
 macro_rules! impl_real_dual {
-    ([$($gen:tt)*], $t:ty, $s:ty, |$z:ident| $is_zero:expr) => {
+    ([$($gen:tt)*], $t:ty, $s:ty, |$z:ident| $is_zero:expr, |$x:ident, $o:ident| $part:expr) => {
         impl<$($gen)*> Num for $t {
             type Scalar = Self;
             type Mask = bool;
@@ -133,6 +133,16 @@ macro_rules! impl_real_dual {
             fn mul_pow2(self, n: Self) -> Self {
                 self * (pow2(n.re as f64) as $s)
             }
+            #[inline(always)]
+            fn write_part(self, o: usize, out: &mut [f32]) {
+                out[0] = self.part_lane(o, 0);
+            }
+            #[inline(always)]
+            fn part_lane(self, o: usize, _i: usize) -> f32 {
+                let $x = self;
+                let $o = o;
+                ($part) as f32
+            }
         }
 
         impl<$($gen)*> Real for $t {
@@ -153,15 +163,33 @@ macro_rules! impl_real_dual {
     };
 }
 
-impl_real_dual!([const N: usize], DualSVec64<N>, f64, |x| x.re == 0.0
-    && x.eps.0.is_none_or(|m| m.iter().all(|&d| d == 0.0)));
-impl_real_dual!([const N: usize], DualSVec32<N>, f32, |x| x.re == 0.0
-    && x.eps.0.is_none_or(|m| m.iter().all(|&d| d == 0.0)));
-impl_real_dual!([], Dual64, f64, |x| x.re == 0.0 && x.eps == 0.0);
-impl_real_dual!([], HyperDual64, f64, |x| x.re == 0.0
-    && x.eps1 == 0.0
-    && x.eps2 == 0.0
-    && x.eps1eps2 == 0.0);
+impl_real_dual!(
+    [const N: usize],
+    DualSVec64<N>,
+    f64,
+    |x| x.re == 0.0 && x.eps.0.is_none_or(|m| m.iter().all(|&d| d == 0.0)),
+    |x, o| if o == 0 { x.re } else { x.eps.0.map_or(0.0, |m| m[o - 1]) }
+);
+impl_real_dual!(
+    [const N: usize],
+    DualSVec32<N>,
+    f32,
+    |x| x.re == 0.0 && x.eps.0.is_none_or(|m| m.iter().all(|&d| d == 0.0)),
+    |x, o| if o == 0 { x.re } else { x.eps.0.map_or(0.0, |m| m[o - 1]) }
+);
+impl_real_dual!([], Dual64, f64, |x| x.re == 0.0 && x.eps == 0.0, |x, o| if o == 0 {
+    x.re
+} else {
+    x.eps
+});
+// parts: the value, d/da, d/db, d²/da db
+impl_real_dual!(
+    [],
+    HyperDual64,
+    f64,
+    |x| x.re == 0.0 && x.eps1 == 0.0 && x.eps2 == 0.0 && x.eps1eps2 == 0.0,
+    |x, o| [x.re, x.eps1, x.eps2, x.eps1eps2][o]
+);
 
 /// A number whose derivative parts can be seeded and read back by direction.
 pub trait Seeded: DiffReal {

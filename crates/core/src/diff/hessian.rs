@@ -2,14 +2,13 @@
 //! `HyperDual64`, two first-order directions and their product) through the
 //! same exact render kernel as [`super::jacobian`].
 
-use super::jacobian::render_images;
 use super::leaves::{check_param, Leaves};
 use super::param::{Deltas, Param};
 use crate::config::SimConfig;
 use crate::error::Result;
-use crate::real::Real;
 use crate::render::cpu::{in_pool, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
+use crate::render::rows::{render_images, KernelRows};
 use crate::setup::{Plan, SetupSeeds};
 use num_dual::HyperDual64;
 
@@ -40,16 +39,28 @@ pub fn hessian_with(
     opts: RenderOptions,
     mixed: bool,
 ) -> Result<Hessian> {
-    let plan = Plan::new(cfg, seeds)?;
+    hessian_of(cfg, &Plan::new(cfg, seeds)?, params, seeds, opts, mixed)
+}
+
+/// [`hessian_with`] for `cfg` whose plan (built with `seeds`) the caller
+/// already has: setup runs again only in hyper-dual numbers.
+pub fn hessian_of(
+    cfg: &SimConfig,
+    plan: &Plan,
+    params: &[Param],
+    seeds: SetupSeeds,
+    opts: RenderOptions,
+    mixed: bool,
+) -> Result<Hessian> {
     for &p in params {
-        check_param(cfg, &plan, p)?;
+        check_param(cfg, plan, p)?;
     }
     in_pool(opts.threads, || {
         let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
         let mut image = None;
         let (mut gradient, mut diagonal) = (Vec::new(), Vec::new());
         for &p in params {
-            let [v, g, h] = pair_images(cfg, &plan, seeds, p, p, &[0, 1, 3])?;
+            let [v, g, h] = pair_images(cfg, plan, seeds, p, p, &[0, 1, 3])?;
             image.get_or_insert(v);
             gradient.push(g);
             diagonal.push(h);
@@ -58,14 +69,14 @@ pub fn hessian_with(
         if mixed {
             for i in 0..params.len() {
                 for j in i + 1..params.len() {
-                    let [h] = pair_images(cfg, &plan, seeds, params[i], params[j], &[3])?;
+                    let [h] = pair_images(cfg, plan, seeds, params[i], params[j], &[3])?;
                     pairs.push((i, j, h));
                 }
             }
         }
         let image = match image {
             Some(i) => i,
-            None => crate::render::render_exact(&plan, RenderOptions { threads: 0 }).image,
+            None => crate::render::render_exact(plan, RenderOptions { threads: 0 }).image,
         };
         debug_assert_eq!(image.len(), fp * sp);
         Ok(Hessian { image, params: params.to_vec(), gradient, diagonal, mixed: pairs })
@@ -92,11 +103,6 @@ fn pair_images<const K: usize>(
     }
     let leaves = Leaves::new(cfg, plan, seeds, &deltas)?;
     let kernel = Kernel::<HyperDual64, Exact>::from_leaves(plan, &leaves);
-    let images = render_images(plan, &kernel, K, |x: HyperDual64, o| match parts[o] {
-        0 => x.val(),
-        1 => x.eps1,
-        2 => x.eps2,
-        _ => x.eps1eps2,
-    });
+    let images = render_images(plan, &KernelRows::new(&kernel, parts), K);
     Ok(images.try_into().expect("one image per part"))
 }

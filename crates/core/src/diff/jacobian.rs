@@ -8,11 +8,8 @@ use super::leaves::{check_param, Leaves};
 use super::param::Param;
 use crate::config::SimConfig;
 use crate::error::Result;
-use crate::real::Real;
-use crate::render::cpu::{in_pool, render_exact, roi_row, Precision, RenderOptions};
-use crate::render::kernel::{Exact, Kernel};
+use crate::render::cpu::{in_pool, render_exact, Precision, RenderOptions};
 use crate::setup::{Plan, SetupSeeds};
-use rayon::prelude::*;
 
 /// An image and its derivatives by parameters.
 #[derive(Debug, Clone)]
@@ -55,23 +52,35 @@ pub fn jacobian_in(
     opts: RenderOptions,
     precision: Precision,
 ) -> Result<Jacobian> {
-    let plan = Plan::new(cfg, seeds)?;
+    jacobian_of(cfg, &Plan::new(cfg, seeds)?, params, seeds, opts, precision)
+}
+
+/// [`jacobian_in`] for `cfg` whose plan (built with `seeds`) the caller
+/// already has: setup runs again only in dual numbers.
+pub fn jacobian_of(
+    cfg: &SimConfig,
+    plan: &Plan,
+    params: &[Param],
+    seeds: SetupSeeds,
+    opts: RenderOptions,
+    precision: Precision,
+) -> Result<Jacobian> {
     for &p in params {
-        check_param(cfg, &plan, p)?;
+        check_param(cfg, plan, p)?;
     }
     let n = plan.detector.fpixels * plan.detector.spixels;
     in_pool(opts.threads, || {
         if precision != Precision::Fast32 {
-            if let Some(images) = contracted_images(cfg, &plan, seeds, params)? {
+            if let Some(images) = contracted_images(cfg, plan, seeds, params)? {
                 let (image, derivatives) = split(images);
                 return Ok(Jacobian { image, params: params.to_vec(), derivatives });
             }
         }
-        let (image, derivatives) = chunked_images(cfg, &plan, seeds, params, precision)?;
+        let (image, derivatives) = chunked_images(cfg, plan, seeds, params, precision)?;
         let image = match image {
             Some(i) => i,
             None if n == 0 => Vec::new(),
-            None => render_exact(&plan, RenderOptions { threads: 0 }).image,
+            None => render_exact(plan, RenderOptions { threads: 0 }).image,
         };
         Ok(Jacobian { image, params: params.to_vec(), derivatives })
     })
@@ -133,79 +142,6 @@ fn chunk_images_f32<const N: usize>(
 fn split(mut images: Vec<Vec<f32>>) -> Images {
     let rest = images.split_off(1);
     (images.pop().unwrap_or_default(), rest)
-}
-
-/// Render every pixel of `plan` with `kernel` (rows in parallel, each pixel
-/// by one thread), keeping `outputs` numbers per pixel: `extract(pixel, o)`
-/// for `o < outputs`. Returns one image per output. nanoBragg.c's shared
-/// tricubic flag is handled as the f64 render handles it: every pixel after
-/// the first out-of-range point is re-rendered nearest-neighbour.
-pub(crate) fn render_images<R: Real>(
-    plan: &Plan,
-    kernel: &Kernel<R, Exact>,
-    outputs: usize,
-    extract: impl Fn(R, usize) -> f64 + Sync,
-) -> Vec<Vec<f32>> {
-    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
-    let width = fp * outputs;
-    // per row: `outputs` rows of fp numbers
-    let mut buf = vec![0.0f32; width * sp];
-    if fp > 0 && sp > 0 {
-        let first = render_rows(plan, kernel, &mut buf, 0, None, outputs, &extract);
-        if let Some(p) = first.into_iter().flatten().min() {
-            if kernel.interpolates() {
-                let row = p / fp;
-                let rest = &mut buf[row * width..];
-                render_rows(plan, kernel, rest, row, Some(p), outputs, &extract);
-            }
-        }
-    }
-    // one zeroed allocation each: `vec![image; n]` would copy the first
-    let mut images: Vec<Vec<f32>> = (0..outputs).map(|_| vec![0.0f32; fp * sp]).collect();
-    for (s, chunk) in buf.chunks(width.max(1)).enumerate().take(sp) {
-        for (o, img) in images.iter_mut().enumerate() {
-            img[s * fp..(s + 1) * fp].copy_from_slice(&chunk[o * fp..(o + 1) * fp]);
-        }
-    }
-    images
-}
-
-/// Render rows `first_row..` into `buf` (rows of `fpixels × outputs`);
-/// returns each row's first interpolation fallback (image index).
-fn render_rows<R: Real>(
-    plan: &Plan,
-    kernel: &Kernel<R, Exact>,
-    buf: &mut [f32],
-    first_row: usize,
-    limit: Option<usize>,
-    outputs: usize,
-    extract: &(impl Fn(R, usize) -> f64 + Sync),
-) -> Vec<Option<usize>> {
-    let fp = plan.detector.fpixels;
-    let start_on = kernel.interpolates();
-    buf.par_chunks_mut(fp * outputs)
-        .enumerate()
-        .map(|(r, row)| {
-            let s = first_row + r;
-            let (lo, hi) = roi_row(plan, s)?;
-            let mut first = None;
-            for f in lo..=hi {
-                let idx = s * fp + f;
-                if plan.mask.as_ref().is_some_and(|m| m[idx] == 0) {
-                    continue;
-                }
-                let mut interp = start_on && limit.is_none_or(|p| idx <= p);
-                let px = kernel.pixel(f, s, &mut interp);
-                for o in 0..outputs {
-                    row[o * fp + f] = extract(px.value, o) as f32;
-                }
-                if first.is_none() && px.out_of_range.is_some() {
-                    first = Some(idx);
-                }
-            }
-            first
-        })
-        .collect()
 }
 
 #[cfg(test)]

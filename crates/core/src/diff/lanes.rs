@@ -28,10 +28,9 @@
 
 use super::dense::{Dense32, Dense64};
 use crate::real::{fast, Num, Real};
-use crate::render::cpu::RowBlocks;
 use crate::render::kernel::{Exact, Kernel};
+use crate::render::rows::{render_images, KernelRows};
 use crate::setup::Plan;
-use rayon::prelude::*;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 macro_rules! dual_lanes {
@@ -290,11 +289,8 @@ macro_rules! dual_lanes {
             fn write_f32(self, out: &mut [f32]) {
                 self.re.write_f32(out);
             }
-        }
-
-        impl<V: Num<Scalar = $s>, const N: usize> Outputs for $t<V, N> {
             #[inline(always)]
-            fn write_output(&self, o: usize, out: &mut [f32]) {
+            fn write_part(self, o: usize, out: &mut [f32]) {
                 if o == 0 {
                     self.re.write_f32(out);
                 } else {
@@ -302,11 +298,12 @@ macro_rules! dual_lanes {
                 }
             }
             #[inline(always)]
-            fn output_lane(&self, o: usize, i: usize) -> f32 {
+            fn part_lane(self, o: usize, i: usize) -> f32 {
                 let v = if o == 0 { self.re } else { self.eps[o - 1] };
                 v.lane(i).val() as f32
             }
         }
+
     };
 }
 
@@ -322,131 +319,6 @@ dual_lanes!(
     Dense32,
     f32
 );
-
-/// A pixel bundle the row driver can store: output 0 is the value, output
-/// `o > 0` the derivative along direction `o - 1`.
-pub(crate) trait Outputs: Num {
-    /// Store output `o` of every lane into `out[..LANES]` (rounded to f32).
-    fn write_output(&self, o: usize, out: &mut [f32]);
-    /// Output `o` of lane `i`.
-    fn output_lane(&self, o: usize, i: usize) -> f32;
-}
-
-macro_rules! scalar_outputs {
-    ($t:ident) => {
-        impl<const N: usize> Outputs for $t<N> {
-            #[inline(always)]
-            fn write_output(&self, o: usize, out: &mut [f32]) {
-                out[0] = self.output_lane(o, 0);
-            }
-            #[inline(always)]
-            fn output_lane(&self, o: usize, _i: usize) -> f32 {
-                (if o == 0 { self.re } else { self.eps[o - 1] }) as f32
-            }
-        }
-    };
-}
-scalar_outputs!(Dense64);
-scalar_outputs!(Dense32);
-
-/// Renders rows of `fpixels × outputs` numbers: `outputs` planes of one row.
-/// Implementations mark `row` `#[inline(always)]`, so that it compiles into
-/// the SIMD wrappers ([`x86::Avx2Rows`], [`x86::Avx512Rows`]).
-pub(crate) trait DualRows: Sync {
-    /// Row `s` into `row`; returns the image index of its first
-    /// interpolation fallback.
-    fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize>;
-    /// Whether the plan starts with tricubic interpolation on.
-    fn interpolates(&self) -> bool;
-}
-
-/// Row `s` of `kernel`, `V::LANES` pixels per call.
-#[inline(always)]
-fn row_lanes<V: Outputs>(
-    plan: &Plan,
-    kernel: &Kernel<V, Exact>,
-    outputs: usize,
-    s: usize,
-    row: &mut [&mut [f32]],
-    limit: Option<usize>,
-) -> Option<usize> {
-    let fp = plan.detector.fpixels;
-    let mut first = None;
-    for mut b in RowBlocks::new(plan, s, V::LANES, kernel.interpolates(), limit)? {
-        let r = kernel.lanes(b.f0, s, &mut b.interp);
-        for (o, out) in row.iter_mut().enumerate().take(outputs) {
-            if b.full {
-                r.value.write_output(o, &mut out[b.f0..b.f0 + V::LANES]);
-            } else {
-                for i in b.live_lanes() {
-                    out[b.f0 + i] = r.value.output_lane(o, i);
-                }
-            }
-        }
-        if first.is_none() {
-            if let Some((i, _)) = r.out_of_range {
-                first = Some(s * fp + b.f0 + i);
-            }
-        }
-    }
-    first
-}
-
-/// The rows of the parameter-carrying kernel (`outputs` planes).
-struct KernelRows<'k, 'p, V: Num>(&'k Kernel<'p, V, Exact>, &'p Plan, usize);
-
-impl<V: Outputs> DualRows for KernelRows<'_, '_, V> {
-    #[inline(always)]
-    fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> Option<usize> {
-        row_lanes(self.1, self.0, self.2, s, row, limit)
-    }
-    fn interpolates(&self) -> bool {
-        self.0.interpolates()
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod x86 {
-    use super::DualRows;
-
-    /// The rows of `R` compiled with the target features of one SIMD level;
-    /// built only after the CPU was checked for them.
-    macro_rules! simd_rows {
-        ($name:ident, $row:ident, $features:literal) => {
-            pub(crate) struct $name<R>(pub R);
-
-            /// # Safety
-            /// The CPU must have `$features`.
-            #[target_feature(enable = $features)]
-            unsafe fn $row<R: DualRows>(
-                rows: &R,
-                s: usize,
-                row: &mut [&mut [f32]],
-                limit: Option<usize>,
-            ) -> Option<usize> {
-                rows.row(s, row, limit)
-            }
-
-            impl<R: DualRows> DualRows for $name<R> {
-                fn row(
-                    &self,
-                    s: usize,
-                    row: &mut [&mut [f32]],
-                    limit: Option<usize>,
-                ) -> Option<usize> {
-                    // SAFETY: built only when the CPU has these features.
-                    unsafe { $row(&self.0, s, row, limit) }
-                }
-                fn interpolates(&self) -> bool {
-                    self.0.interpolates()
-                }
-            }
-        };
-    }
-
-    simd_rows!(Avx2Rows, row_avx2, "avx2,fma");
-    simd_rows!(Avx512Rows, row_avx512, "avx512f,avx2,fma");
-}
 
 /// The two entry points of one precision: `$name` on the best SIMD level of
 /// this CPU and `$on` on a given one, over the dense dual `$dense` (scalar
@@ -471,24 +343,30 @@ macro_rules! dense_renderer {
             level: crate::render::SimdLevel,
         ) -> Vec<Vec<f32>> {
             let _ = level;
+            let parts: Vec<usize> = (0..outputs).collect();
             #[cfg(target_arch = "x86_64")]
             {
+                use crate::render::rows::{Avx2, Avx512};
                 use crate::render::simd::{avx2::$narrow, avx512::$wide};
                 use crate::render::SimdLevel;
                 match level.min(crate::render::simd_level()) {
                     SimdLevel::Avx512 => {
                         let k = Kernel::<$lanes<$wide, N>, Exact>::from_leaves(plan, leaves);
-                        return render_planes(plan, &x86::Avx512Rows(KernelRows(&k, plan, outputs)), outputs);
+                        // SAFETY: the level is at most this CPU's.
+                        let rows = unsafe { Avx512::new(KernelRows::new(&k, &parts)) };
+                        return render_images(plan, &rows, outputs);
                     }
                     SimdLevel::Avx2 => {
                         let k = Kernel::<$lanes<$narrow, N>, Exact>::from_leaves(plan, leaves);
-                        return render_planes(plan, &x86::Avx2Rows(KernelRows(&k, plan, outputs)), outputs);
+                        // SAFETY: the level is at most this CPU's.
+                        let rows = unsafe { Avx2::new(KernelRows::new(&k, &parts)) };
+                        return render_images(plan, &rows, outputs);
                     }
                     SimdLevel::Scalar => {}
                 }
             }
             let k = Kernel::<$dense<N>, Exact>::from_leaves(plan, leaves);
-            render_planes(plan, &KernelRows(&k, plan, outputs), outputs)
+            render_images(plan, &KernelRows::new(&k, &parts), outputs)
         }
     };
 }
@@ -506,44 +384,6 @@ dense_renderer!(
     /// [`render_dense64`] in f32: [`DualLanes32`] over `F32x8` / `F32x16`.
     render_dense32, render_dense32_on, Dense32, DualLanes32, F32x16, F32x8
 );
-
-/// Every row with `rows`, then the re-render after a tricubic fallback;
-/// the planes of each row split into images.
-pub(crate) fn render_planes(plan: &Plan, rows: &impl DualRows, outputs: usize) -> Vec<Vec<f32>> {
-    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
-    // one zeroed allocation each: `vec![image; n]` would copy the first
-    let mut images: Vec<Vec<f32>> = (0..outputs).map(|_| vec![0.0f32; fp * sp]).collect();
-    if fp > 0 && sp > 0 {
-        let first = render_rows(rows, &mut images, fp, 0, None);
-        if let Some(p) = first.into_iter().flatten().min() {
-            if rows.interpolates() {
-                render_rows(rows, &mut images, fp, p / fp, Some(p));
-            }
-        }
-    }
-    images
-}
-
-/// Rows `first_row..` of every image, in parallel (each row written straight
-/// into its place in each image).
-fn render_rows(
-    rows: &impl DualRows,
-    images: &mut [Vec<f32>],
-    fp: usize,
-    first_row: usize,
-    limit: Option<usize>,
-) -> Vec<Option<usize>> {
-    let mut planes: Vec<Vec<&mut [f32]>> = Vec::new();
-    for img in images.iter_mut() {
-        for (r, chunk) in img[first_row * fp..].chunks_mut(fp).enumerate() {
-            if r == planes.len() {
-                planes.push(Vec::new());
-            }
-            planes[r].push(chunk);
-        }
-    }
-    planes.par_iter_mut().enumerate().map(|(r, row)| rows.row(first_row + r, row, limit)).collect()
-}
 
 #[cfg(test)]
 mod tests {
@@ -577,7 +417,7 @@ mod tests {
             assert!(close(got.re, want.re, 1e-15), "{i}");
             for d in 0..2 {
                 assert!(close(got.eps[d], want.eps[d], 1e-14), "{i} {d}");
-                assert_eq!(r.output_lane(d + 1, i), got.eps[d] as f32);
+                assert_eq!(r.part_lane(d + 1, i), got.eps[d] as f32);
             }
         }
     }

@@ -1,6 +1,6 @@
 //! A scalar loss of the rendered image against an observed one, its gradient
 //! by chosen parameters and the curvature a standard error needs, built on
-//! [`jacobian_with`] (one derivative image per parameter, then reduced).
+//! [`super::jacobian_with`] (one derivative image per parameter, then reduced).
 //!
 //! Losses, over the pixels used (inside the ROI, not masked by the plan, not
 //! skipped by the caller), with μ the rendered pixel and k the observed one:
@@ -14,11 +14,11 @@
 //!
 //! See docs/refine.md.
 
-use super::jacobian::jacobian_with;
+use super::jacobian::jacobian_of;
 use super::param::Param;
 use crate::config::SimConfig;
 use crate::error::{Error, Result};
-use crate::render::cpu::RenderOptions;
+use crate::render::cpu::{Precision, RenderOptions};
 use crate::setup::{Plan, SetupSeeds};
 use std::fmt;
 use std::str::FromStr;
@@ -141,7 +141,7 @@ pub fn pixels_used(plan: &Plan, skip: Option<&[bool]>) -> Vec<bool> {
 }
 
 /// The loss of `cfg`'s image against `observed` (same layout as the image)
-/// and its gradient by `params`, from one [`jacobian_with`]. `skip` (true =
+/// and its gradient by `params`, from one [`super::jacobian_with`]. `skip` (true =
 /// skip) adds to the plan's ROI and mask.
 pub fn loss_gradient(
     cfg: &SimConfig,
@@ -168,12 +168,12 @@ pub fn loss_gradient(
         return Err(size_error("the pixel skip mask", s.len()));
     }
     let used = pixels_used(&plan, skip);
-    let j = jacobian_with(cfg, params, seeds, opts)?;
+    let j = jacobian_of(cfg, &plan, params, seeds, opts, Precision::Fast64)?;
     Ok(evaluate(kind, &j.image, &j.derivatives, params, observed, &used))
 }
 
 /// The loss of a rendered `image` with its `derivatives` (one image per
-/// parameter, as [`jacobian_with`] returns them) against `observed`, over the
+/// parameter, as [`super::jacobian_with`] returns them) against `observed`, over the
 /// pixels where `used` is true.
 pub fn evaluate(
     kind: LossKind,

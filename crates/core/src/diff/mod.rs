@@ -32,8 +32,8 @@ pub mod param;
 
 pub use dense::{Dense32, Dense64};
 pub use dual::{DiffReal, Seeded};
-pub use hessian::{hessian_with, Hessian};
-pub use jacobian::{jacobian, jacobian_in, jacobian_with, Jacobian};
+pub use hessian::{hessian_of, hessian_with, Hessian};
+pub use jacobian::{jacobian, jacobian_in, jacobian_of, jacobian_with, Jacobian};
 pub use leaves::Leaves;
 pub use loss::{loss_gradient, LossEval, LossKind};
 

@@ -8,11 +8,11 @@
 //! Each row is computed by one thread in a fixed order, so the image does not
 //! depend on the number of threads.
 
-use super::kernel::{Exact, Fallback, Fast, Kernel, MathMode};
-use crate::real::{Mask, Num, Real, X2};
+use super::kernel::{Exact, Fast, Kernel, MathMode};
+use super::rows::{render_planes, KernelRows, RowKernel, VALUE};
+use crate::real::{Num, Real, X2};
 use crate::setup::Plan;
-use crate::stats::{row_stats, RowStats};
-use rayon::prelude::*;
+use crate::stats::RowStats;
 use std::any::TypeId;
 
 /// How the float image is computed.
@@ -119,247 +119,14 @@ fn detect() -> SimdLevel {
     SimdLevel::Scalar
 }
 
-/// What rendering one row gives: its solid-angle sum and the first
-/// interpolation fallback (image index, point).
-type RowOut = (f64, Option<(usize, Fallback)>);
-
-/// A kernel that renders whole rows (implemented once per instruction set).
-trait Rows: Sync {
-    fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut;
-    fn interpolates(&self) -> bool;
-}
-
-/// Render row `s` into `row` (`fpixels` values) with any number type.
-#[inline(always)]
-fn row_lanes<V: Num, M: MathMode>(
-    plan: &Plan,
-    kernel: &Kernel<V, M>,
-    s: usize,
-    row: &mut [f32],
-    limit: Option<usize>,
-) -> RowOut {
-    let mut omega = 0.0f64;
-    let mut first = None;
-    let Some(blocks) = RowBlocks::new(plan, s, V::LANES, kernel.interpolates(), limit) else {
-        return (0.0, None);
-    };
-    if kernel.single_sample() {
-        row_blocks::<V, M, true>(kernel, s, row, blocks, &mut omega, &mut first);
-    } else {
-        row_blocks::<V, M, false>(kernel, s, row, blocks, &mut omega, &mut first);
-    }
-    (omega, first)
-}
-
-/// A block of adjacent pixels of a row (see [`RowBlocks`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Block {
-    /// Fast index of its first pixel.
-    pub f0: usize,
-    /// Pixels in the block (the lane count, or fewer at the end of the ROI).
-    pub n: usize,
-    /// The lanes rendered (not masked), as bits.
-    pub live: u32,
-    /// Of those, the ones that start with tricubic interpolation on.
-    pub interp: u32,
-    /// Every lane is rendered: the block can be stored whole.
-    pub full: bool,
-}
-
-impl Block {
-    /// The rendered lanes.
-    #[inline(always)]
-    pub fn live_lanes(self) -> impl Iterator<Item = usize> {
-        (0..self.n).filter(move |i| self.live >> i & 1 != 0)
-    }
-}
-
-/// The blocks of `lanes` pixels of a row inside the region of interest
-/// that have a rendered pixel, left to right: the walk every row driver
-/// (image, derivative lanes, contraction) takes.
-pub(crate) struct RowBlocks<'p> {
-    mask: Option<&'p [u16]>,
-    row_start: usize,
-    f0: usize,
-    hi: usize,
-    lanes: usize,
-    start_on: bool,
-    limit: Option<usize>,
-}
-
-impl<'p> RowBlocks<'p> {
-    /// Row `s` of `plan` (`start_on`: tricubic interpolation starts on;
-    /// `limit`: see [`block_lanes`]), or `None` when the ROI misses it.
-    #[inline(always)]
-    pub fn new(
-        plan: &'p Plan,
-        s: usize,
-        lanes: usize,
-        start_on: bool,
-        limit: Option<usize>,
-    ) -> Option<Self> {
-        let (lo, hi) = roi_row(plan, s)?;
-        let fp = plan.detector.fpixels;
-        let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
-        Some(RowBlocks { mask, row_start: s * fp, f0: lo, hi, lanes, start_on, limit })
-    }
-}
-
-impl Iterator for RowBlocks<'_> {
-    type Item = Block;
-    #[inline(always)]
-    fn next(&mut self) -> Option<Block> {
-        while self.f0 <= self.hi {
-            let (f0, lanes) = (self.f0, self.lanes);
-            self.f0 += lanes;
-            let n = lanes.min(self.hi + 1 - f0);
-            let (live, interp) =
-                block_lanes(self.mask, self.row_start, f0, n, lanes, self.start_on, self.limit);
-            if live != 0 {
-                let all = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
-                return Some(Block { f0, n, live, interp, full: live == all });
-            }
-        }
-        None
-    }
-}
-
-/// The lanes of the block of `n` pixels from fast index `f0` of a row
-/// (`mask`: the row's mask; `row_start`: the image index of its first
-/// pixel) as bits: those rendered (not masked), and of those the ones that
-/// start with tricubic interpolation on (`start_on`; with a `limit` p only
-/// the pixels up to image index p, see [`render_with`]).
-#[inline(always)]
-fn block_lanes(
-    mask: Option<&[u16]>,
-    row_start: usize,
-    f0: usize,
-    n: usize,
-    lanes: usize,
-    start_on: bool,
-    limit: Option<usize>,
-) -> (u32, u32) {
-    let full = if lanes >= 32 { u32::MAX } else { (1u32 << lanes) - 1 };
-    let mut live = if n == lanes { full } else { (1u32 << n) - 1 };
-    if let Some(m) = mask {
-        for (i, &v) in m[f0..f0 + n].iter().enumerate() {
-            if v == 0 {
-                live &= !(1 << i);
-            }
-        }
-    }
-    let first = row_start + f0;
-    let interp = match limit {
-        _ if !start_on => 0,
-        None => live,
-        Some(p) if p >= first + n - 1 => live,
-        Some(p) if p < first => 0,
-        Some(p) => live & ((1u32 << (p + 1 - first)) - 1),
-    };
-    (live, interp)
-}
-
-/// The pixels `lo..=hi` of row `s` inside the plan's region of interest, or
-/// `None` when the row has none.
-#[inline(always)]
-pub(crate) fn roi_row(plan: &Plan, s: usize) -> Option<(usize, usize)> {
-    let fp = plan.detector.fpixels;
-    let roi = plan.detector.roi;
-    let si = s as i64;
-    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
-        return None;
-    }
-    Some((roi[0].max(0) as usize, (roi[1] as usize).min(fp - 1)))
-}
-
-/// The blocks of `V::LANES` pixels of row `s` (`blocks`).
-#[inline(always)]
-fn row_blocks<V: Num, M: MathMode, const SINGLE: bool>(
-    kernel: &Kernel<V, M>,
-    s: usize,
-    row: &mut [f32],
-    blocks: RowBlocks,
-    omega: &mut f64,
-    first: &mut Option<(usize, Fallback)>,
-) {
-    let fp = kernel.fpixels();
-    let mut omega_lanes = V::zero();
-    for mut b in blocks {
-        let r = kernel.lanes_with::<SINGLE>(b.f0, s, &mut b.interp);
-        if b.full {
-            r.value.write_f32(&mut row[b.f0..b.f0 + V::LANES]);
-            omega_lanes += r.omega_sum;
-        } else {
-            for i in b.live_lanes() {
-                row[b.f0 + i] = r.value.lane(i).val() as f32;
-            }
-            let m = V::Mask::from_bits(b.live);
-            omega_lanes += V::select(m, r.omega_sum, V::zero());
-        }
-        if first.is_none() {
-            if let Some((i, p)) = r.out_of_range {
-                *first = Some((s * fp + b.f0 + i, p));
-            }
-        }
-    }
-    for i in 0..V::LANES {
-        *omega += omega_lanes.lane(i).val();
-    }
-}
-
-/// Portable: the kernel on scalars (or whatever `V` is) without target features.
-struct Portable<'p, V: Num, M: MathMode>(Kernel<'p, V, M>, &'p Plan);
-
-impl<V: Num, M: MathMode> Rows for Portable<'_, V, M> {
-    fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
-        row_lanes(self.1, &self.0, s, row, limit)
-    }
-    fn interpolates(&self) -> bool {
-        self.0.interpolates()
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::*;
-    use crate::real::X2;
+    use crate::render::rows::{Avx2, Avx512};
     use crate::render::simd::{avx2, avx512};
 
-    /// A row driver compiled with the target features of one SIMD level; the
-    /// type is only constructed after the CPU was checked for them (`detect`).
-    macro_rules! simd_rows {
-        ($name:ident, $row:ident, $features:literal) => {
-            pub(super) struct $name<'p, V: Num, M: MathMode>(pub Kernel<'p, V, M>, pub &'p Plan);
-
-            /// # Safety
-            /// The CPU must have `$features`.
-            #[target_feature(enable = $features)]
-            unsafe fn $row<V: Num, M: MathMode>(
-                plan: &Plan,
-                kernel: &Kernel<V, M>,
-                s: usize,
-                row: &mut [f32],
-                limit: Option<usize>,
-            ) -> RowOut {
-                row_lanes(plan, kernel, s, row, limit)
-            }
-
-            impl<V: Num, M: MathMode> Rows for $name<'_, V, M> {
-                fn row(&self, s: usize, row: &mut [f32], limit: Option<usize>) -> RowOut {
-                    // SAFETY: built only when the CPU has these features (`detect`).
-                    unsafe { $row(self.1, &self.0, s, row, limit) }
-                }
-                fn interpolates(&self) -> bool {
-                    self.0.interpolates()
-                }
-            }
-        };
-    }
-
-    simd_rows!(Avx2Rows, row_avx2, "avx2,fma");
-    simd_rows!(Avx512Rows, row_avx512, "avx512f,avx2,fma");
-
-    /// Render with the best kernel for `level`, or `None` for scalar code.
+    /// Render with the best kernel for `level` (at most this CPU's), or
+    /// `None` for scalar code.
     pub(super) fn render(
         plan: &Plan,
         precision: Precision,
@@ -372,79 +139,25 @@ mod x86 {
         // consecutive calls barely overlap: 1.2x faster than two in f64,
         // 1.1x in f32 on Zen 3; two were 1.4-1.6x faster than one);
         // AVX-512 two (1.0-1.1x over one). See docs/performance.md.
+        macro_rules! on {
+            ($wrap:ident, $v:ty) => {{
+                let kernel = Kernel::<$v, Fast>::new(plan);
+                // SAFETY: `level` is at most this CPU's (`detect`), so the
+                // CPU has the wrapper's target features.
+                let rows = unsafe { $wrap::new(KernelRows::new(&kernel, VALUE)) };
+                render_with(plan, &rows, image)
+            }};
+        }
         let out = match (level, precision) {
             (SimdLevel::Scalar, _) => return None,
-            (SimdLevel::Avx2, Precision::Fast64) => render_with(
-                plan,
-                &Avx2Rows(Kernel::<X2<X2<avx2::F64x4>>, Fast>::new(plan), plan),
-                image,
-            ),
             // exact: libm per lane dominates; plain scalar code is as fast
             (_, Precision::Exact64) => return None,
-            (SimdLevel::Avx2, Precision::Fast32) => render_with(
-                plan,
-                &Avx2Rows(Kernel::<X2<X2<avx2::F32x8>>, Fast>::new(plan), plan),
-                image,
-            ),
-            (SimdLevel::Avx512, Precision::Fast64) => render_with(
-                plan,
-                &Avx512Rows(Kernel::<X2<avx512::F64x8>, Fast>::new(plan), plan),
-                image,
-            ),
-            (SimdLevel::Avx512, Precision::Fast32) => render_with(
-                plan,
-                &Avx512Rows(Kernel::<X2<avx512::F32x16>, Fast>::new(plan), plan),
-                image,
-            ),
+            (SimdLevel::Avx2, Precision::Fast64) => on!(Avx2, X2<X2<avx2::F64x4>>),
+            (SimdLevel::Avx2, Precision::Fast32) => on!(Avx2, X2<X2<avx2::F32x8>>),
+            (SimdLevel::Avx512, Precision::Fast64) => on!(Avx512, X2<avx512::F64x8>),
+            (SimdLevel::Avx512, Precision::Fast32) => on!(Avx512, X2<avx512::F32x16>),
         };
         Some(out)
-    }
-}
-
-fn render_rows<K: Rows>(
-    plan: &Plan,
-    kernel: &K,
-    image: &mut [f32],
-    omega_rows: &mut [f64],
-    stats: &mut [RowStats],
-    first_row: usize,
-    limit: Option<usize>,
-) -> Vec<Option<(usize, Fallback)>> {
-    let fp = plan.detector.fpixels;
-    let (roi, mask) = (plan.detector.roi, plan.mask.as_deref());
-    image
-        .par_chunks_mut(fp)
-        .zip(omega_rows.par_iter_mut())
-        .zip(stats.par_iter_mut())
-        .enumerate()
-        .map(|(r, ((row, omega), stats))| {
-            clear_unrendered(plan, first_row + r, row);
-            let (o, first) = kernel.row(first_row + r, row, limit);
-            *omega = o;
-            // while the row is in cache
-            *stats = row_stats(row, first_row + r, roi, mask);
-            first
-        })
-        .collect()
-}
-
-/// Zeroes the pixels of row `s` that the kernel leaves alone (outside the
-/// region of interest, masked), so that a target need not start zeroed: a
-/// reused output file holds its old image.
-fn clear_unrendered(plan: &Plan, s: usize, row: &mut [f32]) {
-    let Some((lo, hi)) = roi_row(plan, s) else {
-        row.fill(0.0);
-        return;
-    };
-    row[..lo].fill(0.0);
-    row[hi + 1..].fill(0.0);
-    if let Some(mask) = plan.mask.as_deref() {
-        let fp = plan.detector.fpixels;
-        for (v, &m) in row[lo..=hi].iter_mut().zip(&mask[s * fp + lo..=s * fp + hi]) {
-            if m == 0 {
-                *v = 0.0;
-            }
-        }
     }
 }
 
@@ -476,31 +189,19 @@ fn zeroed_image(n: usize) -> Vec<f32> {
 }
 
 /// Render into `image` (`fpixels * spixels` long; pixels not rendered are
-/// set to 0).
-fn render_with<K: Rows>(plan: &Plan, kernel: &K, image: &mut [f32]) -> RenderInfo {
-    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
-    let mut omega_rows = vec![0.0f64; sp];
-    let mut rows = vec![RowStats::default(); sp];
-    if fp == 0 || sp == 0 {
-        return RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows };
-    }
-    let fallbacks = render_rows(plan, kernel, image, &mut omega_rows, &mut rows, 0, None);
-    let first = fallbacks.into_iter().flatten().min_by_key(|(i, _)| *i);
-    let mut interpolation_fallback = None;
-    if let Some((p, point)) = first {
-        // nanoBragg.c clears its shared interpolation flag at the first
-        // out-of-range point: every later pixel (raster order) is nearest-neighbour.
-        interpolation_fallback = Some(point);
-        if kernel.interpolates() {
-            // Re-render from that row on: pixels up to p start interpolating (and
-            // give the same values as before), later ones start in nearest mode.
-            let row = p / fp;
-            let (img, om, st) = (&mut image[row * fp..], &mut omega_rows[row..], &mut rows[row..]);
-            render_rows(plan, kernel, img, om, st, row, Some(p));
-        }
-    }
-    let omega_sum = omega_rows.iter().sum();
-    RenderInfo { omega_sum, interpolation_fallback, rows }
+/// set to 0), gathering each row's statistics.
+fn render_with<K: RowKernel>(plan: &Plan, rows: &K, image: &mut [f32]) -> RenderInfo {
+    let out = render_planes(plan, rows, &mut [image], true);
+    RenderInfo { omega_sum: out.omega_sum, interpolation_fallback: out.fallback, rows: out.rows }
+}
+
+/// Render with `kernel` in portable code.
+fn render_portable<V: Num, M: MathMode>(
+    plan: &Plan,
+    kernel: Kernel<V, M>,
+    image: &mut [f32],
+) -> RenderInfo {
+    render_with(plan, &KernelRows::new(&kernel, VALUE), image)
 }
 
 pub(crate) fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
@@ -566,16 +267,12 @@ fn render_on_into(
         // vectorises with the baseline SSE2 (about 2x over plain scalars).
         match precision {
             Precision::Fast64 => {
-                render_with(plan, &Portable(Kernel::<X2<X2<f64>>, Fast>::new(plan), plan), image)
+                render_portable(plan, Kernel::<X2<X2<f64>>, Fast>::new(plan), image)
             }
-            Precision::Exact64 => {
-                render_with(plan, &Portable(Kernel::<f64, Exact>::new(plan), plan), image)
+            Precision::Exact64 => render_portable(plan, Kernel::<f64, Exact>::new(plan), image),
+            Precision::Fast32 => {
+                render_portable(plan, Kernel::<X2<X2<X2<f32>>>, Fast>::new(plan), image)
             }
-            Precision::Fast32 => render_with(
-                plan,
-                &Portable(Kernel::<X2<X2<X2<f32>>>, Fast>::new(plan), plan),
-                image,
-            ),
         }
     })
 }
@@ -602,9 +299,8 @@ pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
         return render_precision(plan, opts, Precision::Fast64);
     }
     let mut image = zeroed_image(plan.detector.fpixels * plan.detector.spixels);
-    let info = in_pool(opts.threads, || {
-        render_with(plan, &Portable(Kernel::<R, Fast>::new(plan), plan), &mut image)
-    });
+    let info =
+        in_pool(opts.threads, || render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image));
     RenderOutput::from_info(image, info)
 }
 
@@ -613,6 +309,7 @@ mod tests {
     use super::*;
     use crate::config::{SfSource, SimConfig};
     use crate::setup::SetupSeeds;
+    use crate::stats::row_stats;
 
     /// A small plan with most kernel branches: mosaic, phi, sensor layers,
     /// polarization, oversampling, structure factors with tricubic

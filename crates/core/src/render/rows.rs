@@ -1,0 +1,426 @@
+//! The one row driver: every CPU render (the image, the derivative images,
+//! the contracted derivatives, the second derivatives) walks the detector
+//! here, row by row, into one or more output planes.
+//!
+//! The rules that decide which pixels are rendered live here once: the
+//! region of interest, the mask, zeroing what is not rendered, and
+//! nanoBragg.c's shared tricubic-interpolation flag (every pixel after the
+//! first out-of-range point in raster order is nearest-neighbour, which is
+//! reproduced by re-rendering from that row on). Rows run in parallel, each
+//! computed by one thread in a fixed order, so no output depends on the
+//! number of threads.
+//!
+//! A [`RowKernel`] renders one row; [`KernelRows`] is the one for the
+//! generic render kernel (any number type: f64, f32, SIMD lanes, dual
+//! numbers), and [`Avx2`] / [`Avx512`] compile any row kernel with the
+//! target features of a SIMD level chosen at run time.
+
+use super::kernel::{Fallback, Kernel, MathMode};
+use crate::real::{Mask, Num, Real};
+use crate::setup::Plan;
+use crate::stats::{row_stats, RowStats};
+use rayon::prelude::*;
+
+/// What rendering one row gives: its solid-angle sum and its first
+/// interpolation fallback (image index, and the point when the kernel
+/// reports it).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RowOut {
+    /// Sum of the solid angles of the row's sub-pixel evaluations.
+    pub omega: f64,
+    /// Image index of the first pixel whose tricubic interpolation left the
+    /// grid, and that point.
+    pub fallback: Option<(usize, Option<Fallback>)>,
+}
+
+/// Renders one row of the detector into output planes.
+///
+/// Implementations mark `row` `#[inline(always)]` so that it compiles into
+/// the SIMD wrappers ([`Avx2`], [`Avx512`]).
+pub(crate) trait RowKernel: Sync {
+    /// Row `s` into `planes` (one slice of `fpixels` values per output).
+    /// Only the pixels [`RowBlocks`] yields are written. With `limit` p,
+    /// only pixels up to image index p start with interpolation on.
+    fn row(&self, s: usize, planes: &mut [&mut [f32]], limit: Option<usize>) -> RowOut;
+    /// Whether the plan starts with tricubic interpolation on.
+    fn interpolates(&self) -> bool;
+}
+
+/// The totals of a render through [`render_planes`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlanesOut {
+    /// Sum of solid angles over all sub-pixel evaluations.
+    pub omega_sum: f64,
+    /// The first interpolation fallback (raster order), when the kernel
+    /// reports its point.
+    pub fallback: Option<Fallback>,
+    /// Each row's statistics of plane 0 (empty unless asked for).
+    pub rows: Vec<RowStats>,
+}
+
+/// Render every row of `plan` with `kernel` into `planes` (each
+/// `fpixels * spixels` long; pixels not rendered are set to 0), then
+/// re-render after a tricubic fallback. With `stats`, each row's statistics
+/// of plane 0 are gathered while the row is in cache.
+pub(crate) fn render_planes<K: RowKernel>(
+    plan: &Plan,
+    kernel: &K,
+    planes: &mut [&mut [f32]],
+    stats: bool,
+) -> PlanesOut {
+    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+    for p in planes.iter() {
+        assert_eq!(p.len(), fp * sp, "every plane holds fpixels * spixels values");
+    }
+    let mut omega = vec![0.0f64; sp];
+    let mut rows = vec![RowStats::default(); if stats { sp } else { 0 }];
+    if fp == 0 || sp == 0 || planes.is_empty() {
+        return PlanesOut { omega_sum: 0.0, fallback: None, rows };
+    }
+    let fallbacks = render_rows(plan, kernel, planes, &mut omega, &mut rows, 0, None);
+    let mut fallback = None;
+    if let Some((p, point)) = fallbacks.into_iter().flatten().min_by_key(|(i, _)| *i) {
+        fallback = point;
+        if kernel.interpolates() {
+            // pixels up to p start interpolating (and give the same values
+            // as before), later ones start in nearest mode
+            let r = p / fp;
+            let rows_from = if stats { &mut rows[r..] } else { &mut rows[..] };
+            render_rows(plan, kernel, planes, &mut omega[r..], rows_from, r, Some(p));
+        }
+    }
+    PlanesOut { omega_sum: omega.iter().sum(), fallback, rows }
+}
+
+/// `outputs` zeroed images (one allocation each: `vec![image; n]` would
+/// copy the first).
+pub(crate) fn zeroed_planes(plan: &Plan, outputs: usize) -> Vec<Vec<f32>> {
+    let n = plan.detector.fpixels * plan.detector.spixels;
+    (0..outputs).map(|_| vec![0.0f32; n]).collect()
+}
+
+/// Render `rows` into `outputs` new images (value, then derivatives).
+pub(crate) fn render_images(plan: &Plan, rows: &impl RowKernel, outputs: usize) -> Vec<Vec<f32>> {
+    let mut images = zeroed_planes(plan, outputs);
+    let mut planes: Vec<&mut [f32]> = images.iter_mut().map(|i| &mut i[..]).collect();
+    render_planes(plan, rows, &mut planes, false);
+    images
+}
+
+/// Rows `first_row..` in parallel; returns each row's first fallback.
+fn render_rows<K: RowKernel>(
+    plan: &Plan,
+    kernel: &K,
+    planes: &mut [&mut [f32]],
+    omega: &mut [f64],
+    stats: &mut [RowStats],
+    first_row: usize,
+    limit: Option<usize>,
+) -> Vec<Option<(usize, Option<Fallback>)>> {
+    let fp = plan.detector.fpixels;
+    let n = planes.len();
+    // row r's planes at [r * n .. (r + 1) * n]
+    let mut chunks: Vec<_> =
+        planes.iter_mut().map(|p| p[first_row * fp..].chunks_mut(fp)).collect();
+    let rows = omega.len();
+    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(rows * n);
+    for _ in 0..rows {
+        slices.extend(chunks.iter_mut().map(|c| c.next().expect("one row per plane")));
+    }
+    // statistics only where asked for (an empty `stats`)
+    let mut stats: Vec<Option<&mut RowStats>> = if stats.is_empty() {
+        (0..rows).map(|_| None).collect()
+    } else {
+        stats.iter_mut().map(Some).collect()
+    };
+    let (roi, mask) = (plan.detector.roi, plan.mask.as_deref());
+    slices
+        .par_chunks_mut(n)
+        .zip(omega.par_iter_mut())
+        .zip(stats.par_iter_mut())
+        .enumerate()
+        .map(|(r, ((row, omega), stats))| {
+            let s = first_row + r;
+            for plane in row.iter_mut() {
+                clear_unrendered(plan, s, plane);
+            }
+            let out = kernel.row(s, row, limit);
+            *omega = out.omega;
+            if let Some(st) = stats {
+                // while the row is in cache
+                **st = row_stats(row[0], s, roi, mask);
+            }
+            out.fallback
+        })
+        .collect()
+}
+
+/// Zeroes the pixels of row `s` that no kernel writes (outside the region
+/// of interest, masked), so that a target need not start zeroed.
+fn clear_unrendered(plan: &Plan, s: usize, row: &mut [f32]) {
+    let Some((lo, hi)) = roi_row(plan, s) else {
+        row.fill(0.0);
+        return;
+    };
+    row[..lo].fill(0.0);
+    row[hi + 1..].fill(0.0);
+    if let Some(mask) = plan.mask.as_deref() {
+        let fp = plan.detector.fpixels;
+        for (v, &m) in row[lo..=hi].iter_mut().zip(&mask[s * fp + lo..=s * fp + hi]) {
+            if m == 0 {
+                *v = 0.0;
+            }
+        }
+    }
+}
+
+/// The pixels `lo..=hi` of row `s` inside the plan's region of interest, or
+/// `None` when the row has none.
+#[inline(always)]
+pub(crate) fn roi_row(plan: &Plan, s: usize) -> Option<(usize, usize)> {
+    let fp = plan.detector.fpixels;
+    let roi = plan.detector.roi;
+    let si = s as i64;
+    if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
+        return None;
+    }
+    Some((roi[0].max(0) as usize, (roi[1] as usize).min(fp - 1)))
+}
+
+/// A block of adjacent pixels of a row (see [`RowBlocks`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Block {
+    /// Fast index of its first pixel.
+    pub f0: usize,
+    /// Pixels in the block (the lane count, or fewer at the end of the ROI).
+    pub n: usize,
+    /// The lanes rendered (not masked), as bits.
+    pub live: u32,
+    /// Of those, the ones that start with tricubic interpolation on.
+    pub interp: u32,
+    /// Every lane is rendered: the block can be stored whole.
+    pub full: bool,
+}
+
+impl Block {
+    /// The rendered lanes.
+    #[inline(always)]
+    pub fn live_lanes(self) -> impl Iterator<Item = usize> {
+        (0..self.n).filter(move |i| self.live >> i & 1 != 0)
+    }
+
+    /// Store part `o` of `v` (one pixel per lane; see [`Num::write_part`])
+    /// into the block's pixels of `plane`.
+    #[inline(always)]
+    pub fn store<V: Num>(self, v: &V, o: usize, plane: &mut [f32]) {
+        if self.full {
+            v.write_part(o, &mut plane[self.f0..self.f0 + V::LANES]);
+        } else {
+            for i in self.live_lanes() {
+                plane[self.f0 + i] = v.part_lane(o, i);
+            }
+        }
+    }
+}
+
+/// The blocks of `lanes` pixels of a row inside the region of interest
+/// that have a rendered pixel, left to right.
+pub(crate) struct RowBlocks<'p> {
+    mask: Option<&'p [u16]>,
+    row_start: usize,
+    f0: usize,
+    hi: usize,
+    lanes: usize,
+    start_on: bool,
+    limit: Option<usize>,
+}
+
+impl<'p> RowBlocks<'p> {
+    /// Row `s` of `plan` (`start_on`: tricubic interpolation starts on;
+    /// `limit`: see [`RowKernel::row`]), or `None` when the ROI misses it.
+    #[inline(always)]
+    pub fn new(
+        plan: &'p Plan,
+        s: usize,
+        lanes: usize,
+        start_on: bool,
+        limit: Option<usize>,
+    ) -> Option<Self> {
+        let (lo, hi) = roi_row(plan, s)?;
+        let fp = plan.detector.fpixels;
+        let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
+        Some(RowBlocks { mask, row_start: s * fp, f0: lo, hi, lanes, start_on, limit })
+    }
+}
+
+impl Iterator for RowBlocks<'_> {
+    type Item = Block;
+    #[inline(always)]
+    fn next(&mut self) -> Option<Block> {
+        while self.f0 <= self.hi {
+            let (f0, lanes) = (self.f0, self.lanes);
+            self.f0 += lanes;
+            let n = lanes.min(self.hi + 1 - f0);
+            let (live, interp) = self.block_lanes(f0, n);
+            if live != 0 {
+                return Some(Block { f0, n, live, interp, full: live == all_lanes(lanes) });
+            }
+        }
+        None
+    }
+}
+
+impl RowBlocks<'_> {
+    /// The lanes of the block of `n` pixels from fast index `f0` as bits:
+    /// those rendered (not masked), and of those the ones that start with
+    /// tricubic interpolation on.
+    #[inline(always)]
+    fn block_lanes(&self, f0: usize, n: usize) -> (u32, u32) {
+        let mut live = if n == self.lanes { all_lanes(n) } else { (1u32 << n) - 1 };
+        if let Some(m) = self.mask {
+            for (i, &v) in m[f0..f0 + n].iter().enumerate() {
+                if v == 0 {
+                    live &= !(1 << i);
+                }
+            }
+        }
+        let first = self.row_start + f0;
+        let interp = match self.limit {
+            _ if !self.start_on => 0,
+            None => live,
+            Some(p) if p >= first + n - 1 => live,
+            Some(p) if p < first => 0,
+            Some(p) => live & ((1u32 << (p + 1 - first)) - 1),
+        };
+        (live, interp)
+    }
+}
+
+fn all_lanes(lanes: usize) -> u32 {
+    if lanes >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << lanes) - 1
+    }
+}
+
+/// The rows of the render kernel: plane `j` receives part `parts[j]` of
+/// each pixel (0 the value, `1 + i` the derivative along direction `i`).
+pub(crate) struct KernelRows<'k, 'p, V: Num, M: MathMode> {
+    kernel: &'k Kernel<'p, V, M>,
+    parts: &'k [usize],
+}
+
+/// Part 0 alone: the image.
+pub(crate) const VALUE: &[usize] = &[0];
+
+impl<'k, 'p, V: Num, M: MathMode> KernelRows<'k, 'p, V, M> {
+    /// Rows of `kernel` storing `parts` (one plane each).
+    pub fn new(kernel: &'k Kernel<'p, V, M>, parts: &'k [usize]) -> Self {
+        KernelRows { kernel, parts }
+    }
+}
+
+impl<V: Num, M: MathMode> RowKernel for KernelRows<'_, '_, V, M> {
+    #[inline(always)]
+    fn row(&self, s: usize, planes: &mut [&mut [f32]], limit: Option<usize>) -> RowOut {
+        if self.kernel.single_sample() {
+            self.row_with::<true>(s, planes, limit)
+        } else {
+            self.row_with::<false>(s, planes, limit)
+        }
+    }
+    fn interpolates(&self) -> bool {
+        self.kernel.interpolates()
+    }
+}
+
+impl<V: Num, M: MathMode> KernelRows<'_, '_, V, M> {
+    #[inline(always)]
+    fn row_with<const SINGLE: bool>(
+        &self,
+        s: usize,
+        planes: &mut [&mut [f32]],
+        limit: Option<usize>,
+    ) -> RowOut {
+        let kernel = self.kernel;
+        let plan = kernel.plan();
+        let Some(blocks) = RowBlocks::new(plan, s, V::LANES, kernel.interpolates(), limit) else {
+            return RowOut::default();
+        };
+        let mut omega_lanes = V::zero();
+        let mut fallback = None;
+        for mut b in blocks {
+            let r = kernel.lanes_with::<SINGLE>(b.f0, s, &mut b.interp);
+            for (&o, plane) in self.parts.iter().zip(planes.iter_mut()) {
+                b.store(&r.value, o, plane);
+            }
+            omega_lanes += if b.full {
+                r.omega_sum
+            } else {
+                V::select(V::Mask::from_bits(b.live), r.omega_sum, V::zero())
+            };
+            if fallback.is_none() {
+                if let Some((i, p)) = r.out_of_range {
+                    fallback = Some((s * plan.detector.fpixels + b.f0 + i, Some(p)));
+                }
+            }
+        }
+        let omega = (0..V::LANES).map(|i| omega_lanes.lane(i).val()).sum();
+        RowOut { omega, fallback }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_rows {
+    ($(#[$doc:meta])* $name:ident, $row:ident, $features:literal) => {
+        $(#[$doc])*
+        pub(crate) struct $name<K>(K);
+
+        impl<K: RowKernel> $name<K> {
+            /// # Safety
+            /// The CPU must have these target features
+            /// (see [`crate::render::simd_level`]).
+            pub unsafe fn new(rows: K) -> Self {
+                $name(rows)
+            }
+        }
+
+        /// # Safety
+        /// The CPU must have the target features.
+        #[target_feature(enable = $features)]
+        unsafe fn $row<K: RowKernel>(
+            rows: &K,
+            s: usize,
+            planes: &mut [&mut [f32]],
+            limit: Option<usize>,
+        ) -> RowOut {
+            rows.row(s, planes, limit)
+        }
+
+        impl<K: RowKernel> RowKernel for $name<K> {
+            fn row(&self, s: usize, planes: &mut [&mut [f32]], limit: Option<usize>) -> RowOut {
+                // SAFETY: only constructed (unsafe `new`) on a CPU with these features.
+                unsafe { $row(&self.0, s, planes, limit) }
+            }
+            fn interpolates(&self) -> bool {
+                self.0.interpolates()
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+simd_rows!(
+    /// A row kernel compiled with AVX2 and FMA.
+    Avx2,
+    row_avx2,
+    "avx2,fma"
+);
+#[cfg(target_arch = "x86_64")]
+simd_rows!(
+    /// A row kernel compiled with AVX-512F.
+    Avx512,
+    row_avx512,
+    "avx512f,avx2,fma"
+);
