@@ -2,8 +2,8 @@
 //!
 //! Every kernel function is generic over [`Num`], so the same source is
 //! instantiated for scalar `f64` (parity with nanoBragg.c), scalar `f32`,
-//! SIMD vectors of either (one lane per pixel, see `render::simd`) and, later,
-//! dual numbers (derivatives). A [`Num`] is a bundle of `LANES` values:
+//! SIMD vectors of either (one lane per pixel, see `render::simd`) and the
+//! dual numbers of [`dual`] over any of these (derivatives). A [`Num`] is a bundle of `LANES` values:
 //! comparisons return a [`Mask`] and branches that differ between lanes are
 //! written as [`Num::select`]. [`Real`] is the scalar case (`LANES == 1`,
 //! masks are `bool`), with ordinary comparisons and [`Real::val`].
@@ -15,6 +15,7 @@
 //! - the *fast* functions of [`fast`] are branch-free polynomials written
 //!   once against [`Num`] (so they vectorise), with the accuracy stated there.
 
+pub mod dual;
 pub mod fast;
 
 use std::fmt::Debug;
@@ -97,6 +98,9 @@ pub trait Num:
     type Mask: Mask;
     /// Number of lanes.
     const LANES: usize;
+    /// Parts per lane: 1 for a plain number; dual numbers add their
+    /// derivative parts (see [`Num::write_part`]).
+    const PARTS: usize = 1;
 
     /// The same value in every lane.
     fn splat(x: Self::Scalar) -> Self;

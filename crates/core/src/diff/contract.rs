@@ -43,9 +43,8 @@
 // inline into the `#[target_feature]` row functions.
 #![allow(clippy::needless_range_loop)]
 
-use super::dense::{seeded, Dense64};
+use super::dual::{seeded, Dense64, Dual};
 #[cfg(target_arch = "x86_64")]
-use super::lanes::DualLanes64;
 use super::leaves::Leaves;
 use super::param::Param;
 use crate::config::{CrystalShape, SimConfig};
@@ -62,11 +61,11 @@ const NG: usize = 8;
 const NL: usize = 8;
 
 /// The geometry dual of `G` parts over lanes `B`.
-type Geo<B, const G: usize> = DualLanes64<B, G>;
+type Geo<B, const G: usize> = Dual<B, G>;
 /// The lattice dual of `L` parts over lanes `B`.
-type Lat<B, const L: usize> = DualLanes64<B, L>;
+type Lat<B, const L: usize> = Dual<B, L>;
 /// One lattice factor: by its index and its N.
-type Two<B> = DualLanes64<B, 2>;
+type Two<B> = Dual<B, 2>;
 
 /// What a part of the geometry dual stands for.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,7 +1,8 @@
-//! Second derivatives of every pixel: hyper-dual numbers (num-dual's
-//! `HyperDual64`, two first-order directions and their product) through the
+//! Second derivatives of every pixel: hyper-dual numbers ([`HyperDual64`],
+//! a dual of duals: two first-order directions and their product) through the
 //! same exact render kernel as [`super::jacobian`].
 
+use super::dual::{hyper, HyperDual64};
 use super::leaves::{check_param, Leaves};
 use super::param::{Deltas, Param};
 use crate::config::SimConfig;
@@ -10,7 +11,6 @@ use crate::render::cpu::{in_pool, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
 use crate::render::rows::{render_images, KernelRows};
 use crate::setup::{Plan, SetupSeeds};
-use num_dual::HyperDual64;
 
 /// An image, its first derivatives and second derivatives by parameters.
 #[derive(Debug, Clone)]
@@ -96,10 +96,10 @@ fn pair_images<const K: usize>(
 ) -> Result<[Vec<f32>; K]> {
     let mut deltas = Deltas::<HyperDual64>::zero();
     if a == b {
-        deltas.set(a, HyperDual64::new(0.0, 1.0, 1.0, 0.0));
+        deltas.set(a, hyper(0.0, 1.0, 1.0));
     } else {
-        deltas.set(a, HyperDual64::new(0.0, 1.0, 0.0, 0.0));
-        deltas.set(b, HyperDual64::new(0.0, 0.0, 1.0, 0.0));
+        deltas.set(a, hyper(0.0, 1.0, 0.0));
+        deltas.set(b, hyper(0.0, 0.0, 1.0));
     }
     let leaves = Leaves::new(cfg, plan, seeds, &deltas)?;
     let kernel = Kernel::<HyperDual64, Exact>::from_leaves(plan, &leaves);

@@ -2,7 +2,7 @@
 //! forward-mode dual numbers through the exact render kernel.
 
 use super::contract::contracted_images;
-use super::dense::{seeded, Dense64};
+use super::dual::{seeded, Dense64};
 use super::lanes::{render_dense32, render_dense64};
 use super::leaves::{check_param, Leaves};
 use super::param::Param;

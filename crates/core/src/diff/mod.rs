@@ -1,14 +1,12 @@
 //! Exact derivatives of every pixel by continuous parameters.
 //!
 //! Setup and the physics kernel are written once, generic over the number
-//! type; instantiated with dual numbers (num-dual) they carry derivatives
-//! through the same code that renders the image:
+//! type; instantiated with dual numbers ([`crate::real::dual`]) they carry
+//! derivatives through the same code that renders the image:
 //! - [`param`]: the parameters ([`Param`], named like the flags) and the
 //!   perturbations ([`Deltas`]) setup adds where each parameter enters;
-//! - [`dual`]: [`crate::real::Real`] for num-dual's types ([`DiffReal`],
-//!   [`Seeded`]);
-//! - [`dense`]: the dense dual numbers derivative images are rendered with
-//!   ([`Dense64`], [`Dense32`]);
+//! - [`dual`]: the dual numbers ([`Dual`], [`Dense64`], [`Dense32`],
+//!   [`HyperDual64`]) and their seeding ([`Seeded`]);
 //! - [`leaves`]: the numbers the kernel reads, computed in any [`DiffReal`];
 //! - [`jacobian`]: derivative images through the exact render kernel, in
 //!   f64 or f32 ([`crate::render::Precision`]);
@@ -19,7 +17,6 @@
 //! See docs/derivatives.md.
 
 pub(crate) mod contract;
-pub mod dense;
 pub mod dual;
 pub mod hessian;
 pub mod jacobian;
@@ -30,8 +27,7 @@ pub mod leaves;
 pub mod loss;
 pub mod param;
 
-pub use dense::{Dense32, Dense64};
-pub use dual::{DiffReal, Seeded};
+pub use dual::{Dense32, Dense64, DiffReal, Dual, HyperDual64, Seeded};
 pub use hessian::{hessian_of, hessian_with, Hessian};
 pub use jacobian::{jacobian, jacobian_in, jacobian_of, jacobian_with, Jacobian};
 pub use leaves::Leaves;
