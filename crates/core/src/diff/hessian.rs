@@ -103,6 +103,6 @@ fn pair_images<const K: usize>(
     }
     let leaves = Leaves::new(cfg, plan, seeds, &deltas)?;
     let kernel = Kernel::<HyperDual64, Exact>::from_leaves(plan, &leaves);
-    let images = render_images(plan, &KernelRows::new(&kernel, parts), K);
+    let images = render_images(plan, &KernelRows::new(kernel, parts), K);
     Ok(images.try_into().expect("one image per part"))
 }

@@ -48,20 +48,20 @@ macro_rules! dense_renderer {
                     SimdLevel::Avx512 => {
                         let k = Kernel::<Dual<$wide, N>, Exact>::from_leaves(plan, leaves);
                         // SAFETY: the level is at most this CPU's.
-                        let rows = unsafe { Avx512::new(KernelRows::new(&k, &parts)) };
+                        let rows = unsafe { Avx512::new(KernelRows::new(k, &parts)) };
                         return render_images(plan, &rows, outputs);
                     }
                     SimdLevel::Avx2 => {
                         let k = Kernel::<Dual<$narrow, N>, Exact>::from_leaves(plan, leaves);
                         // SAFETY: the level is at most this CPU's.
-                        let rows = unsafe { Avx2::new(KernelRows::new(&k, &parts)) };
+                        let rows = unsafe { Avx2::new(KernelRows::new(k, &parts)) };
                         return render_images(plan, &rows, outputs);
                     }
                     SimdLevel::Scalar => {}
                 }
             }
             let k = Kernel::<$dense<N>, Exact>::from_leaves(plan, leaves);
-            render_images(plan, &KernelRows::new(&k, &parts), outputs)
+            render_images(plan, &KernelRows::new(k, &parts), outputs)
         }
     };
 }

@@ -144,7 +144,7 @@ mod x86 {
                 let kernel = Kernel::<$v, Fast>::new(plan);
                 // SAFETY: `level` is at most this CPU's (`detect`), so the
                 // CPU has the wrapper's target features.
-                let rows = unsafe { $wrap::new(KernelRows::new(&kernel, VALUE)) };
+                let rows = unsafe { $wrap::new(KernelRows::new(kernel, VALUE)) };
                 render_with(plan, &rows, image)
             }};
         }
@@ -201,7 +201,7 @@ fn render_portable<V: Num, M: MathMode>(
     kernel: Kernel<V, M>,
     image: &mut [f32],
 ) -> RenderInfo {
-    render_with(plan, &KernelRows::new(&kernel, VALUE), image)
+    render_with(plan, &KernelRows::new(kernel, VALUE), image)
 }
 
 pub(crate) fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {

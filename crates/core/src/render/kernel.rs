@@ -33,6 +33,7 @@
 //! sub-pixel and source loops known to run once; the driver picks it when the
 //! plan allows ([`Kernel::single_sample`]).
 
+use super::samples::Photons;
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
     grating_index, sinc3, sinc3_fast, sincg, sincg_pi_reduced, Grating, GratingForm,
@@ -425,72 +426,13 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         if SINGLE {
             return self.lanes_single(f0, spixel, interp, probe);
         }
-        let plan = self.plan;
-        let s = V::splat;
-        let zero = V::zero();
-        let one = V::one();
         let mut out_of_range = None;
-        let mut omega_sum = zero;
-        let mut i_acc = s(self.i_bg);
-        let mut polar = if plan.nopolar { one } else { zero };
-        let mut omega_pixel = zero;
-        let mut capture_fraction = zero;
-        let os = if SINGLE { 1 } else { self.oversample };
-        let thicksteps = if SINGLE { 1 } else { self.thicksteps };
-        let sources = if SINGLE { &self.sources[..1] } else { &self.sources[..] };
-        let lane_offset = V::from_fn(|i| V::Scalar::c((i * os) as f64));
-        let oversample_omega = V::Mask::splat(plan.oversample_omega);
-        let oversample_thick = V::Mask::splat(plan.oversample_thick);
-        let oversample_polar = V::Mask::splat(plan.oversample_polar);
-        for thick_tic in 0..thicksteps {
-            let odet_pos = V::c(thick_tic as f64) * s(self.thickstep);
-            capture_fraction = if self.thick_zero { one } else { zero };
-            for sub_s in 0..os {
-                for sub_f in 0..os {
-                    let (fdet_pos, sdet_pos) =
-                        self.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
-                    let pos = self.position(fdet_pos, sdet_pos, odet_pos);
-                    probe.position(&pos);
-                    let (mut diffracted, airpath, inv_airpath) = self.direction(pos);
-                    let recompute = omega_pixel.cmp_eq(zero) | oversample_omega;
-                    if recompute.any() {
-                        let omega = self.solid_angle(airpath, inv_airpath);
-                        omega_pixel = V::select(recompute, omega, omega_pixel);
-                    }
-                    omega_sum += omega_pixel;
-                    let recompute = capture_fraction.cmp_eq(zero) | oversample_thick;
-                    if recompute.any() {
-                        let fraction = self.capture(diffracted, thick_tic);
-                        capture_fraction = V::select(recompute, fraction, capture_fraction);
-                    }
-                    for src in sources {
-                        let scattering = self.scattering(diffracted, src);
-                        probe.scattering(&scattering);
-                        let active = self.dmin_active(scattering);
-                        if !active.any() {
-                            continue;
-                        }
-                        let recompute = active & (polar.cmp_eq(zero) | oversample_polar);
-                        if recompute.any() {
-                            polar = self.polarize(src, &mut diffracted, recompute, polar);
-                        }
-                        let factors = [capture_fraction, polar, omega_pixel];
-                        i_acc = self.add_cells(
-                            scattering,
-                            active,
-                            factors,
-                            i_acc,
-                            interp,
-                            &mut out_of_range,
-                            probe,
-                        );
-                    }
-                }
-            }
-        }
-        probe.finish(i_acc, polar, omega_pixel, capture_fraction);
-        let value = self.finish_value(i_acc, [capture_fraction, polar, omega_pixel]);
-        LaneResult { value, omega_sum, out_of_range }
+        let mut photons = Photons { i_acc: V::splat(self.i_bg), probe };
+        let end = self.samples(f0, spixel, interp, &mut out_of_range, &mut photons);
+        let (i_acc, [capture_fraction, polar, omega_pixel]) = (photons.i_acc, end.factors);
+        photons.probe.finish(i_acc, polar, omega_pixel, capture_fraction);
+        let value = self.finish_value(i_acc, end.factors);
+        LaneResult { value, omega_sum: end.omega_sum, out_of_range }
     }
 
     /// [`Kernel::lanes_probed`] with one sensor layer, one sub-pixel and one
@@ -553,7 +495,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     /// order: the phi × mosaic loop of one sample and source.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn add_cells(
+    pub(crate) fn add_cells(
         &self,
         scattering: V3<V>,
         active: V::Mask,

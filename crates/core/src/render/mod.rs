@@ -4,6 +4,7 @@ pub mod backend;
 pub mod cpu;
 pub mod kernel;
 pub(crate) mod rows;
+pub(crate) mod samples;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod simd;
 pub mod trace;
