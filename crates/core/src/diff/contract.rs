@@ -50,8 +50,9 @@ use super::param::Param;
 use crate::config::{CrystalShape, SimConfig};
 use crate::error::Result;
 use crate::real::{Mask, Num};
-use crate::render::kernel::{exact_grating, Exact, Fast, Kernel};
+use crate::render::kernel::{exact_grating, Exact, Fallback, Fast, Kernel};
 use crate::render::rows::{render_images, RowBlocks, RowKernel, RowOut};
+use crate::render::samples::Samples;
 use crate::setup::{Plan, SetupSeeds};
 use crate::vec3::{cross, dot, V3};
 
@@ -589,145 +590,196 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     z: &mut [B],
     out: &mut [B],
 ) -> Option<usize> {
-    let (geo, lat, c) = (&rows.geo, &rows.lat, rows.c);
-    let plan = geo.plan();
-    let zero = B::zero();
-    let ng = c.geo_parts.len();
-    let nl = 3 + c.lat_parts.len();
-    let has_pos = c.geo_parts.first() == Some(&GeoPart::Pos);
-    let os = geo.oversample;
-    let lane_offset = B::from_fn(|i| (i * os) as f64);
-    let mut out_of_range = None;
-    let mut i_acc = B::splat(lat.i_bg.re);
-    let mut polar = if plan.nopolar { Geo::<B, G>::one() } else { Geo::<B, G>::zero() };
-    let mut omega = Geo::<B, G>::zero();
-    // the sub-pixel where polar and omega were taken
-    let (mut f_polar, mut s_polar, mut f_omega, mut s_omega) = (zero, zero, zero, zero);
-    // d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet)
-    let mut d_pos = [[zero; 3]; 3];
-    let mut d_geo = [zero; NG];
-    let mut d_lat = [zero; NL];
-    // d I / d default_F without a grid
-    let mut d_f = zero;
-    let no_grid = lat.grid.is_none();
-    let square = (plan.shape == CrystalShape::Square).then(|| lat.square_axes());
-    m.fill([[zero; 3]; 3]);
-    // Σ over cells of (∂value/∂h) ⊗ h (see [`frame_derivative`])
-    let mut frame = [[zero; 3]; 3];
-    let frame_kept = c.frame_kept;
-    let odet_pos = B::c(0.0) * B::splat(rows.val.thickstep);
-    for sub_s in 0..os {
-        for sub_f in 0..os {
-            // no parameter the geometry dual carries moves the position: its
-            // parts are the position's own (or none)
-            let (fpos, spos) = rows.val.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
-            let p = rows.val.position(fpos, spos, odet_pos);
-            let mut pos = [Geo::<B, G>::zero(); 3];
-            for i in 0..3 {
-                pos[i].re = p[i];
-                if has_pos {
-                    pos[i].eps[i] = B::one();
-                }
+    let mut hook = Contracted::new(rows, m);
+    // (the hook keeps the lowest lane instead)
+    let mut first_evaluated = None;
+    let end = rows.geo.samples(f0, spixel, interp, &mut first_evaluated, &mut hook);
+    let [_, polar, omega] = end.factors;
+    let sums = Sums { polar, omega, ..hook.sums };
+    contract_sums(rows, &sums, hook.m, z, out);
+    hook.out_of_range
+}
+
+/// The contraction's sample hook: the photons and their derivatives by the
+/// inner numbers, summed over the samples of one block of pixels.
+struct Contracted<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> {
+    rows: &'a Rows<'p, 'c, B, G, L>,
+    /// Per cell: Σ (∂value/∂h) ⊗ q (see [`frame_derivative`]).
+    m: &'a mut [[[B; 3]; 3]],
+    sums: Sums<B, G>,
+    /// The current sample's fast and slow offsets.
+    at: [B; 2],
+    lane_offset: B,
+    out_of_range: Option<usize>,
+}
+
+impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize>
+    Contracted<'a, 'p, 'c, B, G, L>
+{
+    #[inline(always)]
+    fn new(rows: &'a Rows<'p, 'c, B, G, L>, m: &'a mut [[[B; 3]; 3]]) -> Self {
+        let zero = B::zero();
+        m.fill([[zero; 3]; 3]);
+        let os = rows.geo.oversample;
+        Contracted {
+            rows,
+            m,
+            sums: Sums {
+                i_acc: B::splat(rows.lat.i_bg.re),
+                polar: Geo::<B, G>::zero(),
+                omega: Geo::<B, G>::zero(),
+                at_polar: [zero; 2],
+                at_omega: [zero; 2],
+                d_pos: [[zero; 3]; 3],
+                d_geo: [zero; NG],
+                d_lat: [zero; NL],
+                d_f: zero,
+                frame: [[zero; 3]; 3],
+            },
+            at: [zero; 2],
+            lane_offset: B::from_fn(|i| (i * os) as f64),
+            out_of_range: None,
+        }
+    }
+}
+
+impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Samples<Geo<B, G>, Fast>
+    for Contracted<'_, '_, '_, B, G, L>
+{
+    /// The position in plain lanes (no parameter the geometry dual carries
+    /// moves it), whose dual parts are its own components (or none).
+    #[inline(always)]
+    fn position(
+        &mut self,
+        _geo: &Kernel<Geo<B, G>, Fast>,
+        f0: usize,
+        spixel: usize,
+        [sub_f, sub_s]: [usize; 2],
+        os: usize,
+        _lane_offset: Geo<B, G>,
+        _odet_pos: Geo<B, G>,
+    ) -> V3<Geo<B, G>> {
+        let val = &self.rows.val;
+        let (fpos, spos) = val.subpixel_offsets(f0, spixel, sub_f, sub_s, os, self.lane_offset);
+        let p = val.position(fpos, spos, B::c(0.0) * B::splat(val.thickstep));
+        self.at = [fpos, spos];
+        let has_pos = self.rows.c.geo_parts.first() == Some(&GeoPart::Pos);
+        let mut pos = [Geo::<B, G>::zero(); 3];
+        for i in 0..3 {
+            pos[i].re = p[i];
+            if has_pos {
+                pos[i].eps[i] = B::one();
             }
-            let (mut diffracted, airpath, inv_airpath) = geo.direction(pos);
-            let recompute = omega.cmp_eq(Geo::<B, G>::zero());
-            if recompute.any() {
-                omega =
-                    Geo::<B, G>::select(recompute, geo.solid_angle(airpath, inv_airpath), omega);
-                f_omega = B::select(recompute, fpos, f_omega);
-                s_omega = B::select(recompute, spos, s_omega);
-            }
-            for src in &geo.sources {
-                let q = geo.scattering(diffracted, src);
-                let active = geo.dmin_active(q);
-                if !active.any() {
-                    continue;
-                }
-                let recompute = active & polar.cmp_eq(Geo::<B, G>::zero());
-                if recompute.any() {
-                    polar = geo.polarize(src, &mut diffracted, recompute, polar);
-                    f_polar = B::select(recompute, fpos, f_polar);
-                    s_polar = B::select(recompute, spos, s_polar);
-                }
-                let qv = [q[0].re, q[1].re, q[2].re];
-                // d I / d q of this sample
-                let mut d_q = [zero; 3];
-                for (ci, cell) in geo.cells.iter().enumerate() {
-                    let abc = [cell.a, cell.b, cell.c].map(|v| v.map(|x| B::splat(x.re)));
-                    let hkl: [Lat<B, L>; 3] = std::array::from_fn(|i| {
-                        let mut h = Lat::<B, L>::zero();
-                        h.re = dot(abc[i], qv);
-                        h.eps[i] = B::one();
-                        h
-                    });
-                    let f_latt = match square {
-                        Some(axes) => square_lattice(axes, &c.n_parts, &hkl),
-                        None => lat.lattice(hkl[0], hkl[1], hkl[2]),
-                    };
-                    let mut hit = active;
-                    if plan.water_size_m == 0.0 {
-                        hit = hit & f_latt.cmp_ne(Lat::<B, L>::zero());
-                        if !hit.any() {
-                            continue;
-                        }
-                    }
-                    let f_cell = if lat.grid.is_none() {
-                        Lat::<B, L>::splat(lat.default_f)
-                    } else {
-                        let mut oor = None;
-                        let f = lat.structure_factor(hkl, hit, interp, &mut oor);
-                        if let Some((i, _)) = oor {
-                            out_of_range = Some(out_of_range.map_or(i, |j: usize| j.min(i)));
-                        }
-                        f
-                    };
-                    let t = f_cell * f_cell * f_latt * f_latt;
-                    i_acc = B::select(hit, i_acc + t.re, i_acc);
-                    let g: [B; 3] = std::array::from_fn(|i| B::select(hit, t.eps[i], zero));
-                    for j in 0..3 {
-                        d_q[j] += g[0] * abc[0][j] + g[1] * abc[1][j] + g[2] * abc[2][j];
-                    }
-                    if frame_kept {
-                        add_outer(&mut frame, g, hkl.map(|h| h.re));
-                    }
-                    if let Some(mc) = m.get_mut(ci) {
-                        add_outer(mc, g, qv);
-                    }
-                    for e in 3..nl {
-                        d_lat[e] += B::select(hit, t.eps[e], zero);
-                    }
-                    if no_grid {
-                        let fl = f_latt.re;
-                        d_f += B::select(hit, B::c(2.0) * f_cell.re * fl * fl, zero);
-                    }
-                }
-                for k in 0..ng {
-                    let t = d_q[0] * q[0].eps[k] + d_q[1] * q[1].eps[k] + d_q[2] * q[2].eps[k];
-                    if has_pos && k < 3 {
-                        d_pos[0][k] += t;
-                        d_pos[1][k] += fpos * t;
-                        d_pos[2][k] += spos * t;
-                    } else {
-                        d_geo[k] += t;
-                    }
-                }
+        }
+        pos
+    }
+
+    #[inline(always)]
+    fn omega_taken(&mut self, m: B::Mask) {
+        for i in 0..2 {
+            self.sums.at_omega[i] = B::select(m, self.at[i], self.sums.at_omega[i]);
+        }
+    }
+
+    #[inline(always)]
+    fn polar_taken(&mut self, m: B::Mask) {
+        for i in 0..2 {
+            self.sums.at_polar[i] = B::select(m, self.at[i], self.sums.at_polar[i]);
+        }
+    }
+
+    #[inline(always)]
+    fn source(
+        &mut self,
+        _geo: &Kernel<Geo<B, G>, Fast>,
+        q: V3<Geo<B, G>>,
+        active: B::Mask,
+        _factors: [Geo<B, G>; 3],
+        interp: &mut u32,
+        _out_of_range: &mut Option<(usize, Fallback)>,
+    ) {
+        let d_q = self.cells(q, active, interp);
+        let c = self.rows.c;
+        let has_pos = c.geo_parts.first() == Some(&GeoPart::Pos);
+        let [fpos, spos] = self.at;
+        let s = &mut self.sums;
+        for k in 0..c.geo_parts.len() {
+            let t = d_q[0] * q[0].eps[k] + d_q[1] * q[1].eps[k] + d_q[2] * q[2].eps[k];
+            if has_pos && k < 3 {
+                s.d_pos[0][k] += t;
+                s.d_pos[1][k] += fpos * t;
+                s.d_pos[2][k] += spos * t;
+            } else {
+                s.d_geo[k] += t;
             }
         }
     }
-    let sums = Sums {
-        i_acc,
-        polar,
-        omega,
-        at_polar: [f_polar, s_polar],
-        at_omega: [f_omega, s_omega],
-        d_pos,
-        d_geo,
-        d_lat,
-        d_f,
-        frame,
-    };
-    contract_sums(rows, &sums, m, z, out);
-    out_of_range
+}
+
+impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Contracted<'_, '_, '_, B, G, L> {
+    /// Every cell's photons for scattering `q` in the lanes of `active`,
+    /// their derivatives by the lattice dual's parts; returns d I / d q.
+    #[inline(always)]
+    fn cells(&mut self, q: V3<Geo<B, G>>, active: B::Mask, interp: &mut u32) -> [B; 3] {
+        let (lat, c) = (&self.rows.lat, self.rows.c);
+        let plan = lat.plan();
+        let zero = B::zero();
+        let nl = 3 + c.lat_parts.len();
+        let square = (plan.shape == CrystalShape::Square).then(|| lat.square_axes());
+        let s = &mut self.sums;
+        let qv = [q[0].re, q[1].re, q[2].re];
+        let mut d_q = [zero; 3];
+        for (ci, cell) in self.rows.geo.cells.iter().enumerate() {
+            let abc = [cell.a, cell.b, cell.c].map(|v| v.map(|x| B::splat(x.re)));
+            let hkl: [Lat<B, L>; 3] = std::array::from_fn(|i| {
+                let mut h = Lat::<B, L>::zero();
+                h.re = dot(abc[i], qv);
+                h.eps[i] = B::one();
+                h
+            });
+            let f_latt = match square {
+                Some(axes) => square_lattice(axes, &c.n_parts, &hkl),
+                None => lat.lattice(hkl[0], hkl[1], hkl[2]),
+            };
+            let mut hit = active;
+            if plan.water_size_m == 0.0 {
+                hit = hit & f_latt.cmp_ne(Lat::<B, L>::zero());
+                if !hit.any() {
+                    continue;
+                }
+            }
+            let f_cell = if lat.grid.is_none() {
+                Lat::<B, L>::splat(lat.default_f)
+            } else {
+                let mut oor = None;
+                let f = lat.structure_factor(hkl, hit, interp, &mut oor);
+                if let Some((i, _)) = oor {
+                    self.out_of_range = Some(self.out_of_range.map_or(i, |j: usize| j.min(i)));
+                }
+                f
+            };
+            let t = f_cell * f_cell * f_latt * f_latt;
+            s.i_acc = B::select(hit, s.i_acc + t.re, s.i_acc);
+            let g: [B; 3] = std::array::from_fn(|i| B::select(hit, t.eps[i], zero));
+            for j in 0..3 {
+                d_q[j] += g[0] * abc[0][j] + g[1] * abc[1][j] + g[2] * abc[2][j];
+            }
+            if c.frame_kept {
+                add_outer(&mut s.frame, g, hkl.map(|h| h.re));
+            }
+            if let Some(mc) = self.m.get_mut(ci) {
+                add_outer(mc, g, qv);
+            }
+            for e in 3..nl {
+                s.d_lat[e] += B::select(hit, t.eps[e], zero);
+            }
+            if lat.grid.is_none() {
+                let fl = f_latt.re;
+                s.d_f += B::select(hit, B::c(2.0) * f_cell.re * fl * fl, zero);
+            }
+        }
+        d_q
+    }
 }
 
 /// `acc += a ⊗ b`.
