@@ -9,7 +9,7 @@
 //! depend on the number of threads.
 
 use super::kernel::{Exact, Fast, Kernel, MathMode};
-use super::rows::{render_planes, KernelRows, RowKernel, VALUE};
+use super::rows::{render_planes, zeroed_plane, KernelRows, RowKernel, VALUE};
 use crate::real::{Num, Real, X2};
 use crate::setup::Plan;
 use crate::stats::RowStats;
@@ -161,33 +161,6 @@ mod x86 {
     }
 }
 
-/// A zeroed image. Large images ask Linux for transparent huge pages (the
-/// pages are still untouched here): the render then takes one page fault per
-/// 2 MiB instead of one per 4 KiB, which is a noticeable part of a large,
-/// fast render on virtual machines.
-fn zeroed_image(n: usize) -> Vec<f32> {
-    let image = vec![0.0f32; n];
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        const MADV_HUGEPAGE: i32 = 14;
-        extern "C" {
-            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-        }
-        let start = image.as_ptr() as usize;
-        let end = start + n * std::mem::size_of::<f32>();
-        let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
-        if hi > lo {
-            // SAFETY: [lo, hi) lies inside the allocation; MADV_HUGEPAGE is
-            // only a hint and leaves the contents (zeros) unchanged.
-            unsafe {
-                madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE);
-            }
-        }
-    }
-    image
-}
-
 /// Render into `image` (`fpixels * spixels` long; pixels not rendered are
 /// set to 0), gathering each row's statistics.
 fn render_with<K: RowKernel>(plan: &Plan, rows: &K, image: &mut [f32]) -> RenderInfo {
@@ -227,7 +200,7 @@ pub fn render_on(
     precision: Precision,
     level: SimdLevel,
 ) -> RenderOutput {
-    let mut image = zeroed_image(plan.detector.fpixels * plan.detector.spixels);
+    let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
     let info = render_on_into(plan, opts, precision, level, &mut image);
     RenderOutput::from_info(image, info)
 }
@@ -298,7 +271,7 @@ pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
     if TypeId::of::<R>() == TypeId::of::<f64>() {
         return render_precision(plan, opts, Precision::Fast64);
     }
-    let mut image = zeroed_image(plan.detector.fpixels * plan.detector.spixels);
+    let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
     let info =
         in_pool(opts.threads, || render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image));
     RenderOutput::from_info(image, info)

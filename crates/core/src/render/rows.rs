@@ -19,7 +19,6 @@ use super::kernel::{Fallback, Kernel, MathMode};
 use crate::real::{Mask, Num, Real};
 use crate::setup::Plan;
 use crate::stats::{row_stats, RowStats};
-use rayon::prelude::*;
 
 /// What rendering one row gives: its solid-angle sum and its first
 /// interpolation fallback (image index, and the point when the kernel
@@ -77,9 +76,8 @@ pub(crate) fn render_planes<K: RowKernel>(
     if fp == 0 || sp == 0 || planes.is_empty() {
         return PlanesOut { omega_sum: 0.0, fallback: None, rows };
     }
-    let fallbacks = render_rows(plan, kernel, planes, &mut omega, &mut rows, 0, None);
     let mut fallback = None;
-    if let Some((p, point)) = fallbacks.into_iter().flatten().min_by_key(|(i, _)| *i) {
+    if let Some((p, point)) = render_rows(plan, kernel, planes, &mut omega, &mut rows, 0, None) {
         fallback = point;
         if kernel.interpolates() {
             // pixels up to p start interpolating (and give the same values
@@ -96,7 +94,34 @@ pub(crate) fn render_planes<K: RowKernel>(
 /// copy the first).
 pub(crate) fn zeroed_planes(plan: &Plan, outputs: usize) -> Vec<Vec<f32>> {
     let n = plan.detector.fpixels * plan.detector.spixels;
-    (0..outputs).map(|_| vec![0.0f32; n]).collect()
+    (0..outputs).map(|_| zeroed_plane(n)).collect()
+}
+
+/// A zeroed image of `n` pixels. Large images ask Linux for transparent huge pages (the
+/// pages are still untouched here): the render then takes one page fault per
+/// 2 MiB instead of one per 4 KiB, which is a noticeable part of a large,
+/// fast render on virtual machines.
+pub(crate) fn zeroed_plane(n: usize) -> Vec<f32> {
+    let image = vec![0.0f32; n];
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        const MADV_HUGEPAGE: i32 = 14;
+        extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        let start = image.as_ptr() as usize;
+        let end = start + n * std::mem::size_of::<f32>();
+        let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if hi > lo {
+            // SAFETY: [lo, hi) lies inside the allocation; MADV_HUGEPAGE is
+            // only a hint and leaves the contents (zeros) unchanged.
+            unsafe {
+                madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE);
+            }
+        }
+    }
+    image
 }
 
 /// Render `rows` into `outputs` new images (value, then derivatives).
@@ -107,7 +132,11 @@ pub(crate) fn render_images(plan: &Plan, rows: &impl RowKernel, outputs: usize) 
     images
 }
 
-/// Rows `first_row..` in parallel; returns each row's first fallback.
+/// The first fallback of a range of rows: image index and point.
+type First = Option<(usize, Option<Fallback>)>;
+
+/// Rows `first_row..` of `planes` in parallel; returns the first fallback
+/// (raster order).
 fn render_rows<K: RowKernel>(
     plan: &Plan,
     kernel: &K,
@@ -116,43 +145,77 @@ fn render_rows<K: RowKernel>(
     stats: &mut [RowStats],
     first_row: usize,
     limit: Option<usize>,
-) -> Vec<Option<(usize, Option<Fallback>)>> {
+) -> First {
     let fp = plan.detector.fpixels;
-    let n = planes.len();
-    // row r's planes at [r * n .. (r + 1) * n]
-    let mut chunks: Vec<_> =
-        planes.iter_mut().map(|p| p[first_row * fp..].chunks_mut(fp)).collect();
-    let rows = omega.len();
-    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(rows * n);
-    for _ in 0..rows {
-        slices.extend(chunks.iter_mut().map(|c| c.next().expect("one row per plane")));
+    let mut rest: Vec<&mut [f32]> = planes.iter_mut().map(|p| &mut p[first_row * fp..]).collect();
+    // a few pieces per thread (rows differ in cost), as rayon's own splitting
+    let grain = omega.len().div_ceil(16 * rayon::current_num_threads()).max(1);
+    let job = Rows { plan, kernel, limit, grain };
+    job.split(&mut rest, omega, stats, first_row)
+}
+
+/// A parallel render of rows, halving the range down to `grain` rows.
+/// (Splitting the planes per range, rather than collecting every row's
+/// slices first, keeps the temporary allocations small: a large one made
+/// the allocator return the planes' memory to the system between calls.)
+struct Rows<'a, K> {
+    plan: &'a Plan,
+    kernel: &'a K,
+    limit: Option<usize>,
+    grain: usize,
+}
+
+impl<K: RowKernel> Rows<'_, K> {
+    fn split(
+        &self,
+        planes: &mut [&mut [f32]],
+        omega: &mut [f64],
+        stats: &mut [RowStats],
+        first_row: usize,
+    ) -> First {
+        let rows = omega.len();
+        if rows <= self.grain {
+            return self.sequential(planes, omega, stats, first_row);
+        }
+        let (mid, fp) = (rows / 2, self.plan.detector.fpixels);
+        let (mut lo, mut hi): (Vec<&mut [f32]>, Vec<&mut [f32]>) =
+            planes.iter_mut().map(|p| p.split_at_mut(mid * fp)).unzip();
+        let (omega_lo, omega_hi) = omega.split_at_mut(mid);
+        let (stats_lo, stats_hi) = stats.split_at_mut(mid.min(stats.len()));
+        let (a, b) = rayon::join(
+            || self.split(&mut lo, omega_lo, stats_lo, first_row),
+            || self.split(&mut hi, omega_hi, stats_hi, first_row + mid),
+        );
+        a.or(b)
     }
-    // statistics only where asked for (an empty `stats`)
-    let mut stats: Vec<Option<&mut RowStats>> = if stats.is_empty() {
-        (0..rows).map(|_| None).collect()
-    } else {
-        stats.iter_mut().map(Some).collect()
-    };
-    let (roi, mask) = (plan.detector.roi, plan.mask.as_deref());
-    slices
-        .par_chunks_mut(n)
-        .zip(omega.par_iter_mut())
-        .zip(stats.par_iter_mut())
-        .enumerate()
-        .map(|(r, ((row, omega), stats))| {
+
+    fn sequential(
+        &self,
+        planes: &mut [&mut [f32]],
+        omega: &mut [f64],
+        stats: &mut [RowStats],
+        first_row: usize,
+    ) -> First {
+        let (plan, fp) = (self.plan, self.plan.detector.fpixels);
+        let (roi, mask) = (plan.detector.roi, plan.mask.as_deref());
+        let mut first = None;
+        for (r, omega) in omega.iter_mut().enumerate() {
             let s = first_row + r;
+            let mut row: Vec<&mut [f32]> =
+                planes.iter_mut().map(|p| &mut p[r * fp..(r + 1) * fp]).collect();
             for plane in row.iter_mut() {
                 clear_unrendered(plan, s, plane);
             }
-            let out = kernel.row(s, row, limit);
+            let out = self.kernel.row(s, &mut row, self.limit);
             *omega = out.omega;
-            if let Some(st) = stats {
+            if let Some(st) = stats.get_mut(r) {
                 // while the row is in cache
-                **st = row_stats(row[0], s, roi, mask);
+                *st = row_stats(row[0], s, roi, mask);
             }
-            out.fallback
-        })
-        .collect()
+            first = first.or(out.fallback);
+        }
+        first
+    }
 }
 
 /// Zeroes the pixels of row `s` that no kernel writes (outside the region
