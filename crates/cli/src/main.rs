@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    nanobragg_pipeline::keep_freed_memory();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match nanobragg_pipeline::main_with_args(&args) {
         Ok(()) => ExitCode::SUCCESS,

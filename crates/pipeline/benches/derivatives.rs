@@ -41,6 +41,8 @@ fn best(reps: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
+    // as the command line does (repeated renders keep their memory)
+    nanobragg_pipeline::keep_freed_memory();
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let (mut size, mut threads, mut reps, mut case) =
         (1024i64, 0usize, 1usize, "cubic".to_string());

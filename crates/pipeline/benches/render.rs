@@ -35,6 +35,8 @@ fn comprehensive_args() -> String {
 const BENCH: &str = "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100";
 
 fn main() {
+    // as the command line does
+    nanobragg_pipeline::keep_freed_memory();
     let mut sizes: Vec<i64> = Vec::new();
     let mut threads = 0usize;
     let mut reps = 5usize;

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod flags;
 pub mod gradient;
 pub mod invocation;
+pub mod memory;
 pub mod parse;
 pub mod refine;
 pub mod render;
@@ -19,6 +20,7 @@ pub mod report;
 pub mod run;
 
 pub use invocation::{Curvatures, Device, Invocation, Outputs};
+pub use memory::keep_freed_memory;
 pub use parse::{parse_args, CliError};
 pub use render::{Rendered, Seeds};
 

@@ -166,6 +166,9 @@ struct Rows<'a, K> {
 }
 
 impl<K: RowKernel> Rows<'_, K> {
+    /// Rows `first_row ..` (as many as `omega` holds) of `planes`: halved
+    /// and rendered in parallel above `grain` rows, else in order; returns
+    /// the first fallback.
     fn split(
         &self,
         planes: &mut [&mut [f32]],
@@ -173,30 +176,20 @@ impl<K: RowKernel> Rows<'_, K> {
         stats: &mut [RowStats],
         first_row: usize,
     ) -> First {
-        let rows = omega.len();
-        if rows <= self.grain {
-            return self.sequential(planes, omega, stats, first_row);
+        let (rows, fp) = (omega.len(), self.plan.detector.fpixels);
+        if rows > self.grain {
+            let mid = rows / 2;
+            let (mut lo, mut hi): (Vec<&mut [f32]>, Vec<&mut [f32]>) =
+                planes.iter_mut().map(|p| p.split_at_mut(mid * fp)).unzip();
+            let (omega_lo, omega_hi) = omega.split_at_mut(mid);
+            let (stats_lo, stats_hi) = stats.split_at_mut(mid.min(stats.len()));
+            let (a, b) = rayon::join(
+                || self.split(&mut lo, omega_lo, stats_lo, first_row),
+                || self.split(&mut hi, omega_hi, stats_hi, first_row + mid),
+            );
+            return a.or(b);
         }
-        let (mid, fp) = (rows / 2, self.plan.detector.fpixels);
-        let (mut lo, mut hi): (Vec<&mut [f32]>, Vec<&mut [f32]>) =
-            planes.iter_mut().map(|p| p.split_at_mut(mid * fp)).unzip();
-        let (omega_lo, omega_hi) = omega.split_at_mut(mid);
-        let (stats_lo, stats_hi) = stats.split_at_mut(mid.min(stats.len()));
-        let (a, b) = rayon::join(
-            || self.split(&mut lo, omega_lo, stats_lo, first_row),
-            || self.split(&mut hi, omega_hi, stats_hi, first_row + mid),
-        );
-        a.or(b)
-    }
-
-    fn sequential(
-        &self,
-        planes: &mut [&mut [f32]],
-        omega: &mut [f64],
-        stats: &mut [RowStats],
-        first_row: usize,
-    ) -> First {
-        let (plan, fp) = (self.plan, self.plan.detector.fpixels);
+        let plan = self.plan;
         let (roi, mask) = (plan.detector.roi, plan.mask.as_deref());
         let mut first = None;
         for (r, omega) in omega.iter_mut().enumerate() {
