@@ -1,0 +1,100 @@
+"""The Python package against the command line and against analytic facts."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import nanobragg
+
+MODEL = ("-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 "
+         "-distance 100 -detpixels 64 -pixel 0.4")
+
+
+def cli(args, cwd):
+    """Runs the wheel's `nanobragg` command (through this interpreter)."""
+    cmd = [sys.executable, "-m", "nanobragg"] + args.split()
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
+def test_simulate_is_the_command_lines_float_image(tmp_path):
+    model = nanobragg.from_args(MODEL)
+    for dtype, flag in [("float64", ""), ("float32", " -dtype float32"), ("exact", " -exact")]:
+        out = cli(MODEL + flag + " -floatfile f.bin -nonoise -nopgm", tmp_path)
+        assert out.returncode == 0, out.stderr
+        want = np.fromfile(tmp_path / "f.bin", dtype="<f4").reshape(64, 64)
+        got = nanobragg.simulate(model, dtype=dtype)
+        assert got.dtype == np.float32 and got.shape == (64, 64) == model.shape
+        assert np.array_equal(got, want), dtype
+        assert got.max() > 0
+
+
+def test_a_list_of_words_is_the_same_model():
+    a = nanobragg.simulate(nanobragg.from_args(MODEL))
+    b = nanobragg.simulate(nanobragg.from_args(MODEL.split()))
+    assert np.array_equal(a, b)
+    assert nanobragg.from_args(MODEL).args == MODEL.split()
+
+
+def test_threads_do_not_change_the_image():
+    model = nanobragg.from_args(MODEL)
+    one = nanobragg.simulate(model, threads=1)
+    two = nanobragg.simulate(model, threads=2)
+    assert np.array_equal(one, two)
+
+
+def test_bad_input_raises_with_the_command_lines_message():
+    with pytest.raises(nanobragg.Error, match="-bogus"):
+        nanobragg.from_args(MODEL + " -bogus 3")
+    with pytest.raises(nanobragg.Error, match="-hkl"):
+        nanobragg.simulate(nanobragg.from_args(MODEL + " -hkl /nonexistent/x.hkl"))
+    model = nanobragg.from_args(MODEL)
+    with pytest.raises(nanobragg.Error, match="dtype"):
+        nanobragg.simulate(model, dtype="float16")
+    with pytest.raises(nanobragg.Error, match="nope"):
+        nanobragg.jacobian(model, ["nope"])
+
+
+def test_jacobian_matches_finite_differences():
+    model = nanobragg.from_args(MODEL)
+    image, d = nanobragg.jacobian(model, ["distance", "lambda"])
+    assert d.shape == (2, 64, 64)
+    assert np.allclose(image, nanobragg.simulate(model, dtype="exact"), rtol=1e-6)
+    for i, (flag, value, h) in enumerate([("-distance", 100.0, 0.05), ("-lambda", 6.2, 1e-3)]):
+        def render(v):
+            args = MODEL.replace(f"{flag} {value:g}", f"{flag} {v!r}")
+            assert args != MODEL
+            return nanobragg.simulate(nanobragg.from_args(args), dtype="exact").astype(np.float64)
+        fd = (render(value + h) - render(value - h)) / (2 * h)
+        err = np.linalg.norm(d[i] - fd) / np.linalg.norm(fd)
+        # the images are float32: steps large enough to leave their rounding
+        assert err < 1e-4, (flag, err)
+
+
+def test_the_gil_is_released_while_rendering():
+    model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 1024 -oversample 2"))
+    ticks = []
+    done = threading.Event()
+
+    def tick():
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.001)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    nanobragg.simulate(model, threads=1)
+    done.set()
+    t.join()
+    # a render holding the GIL would leave the other thread one tick at most
+    assert len(ticks) > 5, len(ticks)
+
+
+def test_the_command_is_installed(tmp_path):
+    out = cli("-h", tmp_path)
+    assert out.returncode == 0 and "-floatfile" in out.stdout + out.stderr
+    out = cli(MODEL + " -bogus", tmp_path)
+    assert out.returncode != 0 and "-bogus" in out.stderr
