@@ -186,6 +186,12 @@ pub trait Num:
         debug_assert_eq!(o, 0, "a plain number has one part");
         self.lane(i).val() as f32
     }
+    /// Part `o` (see [`Num::write_part`]) of lane `i`, as f64.
+    #[inline(always)]
+    fn part_f64(self, o: usize, i: usize) -> f64 {
+        debug_assert_eq!(o, 0, "a plain number has one part");
+        self.lane(i).val()
+    }
 }
 
 /// A scalar real number type (one lane, `bool` masks).

@@ -13,6 +13,7 @@ pub mod flags;
 pub mod gradient;
 pub mod invocation;
 pub mod memory;
+pub mod parameters;
 pub mod parse;
 pub mod refine;
 pub mod render;
@@ -21,6 +22,7 @@ pub mod run;
 
 pub use invocation::{Curvatures, Device, Invocation, Outputs};
 pub use memory::keep_freed_memory;
+pub use parameters::Parameters;
 pub use parse::{parse_args, CliError};
 pub use render::{Rendered, Seeds};
 

@@ -3,6 +3,7 @@
 //! [`nanobragg_core::diff::loss`]. See docs/refine.md.
 
 use crate::flags::{self, Arity};
+use crate::parameters::{message as msg, misset_angles, Parameters, MISSETS};
 use crate::{parse_args, Invocation};
 use anyhow::{anyhow, bail, Result};
 use argmin::core::observers::{Observe, ObserverMode};
@@ -10,12 +11,10 @@ use argmin::core::{CostFunction, Error as ArgminError, Executor, Gradient, IterS
 use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
 use nanobragg_core::config::Misset;
-use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::loss::{loss_gradient, spd_inverse, LossEval, LossKind};
+use nanobragg_core::diff::loss::LossKind;
 use nanobragg_core::diff::Param;
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_core::SimConfig;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -97,14 +96,6 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     Ok(Some(Request { observed, params, loss, maxiter, gtol, history, model_args }))
 }
 
-/// The message of a library error without its `invalid -gradient:` prefix.
-fn msg(e: &nanobragg_core::Error) -> String {
-    match e {
-        nanobragg_core::Error::Invalid { msg, .. } => msg.clone(),
-        e => e.to_string(),
-    }
-}
-
 /// The observed image: pixel values (photons) and the pixels to skip.
 struct Observed {
     values: Vec<f32>,
@@ -158,208 +149,18 @@ fn read_observed(path: &Path, inv: &Invocation, plan: &Plan) -> Result<Observed>
     Ok(Observed { skip: vec![false; n], values, counts, what: "4-byte floats".into() })
 }
 
-/// The refined parameters as numbers, and the configuration they give.
-struct Model {
-    cfg0: SimConfig,
-    plan0: Plan,
-    seeds: SetupSeeds,
-    params: Vec<Param>,
-    start: Vec<f64>,
-    /// Parameters the Jacobian is taken by: the refined ones, with the three
-    /// crystal rotations in place of any `misset_*`.
-    query: Vec<Param>,
-}
-
-const MISSETS: [Param; 3] = [Param::MissetX, Param::MissetY, Param::MissetZ];
-
-impl Model {
-    fn new(mut cfg0: SimConfig, seeds: SetupSeeds, params: Vec<Param>) -> Result<Model> {
-        let plan0 = Plan::new(&cfg0, seeds)?;
-        // The automatic oversampling is a whole number that jumps with the
-        // geometry (distance, cell, N): the fit keeps the starting model's.
-        if plan0.oversample_auto {
-            cfg0.sampling.oversample = plan0.oversample as i64;
-        }
-        let mut start = Vec::new();
-        for &p in &params {
-            check_param(&cfg0, &plan0, p).map_err(|e| anyhow!("refine: -refine {}", msg(&e)))?;
-            start.push(start_value(&cfg0, &plan0, p)?);
-        }
-        let mut query: Vec<Param> =
-            params.iter().copied().filter(|p| !MISSETS.contains(p)).collect();
-        if params.iter().any(|p| MISSETS.contains(p)) {
-            query.extend(MISSETS);
-        }
-        Ok(Model { cfg0, plan0, seeds, params, start, query })
-    }
-
-    /// The configuration with the parameters at `values`.
-    fn config(&self, values: &[f64]) -> Result<SimConfig> {
-        let mut cfg = self.cfg0.clone();
-        let mut misset = misset_angles(&self.cfg0);
-        for ((&p, &v), &s) in self.params.iter().zip(values).zip(&self.start) {
-            if let Some(i) = MISSETS.iter().position(|&m| m == p) {
-                misset[i] = v;
-            } else if v != s {
-                cfg = p.nudged(&cfg, &self.plan0, v - s)?;
-            }
-        }
-        if self.params.iter().any(|p| MISSETS.contains(p)) {
-            cfg.crystal.misset = Misset::Angles(misset);
-        }
-        Ok(cfg)
-    }
-
-    /// `d/d params = M · d/d query` (row-major `params × query`): the
-    /// identity but for the misset angles. Their derivatives come as small
-    /// rotations about the lab axes after the orientation; the angle ψx of
-    /// `-misset` (rotations x, then y, then z) turns about Rz(ψz)·Ry(ψy)·x,
-    /// ψy about Rz(ψz)·y, ψz about z.
-    fn chain(&self, values: &[f64]) -> Vec<f64> {
-        let (np, nq) = (self.params.len(), self.query.len());
-        let mut m = vec![0.0; np * nq];
-        let mut psi = misset_angles(&self.cfg0);
-        for (&p, &v) in self.params.iter().zip(values) {
-            if let Some(i) = MISSETS.iter().position(|&m| m == p) {
-                psi[i] = v;
-            }
-        }
-        let r = psi.map(f64::to_radians);
-        let axes = [
-            rot_z(rot_y([1.0, 0.0, 0.0], r[1]), r[2]),
-            rot_z([0.0, 1.0, 0.0], r[2]),
-            [0.0, 0.0, 1.0],
-        ];
-        for (i, &p) in self.params.iter().enumerate() {
-            if let Some(a) = MISSETS.iter().position(|&m| m == p) {
-                for (j, &q) in MISSETS.iter().enumerate() {
-                    let col = self.query.iter().position(|&x| x == q).unwrap();
-                    m[i * nq + col] = axes[a][j];
-                }
-            } else {
-                m[i * nq + self.query.iter().position(|&x| x == p).unwrap()] = 1.0;
-            }
-        }
-        m
-    }
-
-    /// Loss, gradient, Gauss–Newton Hessian and information by the refined
-    /// parameters at `values`.
-    fn evaluate(&self, values: &[f64], job: &Job) -> Result<Eval> {
-        let cfg = self.config(values)?;
-        let ev = loss_gradient(
-            &cfg,
-            &self.query,
-            self.seeds,
-            job.opts,
-            job.kind,
-            &job.observed.values,
-            Some(&job.observed.skip),
-        )?;
-        let m = self.chain(values);
-        let (np, nq) = (self.params.len(), self.query.len());
-        let gradient =
-            (0..np).map(|i| (0..nq).map(|k| m[i * nq + k] * ev.gradient[k]).sum()).collect();
-        let sandwich = |a: &[f64]| -> Vec<f64> {
-            let mut out = vec![0.0; np * np];
-            for i in 0..np {
-                for j in 0..np {
-                    let mut s = 0.0;
-                    for k in 0..nq {
-                        for l in 0..nq {
-                            s += m[i * nq + k] * a[k * nq + l] * m[j * nq + l];
-                        }
-                    }
-                    out[i * np + j] = s;
-                }
-            }
-            out
-        };
-        Ok(Eval {
-            value: ev.value,
-            gradient,
-            hessian: sandwich(&ev.hessian),
-            covariance: covariance(&ev, &sandwich),
-            pixels: ev.pixels,
-            sigma2: ev.sigma2,
-        })
-    }
-}
-
-/// The covariance by the refined parameters (see [`LossEval::covariance`]).
-fn covariance(ev: &LossEval, sandwich: &dyn Fn(&[f64]) -> Vec<f64>) -> Option<Vec<f64>> {
-    let n = (sandwich(&ev.information).len() as f64).sqrt() as usize;
-    if ev.kind == LossKind::Sse {
-        let jtj: Vec<f64> = sandwich(&ev.hessian).iter().map(|h| h / 2.0).collect();
-        return spd_inverse(&jtj, n).map(|c| c.iter().map(|x| x * ev.sigma2).collect());
-    }
-    spd_inverse(&sandwich(&ev.information), n)
-}
-
-fn rot_y(v: [f64; 3], a: f64) -> [f64; 3] {
-    let (s, c) = a.sin_cos();
-    [v[0] * c + v[2] * s, v[1], -v[0] * s + v[2] * c]
-}
-
-fn rot_z(v: [f64; 3], a: f64) -> [f64; 3] {
-    let (s, c) = a.sin_cos();
-    [v[0] * c - v[1] * s, v[0] * s + v[1] * c, v[2]]
-}
-
-fn misset_angles(cfg: &SimConfig) -> [f64; 3] {
-    match cfg.crystal.misset {
-        Misset::Angles(a) => a,
-        _ => [0.0; 3],
-    }
-}
-
-/// The value a parameter has in the run (what [`Param::nudged`] moves).
-fn start_value(cfg: &SimConfig, plan: &Plan, p: Param) -> Result<f64> {
-    let d = &cfg.detector;
-    let det = &plan.detector;
-    let cr = &cfg.crystal;
-    Ok(match p {
-        Param::Distance => d.distance_mm,
-        Param::CloseDistance => {
-            let ratio = det.close_distance_m / det.distance_m;
-            d.close_distance_mm.unwrap_or((ratio * d.distance_mm).abs())
-        }
-        Param::Xbeam => d.xbeam_mm.unwrap_or(det.xbeam_m * 1000.0),
-        Param::Ybeam => d.ybeam_mm.unwrap_or(det.ybeam_m * 1000.0),
-        Param::DetectorRotX => d.rotx_deg,
-        Param::DetectorRotY => d.roty_deg,
-        Param::DetectorRotZ => d.rotz_deg,
-        Param::Twotheta => d.twotheta_deg,
-        Param::CellA
-        | Param::CellB
-        | Param::CellC
-        | Param::CellAlpha
-        | Param::CellBeta
-        | Param::CellGamma => cr.cell.map(|c| c[p as usize - Param::CellA as usize]).unwrap_or(0.0),
-        Param::MissetX | Param::MissetY | Param::MissetZ => {
-            if cr.misset == Misset::Random {
-                bail!("refine: -refine {p}: needs -misset angles (not random)");
-            }
-            misset_angles(cfg)[p as usize - Param::MissetX as usize]
-        }
-        Param::Na | Param::Nb | Param::Nc => {
-            let i = p as usize - Param::Na as usize;
-            if cr.size_mm[i] > 0.0 {
-                bail!("refine: -refine {p}: the cell count comes from the crystal size (-xtalsize ...); give -N/-Na/-Nb/-Nc instead");
-            }
-            plan.n_cells[i]
-        }
-        Param::Mosaic => cr.mosaic_deg,
-        Param::Phi => cr.phi0_deg,
-        Param::Osc => cr.osc_deg,
-        Param::Lambda => cfg.beam.lambda_a,
-        Param::Dispersion => cfg.beam.dispersion_pct,
-        Param::Divergence => cfg.beam.hdivrange_mrad,
-        Param::Polar => cfg.beam.kahn_factor,
-        Param::Fluence => plan.fluence,
-        Param::Water => cfg.sampling.water_um,
-        Param::DefaultF => cfg.sf.default_f,
-        Param::Fudge => cr.fudge,
+/// Loss, gradient, Gauss–Newton Hessian and covariance by the refined
+/// parameters at `values`.
+fn evaluate(model: &Parameters, values: &[f64], job: &Job) -> Result<Eval> {
+    let o = &job.observed;
+    let ev = model.loss(values, job.kind, &o.values, Some(&o.skip), job.opts)?;
+    Ok(Eval {
+        value: ev.value,
+        covariance: ev.covariance(),
+        gradient: ev.gradient,
+        hessian: ev.hessian,
+        pixels: ev.pixels,
+        sigma2: ev.sigma2,
     })
 }
 
@@ -388,7 +189,7 @@ struct Job {
 /// One render gives both the loss and its gradient: the last point is kept,
 /// and so is the best one seen (the answer if the line search gives up).
 struct Problem<'a> {
-    model: &'a Model,
+    model: &'a Parameters,
     job: &'a Job,
     /// `T`, row-major `params × params`.
     map: Vec<f64>,
@@ -413,7 +214,7 @@ impl Problem<'_> {
         }
         let values = self.values(x);
         let e =
-            self.model.evaluate(&values, self.job).map_err(|e| ArgminError::msg(e.to_string()))?;
+            evaluate(self.model, &values, self.job).map_err(|e| ArgminError::msg(e.to_string()))?;
         *self.evaluations.lock().unwrap() += 1;
         *self.last.lock().unwrap() = Some((x.to_vec(), e.clone()));
         let mut best = self.best.lock().unwrap();
@@ -486,8 +287,12 @@ pub fn main(args: &[String]) -> Result<()> {
         None => -1,
     };
     let seeds = SetupSeeds { misset_idum };
-    let model = Model::new(inv.config.clone(), seeds, req.params.clone())
-        .map_err(|e| anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")))?;
+    let model = Parameters::new(inv.config.clone(), seeds, req.params.clone()).map_err(|e| {
+        match e.downcast_ref::<nanobragg_core::Error>() {
+            Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
+            None => anyhow!("refine: -refine {e}"),
+        }
+    })?;
     let observed = read_observed(&req.observed, &inv, &model.plan0)?;
     let kind = req.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
     let job = Job { kind, observed, opts: RenderOptions { threads: inv.threads } };
@@ -499,7 +304,7 @@ pub fn main(args: &[String]) -> Result<()> {
         kind
     );
     let t0 = Instant::now();
-    let first = model.evaluate(&model.start, &job)?;
+    let first = evaluate(&model, &model.start, &job)?;
     for (i, &p) in req.params.iter().enumerate() {
         let h = first.hessian[i * req.params.len() + i];
         if !(h > 0.0 && h.is_finite()) {
@@ -534,7 +339,7 @@ pub fn main(args: &[String]) -> Result<()> {
     };
     let (bx, _) = best.lock().unwrap().clone().expect("the start was evaluated");
     let values = values_at(&model.start, &map, &bx);
-    let fin = model.evaluate(&values, &job)?;
+    let fin = evaluate(&model, &values, &job)?;
     let elapsed = t0.elapsed().as_secs_f64();
     println!(
         "{} after {iterations} iterations, {} renders, {elapsed:.2} s",
@@ -655,7 +460,7 @@ fn arity_at(args: &[String], i: usize, arity: Arity) -> usize {
 /// the command line cannot carry.
 fn refined_command_line(
     args: &[String],
-    model: &Model,
+    model: &Parameters,
     values: &[f64],
     se: &[Option<f64>],
 ) -> (Vec<String>, Vec<String>) {
@@ -824,40 +629,5 @@ mod tests {
         assert!(e.to_string().contains("unknown parameter 'bogus'"), "{e}");
         let e = split_args(&s(&["-observed", "x", "-refine", "Na", "-loss", "l1"])).unwrap_err();
         assert!(e.to_string().contains("-loss: 'l1' is not sse or poisson"), "{e}");
-    }
-
-    #[test]
-    fn misset_chain_rule_matches_the_composed_rotation() {
-        // d/dψ of Rz Ry Rx(ψ) v against the generators about the lab axes
-        let mut cfg = SimConfig::default();
-        cfg.crystal.cell = Some([50.0, 50.0, 50.0, 90.0, 90.0, 90.0]);
-        cfg.crystal.misset = Misset::Angles([10.0, 20.0, 30.0]);
-        cfg.sf.default_f = 1.0;
-        let m = Model::new(cfg, SetupSeeds { misset_idum: -1 }, MISSETS.to_vec()).unwrap();
-        let psi = [10.0f64, 20.0, 30.0];
-        let rot = |a: [f64; 3], v: [f64; 3]| {
-            let r = a.map(f64::to_radians);
-            let (sx, cx) = r[0].sin_cos();
-            let v = [v[0], v[1] * cx - v[2] * sx, v[1] * sx + v[2] * cx];
-            rot_z(rot_y(v, r[1]), r[2])
-        };
-        let v0 = [0.3, -0.5, 0.8];
-        let v = rot(psi, v0);
-        let c = m.chain(&psi);
-        for i in 0..3 {
-            let h = 1e-6;
-            let (mut up, mut dn) = (psi, psi);
-            up[i] += h;
-            dn[i] -= h;
-            let (a, b) = (rot(up, v0), rot(dn, v0));
-            let fd: Vec<f64> = (0..3).map(|k| (a[k] - b[k]) / (2.0 * h)).collect();
-            // ω × v per degree
-            let w = [c[i * 3], c[i * 3 + 1], c[i * 3 + 2]].map(f64::to_radians);
-            let cross =
-                [w[1] * v[2] - w[2] * v[1], w[2] * v[0] - w[0] * v[2], w[0] * v[1] - w[1] * v[0]];
-            for k in 0..3 {
-                assert!((cross[k] - fd[k]).abs() < 1e-8, "ψ{i}: {cross:?} vs {fd:?}");
-            }
-        }
     }
 }

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -98,3 +99,43 @@ def test_the_command_is_installed(tmp_path):
     assert out.returncode == 0 and "-floatfile" in out.stdout + out.stderr
     out = cli(MODEL + " -bogus", tmp_path)
     assert out.returncode != 0 and "-bogus" in out.stderr
+
+
+def test_two_threads_render_at_once():
+    """Two Python threads rendering (one engine thread each) finish sooner
+    than the same two renders one after the other: the GIL is not held."""
+    model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 512 -oversample 2"))
+
+    def run():
+        nanobragg.simulate(model, threads=1)
+
+    run()
+    t0 = time.perf_counter()
+    run()
+    run()
+    serial = time.perf_counter() - t0
+    workers = [threading.Thread(target=run) for _ in range(2)]
+    t0 = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    parallel = time.perf_counter() - t0
+    assert parallel < 0.8 * serial, (parallel, serial)
+
+
+def test_loss_and_its_gradient():
+    model = nanobragg.from_args(MODEL)
+    p = nanobragg.Params(model, ["distance", "lambda"])
+    observed = nanobragg.simulate(model)
+    at = p.start + np.array([0.3, 0.0])
+    ev = p.loss(at, observed, loss="sse")
+    assert ev["value"] > 0 and ev["pixels"] == 64 * 64
+    h = 1e-4
+    for i in range(2):
+        e = np.zeros(2)
+        e[i] = h
+        fd = (p.loss(at + e, observed)["value"] - p.loss(at - e, observed)["value"]) / (2 * h)
+        assert abs(ev["gradient"][i] - fd) <= 1e-4 * abs(fd) + 1e-6 * ev["value"], (i, fd)
+    with pytest.raises(nanobragg.Error, match="shape"):
+        p.loss(at, observed[:10])

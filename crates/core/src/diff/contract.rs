@@ -55,6 +55,7 @@ use crate::render::rows::{render_images, RowBlocks, RowKernel, RowOut};
 use crate::render::samples::Samples;
 use crate::setup::{Plan, SetupSeeds};
 use crate::vec3::{cross, dot, V3};
+use std::sync::Mutex;
 
 /// Most parts of the geometry dual.
 const NG: usize = 8;
@@ -338,6 +339,64 @@ pub(crate) fn contracted_images_on(
     params: &[Param],
     level: crate::render::SimdLevel,
 ) -> Result<Option<Vec<Vec<f32>>>> {
+    let Some((values, c)) = contraction(cfg, plan, seeds, params)? else {
+        return Ok(None);
+    };
+    Ok(Some(render_sized(plan, &values, &c, level, None)))
+}
+
+/// The image and `Jᵀv`, the derivatives of `Σ v·image` by `params`, through
+/// the contracted renderer, or `None` where it does not apply. No derivative
+/// image is formed: each block's inner derivatives are weighted by `v` and
+/// summed (per row, then over the rows in order, so the result does not
+/// depend on the threads), and the sum is contracted once.
+pub(crate) fn contracted_vjp(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+    v: &[f64],
+) -> Result<Option<(Vec<f32>, Vec<f64>)>> {
+    let Some((values, c)) = contraction(cfg, plan, seeds, params)? else {
+        return Ok(None);
+    };
+    let cells = if c.cells_kept { values.cells.len() } else { 0 };
+    let sums = WeightedSums {
+        v,
+        rows: (0..plan.detector.spixels).map(|_| Mutex::new(Vec::new())).collect(),
+        len: z_len(cells),
+    };
+    let level = crate::render::simd_level();
+    let image = render_sized(plan, &values, &c, level, Some(&sums)).swap_remove(0);
+    let mut z = vec![0.0f64; sums.len];
+    for row in sums.rows {
+        let row = row.into_inner().unwrap_or_else(|e| e.into_inner());
+        for (t, x) in z.iter_mut().zip(row) {
+            *t += x;
+        }
+    }
+    let grad = c.terms.iter().map(|t| t.iter().map(|&(i, x)| x * z[i]).sum()).collect();
+    Ok(Some((image, grad)))
+}
+
+/// `Σ v·z` over each row's pixels (the inner derivatives `z` of
+/// [`contract_sums`] weighted by the pixel's `v`), one entry per row: each
+/// row is rendered by one thread, and a re-render after a tricubic fallback
+/// replaces its rows' sums.
+struct WeightedSums<'v> {
+    v: &'v [f64],
+    rows: Vec<Mutex<Vec<f64>>>,
+    len: usize,
+}
+
+/// The values of the leaves and the contraction for `params`, or `None`
+/// where the contracted renderer does not apply.
+fn contraction(
+    cfg: &SimConfig,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    params: &[Param],
+) -> Result<Option<(Leaves<f64>, Contraction)>> {
     if params.is_empty() || !plan_applies(plan) {
         return Ok(None);
     }
@@ -390,15 +449,27 @@ pub(crate) fn contracted_images_on(
         std::array::from_fn(|a| lat_parts.iter().position(|&p| p == LatPart::N(a)).map(|k| 3 + k));
     let c = Contraction { geo_parts, lat_parts, n_parts, cells_kept, frame_kept, jac, terms };
 
+    Ok(Some((values, c)))
+}
+
+/// Render through duals as narrow as the inner numbers allow (few
+/// parameters need few parts): the image and the derivative images, or with
+/// `sums` the image alone, the weighted inner derivatives going to `sums`.
+fn render_sized(
+    plan: &Plan,
+    values: &Leaves<f64>,
+    c: &Contraction,
+    level: crate::render::SimdLevel,
+    sums: Option<&WeightedSums>,
+) -> Vec<Vec<f32>> {
     let (ng, nl) = (c.geo_parts.len(), 3 + c.lat_parts.len());
-    // narrower duals where there are fewer inner numbers (few parameters)
-    Ok(Some(if ng <= 4 && nl <= 4 {
-        render_contracted::<4, 4>(plan, &values, &c, level)
+    if ng <= 4 && nl <= 4 {
+        render_contracted::<4, 4>(plan, values, c, level, sums)
     } else if ng <= 6 && nl <= 6 {
-        render_contracted::<6, 6>(plan, &values, &c, level)
+        render_contracted::<6, 6>(plan, values, c, level, sums)
     } else {
-        render_contracted::<NG, NL>(plan, &values, &c, level)
-    }))
+        render_contracted::<NG, NL>(plan, values, c, level, sums)
+    }
 }
 
 /// The geometry leaves (values, with the inner numbers seeded) and the
@@ -443,9 +514,10 @@ fn render_contracted<const G: usize, const L: usize>(
     values: &Leaves<f64>,
     c: &Contraction,
     level: crate::render::SimdLevel,
+    sums: Option<&WeightedSums>,
 ) -> Vec<Vec<f32>> {
     let (geo, lat) = seeded_leaves::<G, L>(values, c);
-    let outputs = 1 + c.jac.len();
+    let outputs = if sums.is_some() { 1 } else { 1 + c.jac.len() };
     let _ = level;
     #[cfg(target_arch = "x86_64")]
     {
@@ -455,7 +527,7 @@ fn render_contracted<const G: usize, const L: usize>(
         use crate::render::SimdLevel;
         match level.min(crate::render::simd_level()) {
             SimdLevel::Avx512 => {
-                let rows = Rows::<F64x8, G, L>::new(plan, values, &geo, &lat, c);
+                let rows = Rows::<F64x8, G, L>::new(plan, values, &geo, &lat, c, sums);
                 // SAFETY: the level is at most this CPU's.
                 return render_images(plan, &unsafe { Avx512::new(rows) }, outputs);
             }
@@ -463,14 +535,14 @@ fn render_contracted<const G: usize, const L: usize>(
                 // two vectors per call: independent chains (all 26 parameters
                 // of the cubic bench 1.09x faster than one vector, four 1.3x
                 // slower than two: the duals' spills)
-                let rows = Rows::<X2<F64x4>, G, L>::new(plan, values, &geo, &lat, c);
+                let rows = Rows::<X2<F64x4>, G, L>::new(plan, values, &geo, &lat, c, sums);
                 // SAFETY: the level is at most this CPU's.
                 return render_images(plan, &unsafe { Avx2::new(rows) }, outputs);
             }
             SimdLevel::Scalar => {}
         }
     }
-    render_images(plan, &Rows::<f64, G, L>::new(plan, values, &geo, &lat, c), outputs)
+    render_images(plan, &Rows::<f64, G, L>::new(plan, values, &geo, &lat, c, sums), outputs)
 }
 
 /// The kernels and the contraction.
@@ -480,6 +552,7 @@ struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> {
     geo: Kernel<'p, Geo<B, G>, Fast>,
     lat: Kernel<'p, Lat<B, L>, Exact>,
     c: &'c Contraction,
+    sums: Option<&'c WeightedSums<'c>>,
 }
 
 impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> Rows<'p, 'c, B, G, L> {
@@ -489,12 +562,14 @@ impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> Rows<'p, 'c, 
         geo: &Leaves<Dense64<G>>,
         lat: &Leaves<Dense64<L>>,
         c: &'c Contraction,
+        sums: Option<&'c WeightedSums<'c>>,
     ) -> Self {
         Rows {
             val: Kernel::from_leaves(plan, values),
             geo: Kernel::from_leaves(plan, geo),
             lat: Kernel::from_leaves(plan, lat),
             c,
+            sums,
         }
     }
 }
@@ -556,22 +631,36 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let Some(blocks) = RowBlocks::new(plan, s, B::LANES, rows.lat.interpolates(), limit) else {
         return RowOut::default();
     };
-    let outputs = 1 + rows.c.jac.len();
+    let outputs = row.len();
     let cells = if rows.c.cells_kept { rows.geo.cells.len() } else { 0 };
     let mut m = vec![[[B::zero(); 3]; 3]; cells];
     let mut z = vec![B::zero(); z_len(cells)];
     let mut out = vec![B::zero(); outputs];
+    // Σ v·z over the row's blocks, lane by lane
+    let mut weighted = vec![B::zero(); if rows.sums.is_some() { z.len() } else { 0 }];
     let mut fallback = None;
     for mut b in blocks {
         let first = contracted_lanes(rows, b.f0, s, &mut b.interp, &mut m, &mut z, &mut out);
         for (v, plane) in out.iter().zip(row.iter_mut()) {
             b.store(v, 0, plane);
         }
+        if let Some(sums) = rows.sums {
+            let at = s * fp + b.f0;
+            let live = b.live;
+            let v = B::from_fn(|i| if live >> i & 1 != 0 { sums.v[at + i] } else { 0.0 });
+            for (w, &zk) in weighted.iter_mut().zip(z.iter()) {
+                *w = zk.mul_add(v, *w);
+            }
+        }
         if fallback.is_none() {
             if let Some(i) = first {
                 fallback = Some((s * fp + b.f0 + i, None));
             }
         }
+    }
+    if let Some(sums) = rows.sums {
+        let total = weighted.iter().map(|w| (0..B::LANES).map(|i| w.lane(i)).sum()).collect();
+        *sums.rows[s].lock().unwrap_or_else(|e| e.into_inner()) = total;
     }
     // the solid angles are the image's, which reports them
     RowOut { omega: 0.0, fallback }

@@ -1,15 +1,16 @@
 //! Derivative images: every pixel differentiated by chosen parameters with
 //! forward-mode dual numbers through the exact render kernel.
 
-use super::contract::contracted_images;
+use super::contract::{contracted_images, contracted_vjp};
 use super::dual::{seeded, Dense64};
 use super::lanes::{render_dense32, render_dense64};
 use super::leaves::{check_param, Leaves};
 use super::param::Param;
 use crate::config::SimConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::render::cpu::{in_pool, render_exact, Precision, RenderOptions};
 use crate::setup::{Plan, SetupSeeds};
+use Precision::Fast64;
 
 /// An image and its derivatives by parameters.
 #[derive(Debug, Clone)]
@@ -83,6 +84,106 @@ pub fn jacobian_of(
             None => render_exact(plan, RenderOptions { threads: 0 }).image,
         };
         Ok(Jacobian { image, params: params.to_vec(), derivatives })
+    })
+}
+
+/// Products of the Jacobian with vectors, for reverse and forward mode.
+#[derive(Debug, Clone)]
+pub struct Products {
+    /// Photons per pixel (f64 kernels, rounded to f32).
+    pub image: Vec<f32>,
+    /// `Jᵀv` (one number per parameter) or `J·t` (one per pixel).
+    pub values: Vec<f64>,
+}
+
+/// The image of `plan` and `Jᵀv`: `Σ_pixels v · d pixel / d parameter` for
+/// each of `params` (per unit of the flag), `v` one weight per pixel
+/// (pixels outside the ROI or masked do not count). Where the contracted
+/// renderer applies, no derivative image is formed (see
+/// [`super::contract`]); elsewhere the derivative images are rendered eight
+/// parameters at a time and weighted. Independent of the thread count.
+pub fn vjp_of(
+    cfg: &SimConfig,
+    plan: &Plan,
+    params: &[Param],
+    seeds: SetupSeeds,
+    opts: RenderOptions,
+    v: &[f64],
+) -> Result<Products> {
+    check_length(plan, v.len(), "the weights v")?;
+    for &p in params {
+        check_param(cfg, plan, p)?;
+    }
+    in_pool(opts.threads, || {
+        if let Some((image, values)) = contracted_vjp(cfg, plan, seeds, params, v)? {
+            return Ok(Products { image, values });
+        }
+        let mut image = None;
+        let mut values = Vec::with_capacity(params.len());
+        for chunk in params.chunks(8) {
+            let j = jacobian_of(cfg, plan, chunk, seeds, RenderOptions::default(), Fast64)?;
+            values.extend(j.derivatives.iter().map(|d| weighted_sum(d, v)));
+            image.get_or_insert(j.image);
+        }
+        let image = match image {
+            Some(i) => i,
+            None => render_exact(plan, RenderOptions::default()).image,
+        };
+        Ok(Products { image, values })
+    })
+}
+
+/// The image of `plan` and `J·t`: `Σ_params t · d pixel / d parameter` for
+/// each pixel, the derivative of the image along the direction `t` (one
+/// number per parameter, per unit of its flag). The derivative images are
+/// rendered eight parameters at a time and summed.
+pub fn jvp_of(
+    cfg: &SimConfig,
+    plan: &Plan,
+    params: &[Param],
+    seeds: SetupSeeds,
+    opts: RenderOptions,
+    t: &[f64],
+) -> Result<Products> {
+    if t.len() != params.len() {
+        return Err(Error::Invalid {
+            what: "jvp",
+            msg: format!("{} tangents for {} parameters", t.len(), params.len()),
+        });
+    }
+    let n = plan.detector.fpixels * plan.detector.spixels;
+    let mut values = vec![0.0f64; n];
+    let mut image = None;
+    for (chunk, tc) in params.chunks(8).zip(t.chunks(8)) {
+        let j = jacobian_of(cfg, plan, chunk, seeds, opts, Fast64)?;
+        for (d, &tp) in j.derivatives.iter().zip(tc) {
+            for (o, &x) in values.iter_mut().zip(d) {
+                *o += tp * x as f64;
+            }
+        }
+        image.get_or_insert(j.image);
+    }
+    let image = match image {
+        Some(i) => i,
+        None => in_pool(opts.threads, || render_exact(plan, RenderOptions::default()).image),
+    };
+    Ok(Products { image, values })
+}
+
+/// `Σ d·v` in a fixed order.
+fn weighted_sum(d: &[f32], v: &[f64]) -> f64 {
+    d.iter().zip(v).map(|(&d, &v)| d as f64 * v).sum()
+}
+
+/// An error unless `len` is the plan's pixel count.
+fn check_length(plan: &Plan, len: usize, what: &str) -> Result<()> {
+    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+    if len == fp * sp {
+        return Ok(());
+    }
+    Err(Error::Invalid {
+        what: "vjp",
+        msg: format!("{what} have {len} values but the detector has {} ({fp} x {sp})", fp * sp),
     })
 }
 
@@ -179,7 +280,7 @@ mod tests {
     mod contraction {
         use super::*;
         use crate::config::{CrystalShape, SfSource};
-        use crate::diff::contract::{contracted_images, contracted_images_on};
+        use crate::diff::contract::{contracted_images, contracted_images_on, contracted_vjp};
         use crate::render::SimdLevel;
 
         const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -3 };
@@ -282,6 +383,58 @@ mod tests {
             cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
             cfg.sf.interpolate = Some(true);
             compare(&cfg, 1e-6);
+        }
+
+        /// `Jᵀv` and `J·t` against the derivative images of the
+        /// parameter-carrying renderer, with and without the contraction
+        /// (a curved detector), through a region, a mask and a tricubic
+        /// fallback; `Jᵀv` does not depend on the threads.
+        #[test]
+        fn vector_products_are_those_of_the_derivative_images() {
+            let mut mosaic = base();
+            mosaic.crystal.mosaic_deg = 0.4;
+            mosaic.crystal.mosaic_domains = 3;
+            mosaic.detector.roi = Some([2, 33, 1, 27]);
+            mosaic.detector.mask = Some((0..37 * 29).map(|i| (i % 5 != 2) as u16).collect());
+            let mut grid = base();
+            grid.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
+            grid.sf.interpolate = Some(true);
+            let mut curved = base();
+            curved.detector.curved = true;
+            for (cfg, contracted) in [(mosaic, true), (grid, true), (curved, false)] {
+                let plan = Plan::new(&cfg, SEEDS).unwrap();
+                let params = applicable(&cfg, &plan);
+                let j = jacobian_of(&cfg, &plan, &params, SEEDS, RenderOptions::default(), Fast64)
+                    .unwrap();
+                let n = j.image.len();
+                let v: Vec<f64> = (0..n).map(|i| ((i * 7919) % 13) as f64 - 6.0).collect();
+                let t: Vec<f64> = (0..params.len()).map(|p| 0.5 - (p % 3) as f64).collect();
+                let one = RenderOptions { threads: 1 };
+                let vjp = vjp_of(&cfg, &plan, &params, SEEDS, one, &v).unwrap();
+                let two = vjp_of(&cfg, &plan, &params, SEEDS, RenderOptions { threads: 2 }, &v);
+                assert_eq!(vjp.values, two.unwrap().values, "threads");
+                let used = crate::diff::loss::pixels_used(&plan, None);
+                for (k, d) in j.derivatives.iter().enumerate() {
+                    let want: f64 = (0..n).filter(|&i| used[i]).map(|i| d[i] as f64 * v[i]).sum();
+                    let scale: f64 = (0..n).map(|i| (d[i] as f64 * v[i]).abs()).sum();
+                    let err = (vjp.values[k] - want).abs();
+                    assert!(scale > 0.0 && err <= 1e-6 * scale, "{}: {err} of {scale}", params[k]);
+                }
+                let jvp = jvp_of(&cfg, &plan, &params, SEEDS, one, &t).unwrap();
+                for i in 0..n {
+                    let want: f64 =
+                        j.derivatives.iter().zip(&t).map(|(d, t)| d[i] as f64 * t).sum();
+                    let scale: f64 = j.derivatives.iter().map(|d| d[i].abs() as f64).sum();
+                    assert!((jvp.values[i] - want).abs() <= 1e-6 * scale.max(1e-30), "pixel {i}");
+                }
+                assert_eq!(vjp.image.len(), n);
+                let fits = contracted_vjp(&cfg, &plan, SEEDS, &params, &v).unwrap().is_some();
+                assert_eq!(fits, contracted);
+            }
+            let plan = Plan::new(&base(), SEEDS).unwrap();
+            let short =
+                vjp_of(&base(), &plan, &[Param::Distance], SEEDS, Default::default(), &[1.0]);
+            assert!(short.unwrap_err().to_string().contains("1 values"));
         }
 
         #[test]

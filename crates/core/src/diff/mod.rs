@@ -11,6 +11,8 @@
 //! - [`jacobian`]: derivative images through the exact render kernel, in
 //!   f64 or f32 ([`crate::render::Precision`]);
 //! - [`hessian`]: second-derivative images (hyper-dual numbers);
+//! - [`structure_factors`]: derivatives of a weighted image by every
+//!   structure factor of the grid;
 //! - [`loss`]: a loss of the image against an observed one, its gradient and
 //!   the Fisher information (standard errors).
 //!
@@ -26,12 +28,16 @@ pub(crate) mod lanes;
 pub mod leaves;
 pub mod loss;
 pub mod param;
+pub mod structure_factors;
 
 pub use dual::{Dense32, Dense64, DiffReal, Dual, HyperDual64, Seeded};
 pub use hessian::{hessian_of, hessian_with, Hessian};
-pub use jacobian::{jacobian, jacobian_in, jacobian_of, jacobian_with, Jacobian};
+pub use jacobian::{
+    jacobian, jacobian_in, jacobian_of, jacobian_with, jvp_of, vjp_of, Jacobian, Products,
+};
 pub use leaves::Leaves;
 pub use loss::{loss_gradient, LossEval, LossKind};
 
 pub use crate::vec3::rotate_xyz;
 pub use param::{Deltas, Param};
+pub use structure_factors::{sf_vjp_of, SfProducts};

@@ -331,6 +331,15 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
             self.eps[j - 1].part_lane(k, i)
         }
     }
+    #[inline(always)]
+    fn part_f64(self, o: usize, i: usize) -> f64 {
+        let (j, k) = (o / V::PARTS, o % V::PARTS);
+        if j == 0 {
+            self.re.part_f64(k, i)
+        } else {
+            self.eps[j - 1].part_f64(k, i)
+        }
+    }
 }
 
 impl<S: Real, const N: usize> PartialEq for Dual<S, N> {

@@ -9,7 +9,7 @@
 //! depend on the number of threads.
 
 use super::kernel::{Exact, Fast, Kernel, MathMode};
-use super::rows::{render_planes, zeroed_plane, KernelRows, RowKernel, VALUE};
+use super::rows::{render_planes, zeroed_plane, KernelRows, Pixel, RowKernel, VALUE};
 use crate::real::{Num, Real, X2};
 use crate::setup::Plan;
 use crate::stats::RowStats;
@@ -127,11 +127,11 @@ mod x86 {
 
     /// Render with the best kernel for `level` (at most this CPU's), or
     /// `None` for scalar code.
-    pub(super) fn render(
+    pub(super) fn render<T: Pixel>(
         plan: &Plan,
         precision: Precision,
         level: SimdLevel,
-        image: &mut [f32],
+        image: &mut [T],
     ) -> Option<RenderInfo> {
         // Several vectors per call: independent dependency chains through
         // the square root, division and polynomial latencies. AVX2 takes
@@ -163,16 +163,16 @@ mod x86 {
 
 /// Render into `image` (`fpixels * spixels` long; pixels not rendered are
 /// set to 0), gathering each row's statistics.
-fn render_with<K: RowKernel>(plan: &Plan, rows: &K, image: &mut [f32]) -> RenderInfo {
+fn render_with<T: Pixel, K: RowKernel<T>>(plan: &Plan, rows: &K, image: &mut [T]) -> RenderInfo {
     let out = render_planes(plan, rows, &mut [image], true);
     RenderInfo { omega_sum: out.omega_sum, interpolation_fallback: out.fallback, rows: out.rows }
 }
 
 /// Render with `kernel` in portable code.
-fn render_portable<V: Num, M: MathMode>(
+fn render_portable<T: Pixel, V: Num, M: MathMode>(
     plan: &Plan,
     kernel: Kernel<V, M>,
-    image: &mut [f32],
+    image: &mut [T],
 ) -> RenderInfo {
     render_with(plan, &KernelRows::new(kernel, VALUE), image)
 }
@@ -208,24 +208,36 @@ pub fn render_on(
 /// Render into a caller's buffer of `fpixels * spixels` values, for example a
 /// memory-mapped output file. Every pixel is written (those outside the ROI
 /// or masked with 0), so `image` may hold anything, such as an old image.
-/// Same image as [`render_precision`].
+/// Same image as [`render_precision`]; in an `f64` buffer, the same image
+/// before its rounding to f32.
 ///
 /// Panics if `image` has another length.
-pub fn render_into(
+pub fn render_into<T: Pixel>(
     plan: &Plan,
     opts: RenderOptions,
     precision: Precision,
-    image: &mut [f32],
+    image: &mut [T],
 ) -> RenderInfo {
     render_on_into(plan, opts, precision, simd_level(), image)
 }
 
-fn render_on_into(
+/// The image of [`render_precision`] before its rounding to f32.
+pub fn render_f64(
+    plan: &Plan,
+    opts: RenderOptions,
+    precision: Precision,
+) -> (Vec<f64>, RenderInfo) {
+    let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
+    let info = render_into(plan, opts, precision, &mut image);
+    (image, info)
+}
+
+fn render_on_into<T: Pixel>(
     plan: &Plan,
     opts: RenderOptions,
     precision: Precision,
     level: SimdLevel,
-    image: &mut [f32],
+    image: &mut [T],
 ) -> RenderInfo {
     let n = plan.detector.fpixels * plan.detector.spixels;
     assert_eq!(image.len(), n, "render_into: the image must hold fpixels * spixels values");
@@ -457,6 +469,21 @@ mod tests {
             let mut old = vec![f32::NAN; fresh.image.len()];
             render_into(&plan, opts, precision, &mut old);
             assert!(old.iter().zip(&fresh.image).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
+
+    #[test]
+    fn an_f64_image_rounds_to_the_f32_one() {
+        let plan = plan(2);
+        for precision in [Precision::Fast64, Precision::Exact64, Precision::Fast32] {
+            let want = render_precision(&plan, RenderOptions::default(), precision).image;
+            let (wide, info) = render_f64(&plan, RenderOptions::default(), precision);
+            let rounded: Vec<f32> = wide.iter().map(|&x| x as f32).collect();
+            assert_eq!(rounded, want, "{precision:?}");
+            // f32 lanes have no more digits to give
+            let more = wide.iter().zip(&want).any(|(&w, &n)| w != n as f64);
+            assert_eq!(more, precision != Precision::Fast32, "{precision:?}");
+            assert_eq!(info.rows.len(), plan.detector.spixels);
         }
     }
 

@@ -209,7 +209,7 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     scale_per_step: V::Scalar,
     pub(crate) default_f: V::Scalar,
     pub(crate) grid: Option<&'p HklGrid>,
-    hkls: usize,
+    pub(crate) hkls: usize,
     mode: PhantomData<(V, M)>,
 }
 
@@ -578,7 +578,11 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     /// The pixel value from the accumulated intensity and the last capture
     /// fraction, polarization and solid angle (those not compounded).
     #[inline(always)]
-    fn finish_value(&self, i_acc: V, [capture_fraction, polar, omega_pixel]: [V; 3]) -> V {
+    pub(crate) fn finish_value(
+        &self,
+        i_acc: V,
+        [capture_fraction, polar, omega_pixel]: [V; 3],
+    ) -> V {
         let plan = self.plan;
         let s = V::splat;
         let mut value = if M::FAST {

@@ -20,6 +20,52 @@ use crate::real::{Mask, Num, Real};
 use crate::setup::Plan;
 use crate::stats::{row_stats, RowStats};
 
+/// The element type of an output plane: `f32`, as the command line writes
+/// images, or `f64`, for images whose rounding must not hide a finite
+/// difference (Python's float64 tensors, gradient checks).
+pub trait Pixel: Copy + Default + Send + Sync + 'static {
+    /// Store part `o` of `v`'s lanes (see [`Num::write_part`]) into
+    /// `out[..V::LANES]`.
+    fn write_part<V: Num>(v: &V, o: usize, out: &mut [Self]);
+    /// Part `o` of lane `i` of `v`.
+    fn part_lane<V: Num>(v: &V, o: usize, i: usize) -> Self;
+    /// [`row_stats`] of a row of this type.
+    fn row_stats(row: &[Self], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats;
+}
+
+impl Pixel for f32 {
+    #[inline(always)]
+    fn write_part<V: Num>(v: &V, o: usize, out: &mut [f32]) {
+        v.write_part(o, out);
+    }
+    #[inline(always)]
+    fn part_lane<V: Num>(v: &V, o: usize, i: usize) -> f32 {
+        v.part_lane(o, i)
+    }
+    fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats {
+        row_stats(row, s, roi, mask)
+    }
+}
+
+impl Pixel for f64 {
+    #[inline(always)]
+    fn write_part<V: Num>(v: &V, o: usize, out: &mut [f64]) {
+        for (i, x) in out[..V::LANES].iter_mut().enumerate() {
+            *x = v.part_f64(o, i);
+        }
+    }
+    #[inline(always)]
+    fn part_lane<V: Num>(v: &V, o: usize, i: usize) -> f64 {
+        v.part_f64(o, i)
+    }
+    /// The statistics of the row rounded to f32, as the command line reports
+    /// them.
+    fn row_stats(row: &[f64], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats {
+        let rounded: Vec<f32> = row.iter().map(|&x| x as f32).collect();
+        row_stats(&rounded, s, roi, mask)
+    }
+}
+
 /// What rendering one row gives: its solid-angle sum and its first
 /// interpolation fallback (image index, and the point when the kernel
 /// reports it).
@@ -36,11 +82,11 @@ pub(crate) struct RowOut {
 ///
 /// Implementations mark `row` `#[inline(always)]` so that it compiles into
 /// the SIMD wrappers ([`Avx2`], [`Avx512`]).
-pub(crate) trait RowKernel: Sync {
+pub(crate) trait RowKernel<T: Pixel = f32>: Sync {
     /// Row `s` into `planes` (one slice of `fpixels` values per output).
     /// Only the pixels [`RowBlocks`] yields are written. With `limit` p,
     /// only pixels up to image index p start with interpolation on.
-    fn row(&self, s: usize, planes: &mut [&mut [f32]], limit: Option<usize>) -> RowOut;
+    fn row(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut;
     /// Whether the plan starts with tricubic interpolation on.
     fn interpolates(&self) -> bool;
 }
@@ -61,10 +107,10 @@ pub(crate) struct PlanesOut {
 /// `fpixels * spixels` long; pixels not rendered are set to 0), then
 /// re-render after a tricubic fallback. With `stats`, each row's statistics
 /// of plane 0 are gathered while the row is in cache.
-pub(crate) fn render_planes<K: RowKernel>(
+pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
     plan: &Plan,
     kernel: &K,
-    planes: &mut [&mut [f32]],
+    planes: &mut [&mut [T]],
     stats: bool,
 ) -> PlanesOut {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
@@ -92,7 +138,7 @@ pub(crate) fn render_planes<K: RowKernel>(
 
 /// `outputs` zeroed images (one allocation each: `vec![image; n]` would
 /// copy the first).
-pub(crate) fn zeroed_planes(plan: &Plan, outputs: usize) -> Vec<Vec<f32>> {
+pub(crate) fn zeroed_planes<T: Pixel>(plan: &Plan, outputs: usize) -> Vec<Vec<T>> {
     let n = plan.detector.fpixels * plan.detector.spixels;
     (0..outputs).map(|_| zeroed_plane(n)).collect()
 }
@@ -101,8 +147,8 @@ pub(crate) fn zeroed_planes(plan: &Plan, outputs: usize) -> Vec<Vec<f32>> {
 /// pages are still untouched here): the render then takes one page fault per
 /// 2 MiB instead of one per 4 KiB, which is a noticeable part of a large,
 /// fast render on virtual machines.
-pub(crate) fn zeroed_plane(n: usize) -> Vec<f32> {
-    let image = vec![0.0f32; n];
+pub(crate) fn zeroed_plane<T: Pixel>(n: usize) -> Vec<T> {
+    let image = vec![T::default(); n];
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
@@ -111,7 +157,7 @@ pub(crate) fn zeroed_plane(n: usize) -> Vec<f32> {
             fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
         }
         let start = image.as_ptr() as usize;
-        let end = start + n * std::mem::size_of::<f32>();
+        let end = start + n * std::mem::size_of::<T>();
         let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
         if hi > lo {
             // SAFETY: [lo, hi) lies inside the allocation; MADV_HUGEPAGE is
@@ -125,9 +171,13 @@ pub(crate) fn zeroed_plane(n: usize) -> Vec<f32> {
 }
 
 /// Render `rows` into `outputs` new images (value, then derivatives).
-pub(crate) fn render_images(plan: &Plan, rows: &impl RowKernel, outputs: usize) -> Vec<Vec<f32>> {
+pub(crate) fn render_images<T: Pixel>(
+    plan: &Plan,
+    rows: &impl RowKernel<T>,
+    outputs: usize,
+) -> Vec<Vec<T>> {
     let mut images = zeroed_planes(plan, outputs);
-    let mut planes: Vec<&mut [f32]> = images.iter_mut().map(|i| &mut i[..]).collect();
+    let mut planes: Vec<&mut [T]> = images.iter_mut().map(|i| &mut i[..]).collect();
     render_planes(plan, rows, &mut planes, false);
     images
 }
@@ -137,17 +187,17 @@ type First = Option<(usize, Option<Fallback>)>;
 
 /// Rows `first_row..` of `planes` in parallel; returns the first fallback
 /// (raster order).
-fn render_rows<K: RowKernel>(
+fn render_rows<T: Pixel, K: RowKernel<T>>(
     plan: &Plan,
     kernel: &K,
-    planes: &mut [&mut [f32]],
+    planes: &mut [&mut [T]],
     omega: &mut [f64],
     stats: &mut [RowStats],
     first_row: usize,
     limit: Option<usize>,
 ) -> First {
     let fp = plan.detector.fpixels;
-    let mut rest: Vec<&mut [f32]> = planes.iter_mut().map(|p| &mut p[first_row * fp..]).collect();
+    let mut rest: Vec<&mut [T]> = planes.iter_mut().map(|p| &mut p[first_row * fp..]).collect();
     // a few pieces per thread (rows differ in cost), as rayon's own splitting
     let grain = omega.len().div_ceil(16 * rayon::current_num_threads()).max(1);
     let job = Rows { plan, kernel, limit, grain };
@@ -165,21 +215,24 @@ struct Rows<'a, K> {
     grain: usize,
 }
 
-impl<K: RowKernel> Rows<'_, K> {
+impl<K> Rows<'_, K> {
     /// Rows `first_row ..` (as many as `omega` holds) of `planes`: halved
     /// and rendered in parallel above `grain` rows, else in order; returns
     /// the first fallback.
-    fn split(
+    fn split<T: Pixel>(
         &self,
-        planes: &mut [&mut [f32]],
+        planes: &mut [&mut [T]],
         omega: &mut [f64],
         stats: &mut [RowStats],
         first_row: usize,
-    ) -> First {
+    ) -> First
+    where
+        K: RowKernel<T>,
+    {
         let (rows, fp) = (omega.len(), self.plan.detector.fpixels);
         if rows > self.grain {
             let mid = rows / 2;
-            let (mut lo, mut hi): (Vec<&mut [f32]>, Vec<&mut [f32]>) =
+            let (mut lo, mut hi): (Vec<&mut [T]>, Vec<&mut [T]>) =
                 planes.iter_mut().map(|p| p.split_at_mut(mid * fp)).unzip();
             let (omega_lo, omega_hi) = omega.split_at_mut(mid);
             let (stats_lo, stats_hi) = stats.split_at_mut(mid.min(stats.len()));
@@ -194,7 +247,7 @@ impl<K: RowKernel> Rows<'_, K> {
         let mut first = None;
         for (r, omega) in omega.iter_mut().enumerate() {
             let s = first_row + r;
-            let mut row: Vec<&mut [f32]> =
+            let mut row: Vec<&mut [T]> =
                 planes.iter_mut().map(|p| &mut p[r * fp..(r + 1) * fp]).collect();
             for plane in row.iter_mut() {
                 clear_unrendered(plan, s, plane);
@@ -203,7 +256,7 @@ impl<K: RowKernel> Rows<'_, K> {
             *omega = out.omega;
             if let Some(st) = stats.get_mut(r) {
                 // while the row is in cache
-                *st = row_stats(row[0], s, roi, mask);
+                *st = T::row_stats(row[0], s, roi, mask);
             }
             first = first.or(out.fallback);
         }
@@ -213,18 +266,18 @@ impl<K: RowKernel> Rows<'_, K> {
 
 /// Zeroes the pixels of row `s` that no kernel writes (outside the region
 /// of interest, masked), so that a target need not start zeroed.
-fn clear_unrendered(plan: &Plan, s: usize, row: &mut [f32]) {
+fn clear_unrendered<T: Pixel>(plan: &Plan, s: usize, row: &mut [T]) {
     let Some((lo, hi)) = roi_row(plan, s) else {
-        row.fill(0.0);
+        row.fill(T::default());
         return;
     };
-    row[..lo].fill(0.0);
-    row[hi + 1..].fill(0.0);
+    row[..lo].fill(T::default());
+    row[hi + 1..].fill(T::default());
     if let Some(mask) = plan.mask.as_deref() {
         let fp = plan.detector.fpixels;
         for (v, &m) in row[lo..=hi].iter_mut().zip(&mask[s * fp + lo..=s * fp + hi]) {
             if m == 0 {
-                *v = 0.0;
+                *v = T::default();
             }
         }
     }
@@ -268,12 +321,12 @@ impl Block {
     /// Store part `o` of `v` (one pixel per lane; see [`Num::write_part`])
     /// into the block's pixels of `plane`.
     #[inline(always)]
-    pub fn store<V: Num>(self, v: &V, o: usize, plane: &mut [f32]) {
+    pub fn store<V: Num, T: Pixel>(self, v: &V, o: usize, plane: &mut [T]) {
         if self.full {
-            v.write_part(o, &mut plane[self.f0..self.f0 + V::LANES]);
+            T::write_part(v, o, &mut plane[self.f0..self.f0 + V::LANES]);
         } else {
             for i in self.live_lanes() {
-                plane[self.f0 + i] = v.part_lane(o, i);
+                plane[self.f0 + i] = T::part_lane(v, o, i);
             }
         }
     }
@@ -383,13 +436,13 @@ impl<'k, 'p, V: Num, M: MathMode> KernelRows<'k, 'p, V, M> {
     }
 }
 
-impl<V: Num, M: MathMode> RowKernel for KernelRows<'_, '_, V, M> {
+impl<T: Pixel, V: Num, M: MathMode> RowKernel<T> for KernelRows<'_, '_, V, M> {
     #[inline(always)]
-    fn row(&self, s: usize, planes: &mut [&mut [f32]], limit: Option<usize>) -> RowOut {
+    fn row(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut {
         if self.kernel.single_sample() {
-            kernel_row::<V, M, true>(&self.kernel, self.parts, s, planes, limit)
+            kernel_row::<T, V, M, true>(&self.kernel, self.parts, s, planes, limit)
         } else {
-            kernel_row::<V, M, false>(&self.kernel, self.parts, s, planes, limit)
+            kernel_row::<T, V, M, false>(&self.kernel, self.parts, s, planes, limit)
         }
     }
     fn interpolates(&self) -> bool {
@@ -399,11 +452,11 @@ impl<V: Num, M: MathMode> RowKernel for KernelRows<'_, '_, V, M> {
 
 /// Row `s` of `kernel` into `planes` (part `parts[j]` into plane `j`).
 #[inline(always)]
-fn kernel_row<V: Num, M: MathMode, const SINGLE: bool>(
+fn kernel_row<T: Pixel, V: Num, M: MathMode, const SINGLE: bool>(
     kernel: &Kernel<V, M>,
     parts: &[usize],
     s: usize,
-    planes: &mut [&mut [f32]],
+    planes: &mut [&mut [T]],
     limit: Option<usize>,
 ) -> RowOut {
     let plan = kernel.plan();
@@ -444,7 +497,7 @@ macro_rules! simd_rows {
         $(#[$doc])*
         pub(crate) struct $name<K>(K);
 
-        impl<K: RowKernel> $name<K> {
+        impl<K> $name<K> {
             /// # Safety
             /// The CPU must have these target features
             /// (see [`crate::render::simd_level`]).
@@ -456,17 +509,17 @@ macro_rules! simd_rows {
         /// # Safety
         /// The CPU must have the target features.
         #[target_feature(enable = $features)]
-        unsafe fn $row<K: RowKernel>(
+        unsafe fn $row<T: Pixel, K: RowKernel<T>>(
             rows: &K,
             s: usize,
-            planes: &mut [&mut [f32]],
+            planes: &mut [&mut [T]],
             limit: Option<usize>,
         ) -> RowOut {
             rows.row(s, planes, limit)
         }
 
-        impl<K: RowKernel> RowKernel for $name<K> {
-            fn row(&self, s: usize, planes: &mut [&mut [f32]], limit: Option<usize>) -> RowOut {
+        impl<T: Pixel, K: RowKernel<T>> RowKernel<T> for $name<K> {
+            fn row(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut {
                 // SAFETY: only constructed (unsafe `new`) on a CPU with these features.
                 unsafe { $row(&self.0, s, planes, limit) }
             }

@@ -55,6 +55,31 @@ pub fn polin3<R: Real>(
     polint(xa, &ymtmp, x)
 }
 
+/// The weights of [`polin3`]: `polin3(xa, ya, za, values, x, y, z) =
+/// Σ w[i][j][k] values[i][j][k]` (to rounding). Nested four-point
+/// interpolation is linear in the values, with the tensor product of the
+/// one-dimensional Lagrange weights ([`lagrange4`]) as coefficients: the
+/// derivative of the interpolated structure factor by each grid value.
+pub fn polin3_weights(
+    xa: &[f64; 4],
+    ya: &[f64; 4],
+    za: &[f64; 4],
+    x: f64,
+    y: f64,
+    z: f64,
+) -> [[[f64; 4]; 4]; 4] {
+    let (wx, wy, wz) = (lagrange4(xa, x), lagrange4(ya, y), lagrange4(za, z));
+    std::array::from_fn(|i| std::array::from_fn(|j| std::array::from_fn(|k| wx[i] * wy[j] * wz[k])))
+}
+
+/// The four Lagrange basis polynomials of the nodes `xa` at `x` (the
+/// weights of [`polint`]).
+pub fn lagrange4(xa: &[f64; 4], x: f64) -> [f64; 4] {
+    std::array::from_fn(|i| {
+        (0..4).filter(|&j| j != i).map(|j| (x - xa[j]) / (xa[i] - xa[j])).product()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +162,31 @@ mod tests {
             let out2 = polin2(&xa, &ya, &v[0], x, y);
             let out1 = polint(&xa, &v[0][0], x);
             assert_eq!([out3.to_bits(), out2.to_bits(), out1.to_bits()], w);
+        }
+    }
+
+    #[test]
+    fn polin3_weights_reproduce_polin3() {
+        let mut rng = Ran1::new(-7);
+        let axis = |x: f64| [x - 1.0, x, x + 1.0, x + 2.0];
+        let values: [[[f64; 4]; 4]; 4] = std::array::from_fn(|_| {
+            std::array::from_fn(|_| std::array::from_fn(|_| 100.0 * rng.ran1() as f64 - 20.0))
+        });
+        for _ in 0..20 {
+            let mut r = || rng.ran1() as f64;
+            let (x, y, z) = (3.0 + r(), -2.0 + r(), 7.0 + r());
+            let (xa, ya, za) = (axis(x.floor()), axis(y.floor()), axis(z.floor()));
+            let want = polin3(&xa, &ya, &za, &values, x, y, z);
+            let w = polin3_weights(&xa, &ya, &za, x, y, z);
+            let mut got = 0.0;
+            for i in 0..4 {
+                for j in 0..4 {
+                    for k in 0..4 {
+                        got += w[i][j][k] * values[i][j][k];
+                    }
+                }
+            }
+            assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "{got} vs {want}");
         }
     }
 }

@@ -6,7 +6,7 @@ pub mod hkl;
 pub mod interp;
 
 pub use hkl::{read_hkl, HklEntry};
-pub use interp::{polin2, polin3, polint};
+pub use interp::{lagrange4, polin2, polin3, polin3_weights, polint};
 
 /// Dense grid of structure factors indexed by Miller indices, as nanoBragg.c
 /// allocates it: `(h_range+1) x (k_range+1) x (l_range+1)` values with l fastest,
@@ -45,9 +45,14 @@ impl HklGrid {
     /// Value at grid offsets (already minus the minimum), padded axes included.
     #[inline(always)]
     pub fn at(&self, dh: i32, dk: i32, dl: i32) -> f64 {
+        self.data[self.index(dh, dk, dl)]
+    }
+    /// Index into `data` of grid offsets (already minus the minimum).
+    #[inline(always)]
+    pub fn index(&self, dh: i32, dk: i32, dl: i32) -> usize {
         let nk = (self.k_range() + 1) as usize;
         let nl = (self.l_range() + 1) as usize;
-        self.data[(dh as usize * nk + dk as usize) * nl + dl as usize]
+        (dh as usize * nk + dk as usize) * nl + dl as usize
     }
 }
 

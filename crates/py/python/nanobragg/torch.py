@@ -1,0 +1,87 @@
+"""PyTorch autograd over the nanobragg engine.
+
+    import torch, nanobragg
+    from nanobragg.torch import render
+    model = nanobragg.from_args("-default_F 100 -cell 100 100 100 90 90 90 "
+                                "-lambda 1 -N 5 -distance 100 -detpixels 128")
+    distance = torch.tensor(100.0, dtype=torch.float64, requires_grad=True)
+    image = render(model, distance=distance)          # (slow, fast) tensor
+    image.square().sum().backward()                   # distance.grad
+
+Parameters are named as for `-gradient` ("distance", "cell_a", "misset_x",
+"lambda", ...), in the units of their flags; `F` is the structure-factor grid
+(`model.structure_factors[1]`'s shape). The image is rendered by the engine
+in float64; `backward` asks the engine for Jᵀv (no derivative image is formed
+where the engine can avoid it) and for Σ v·∂I/∂F over the grid; `jvp`
+(forward mode) for J·t by the parameters.
+"""
+
+import numpy as np
+import torch
+
+from ._nanobragg import Params
+
+__all__ = ["Render", "render"]
+
+
+def _numpy(t):
+    return t.detach().to("cpu", torch.float64).contiguous().numpy()
+
+
+class Render(torch.autograd.Function):
+    """The image of `params` (a `nanobragg.Params`, which holds the
+    structure factors `F` it was made with) at `values` (a 1-D tensor, one
+    value per parameter), differentiable by `values` and `F`."""
+
+    @staticmethod
+    def forward(params, values, F, dtype):
+        image = torch.from_numpy(params.image(_numpy(values), dtype))
+        return image.to(device=values.device, dtype=values.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        params, values, F, _ = inputs
+        ctx.params = params
+        ctx.values = _numpy(values)
+        ctx.like = values
+
+    @staticmethod
+    def backward(ctx, grad_image):
+        v = _numpy(grad_image)
+        out = lambda a: torch.from_numpy(a).to(device=ctx.like.device, dtype=ctx.like.dtype)
+        g_values = g_f = None
+        if ctx.needs_input_grad[1]:
+            g_values = out(ctx.params.vjp(ctx.values, v))
+        if ctx.needs_input_grad[2]:
+            g_f = out(ctx.params.sf_vjp(ctx.values, v))
+        return None, g_values, g_f, None
+
+    @staticmethod
+    def jvp(ctx, _params_t, values_t, f_t, _dtype_t):
+        if f_t is not None:
+            raise NotImplementedError("nanobragg.torch: forward mode by F (use backward)")
+        d = torch.from_numpy(ctx.params.jvp(ctx.values, _numpy(values_t)))
+        return d.to(device=ctx.like.device, dtype=ctx.like.dtype)
+
+
+def render(model, F=None, dtype="float64", threads=None, **values):
+    """The image of `model` (from `nanobragg.from_args`) with the named
+    parameters set to `values` (tensors of one element, or numbers) and, with
+    `F`, the structure factors of the model's grid replaced by `F`;
+    differentiable by every tensor among them. The image has the tensors'
+    floating-point dtype (float64 when there is none) and their device;
+    `dtype` picks the kernels' precision as in `nanobragg.simulate`."""
+    if not values and F is None:
+        raise TypeError("render: name a parameter (e.g. distance=...) or give F")
+    names = list(values)
+    tensors = [v for v in values.values() if isinstance(v, torch.Tensor)]
+    if isinstance(F, torch.Tensor):
+        tensors.append(F)
+    like = tensors[0] if tensors else torch.zeros((), dtype=torch.float64)
+    kind = like.dtype if like.is_floating_point() else torch.float64
+    stacked = torch.stack(
+        [torch.as_tensor(v, dtype=kind, device=like.device).reshape(()) for v in values.values()]
+    ) if values else torch.zeros(0, dtype=kind, device=like.device)
+    f_array = None if F is None else np.asarray(_numpy(torch.as_tensor(F)))
+    params = Params(model, names, threads, f_array)
+    return Render.apply(params, stacked, F if isinstance(F, torch.Tensor) else None, dtype)
