@@ -86,10 +86,7 @@ impl Model {
     /// of the grid no entry gave hold `default_F`, as in nanoBragg.c).
     /// `None` with `-default_F` alone.
     #[getter]
-    fn structure_factors<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Option<GridArray<'py>>> {
+    fn structure_factors<'py>(&self, py: Python<'py>) -> PyResult<Option<GridArray<'py>>> {
         let (plan, _) = self.inv.plan().map_err(pyerr)?;
         let Some(g) = plan.grid.as_ref() else { return Ok(None) };
         let f = unpadded(g, &g.data);
