@@ -96,15 +96,6 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     Ok(Some(Request { observed, params, loss, maxiter, gtol, history, model_args }))
 }
 
-/// The observed image: pixel values (photons) and the pixels to skip.
-struct Observed {
-    values: Vec<f32>,
-    skip: Vec<bool>,
-    /// Whole counts (SMV, or a float file of whole numbers ≥ 0).
-    counts: bool,
-    what: String,
-}
-
 /// Read `-observed`: SMV (`.img`, `.smv`, or a `{` header) less the `-adc`
 /// offset, saturated pixels skipped; otherwise raw 4-byte floats.
 fn read_observed(path: &Path, inv: &Invocation, plan: &Plan) -> Result<Observed> {
@@ -246,73 +237,162 @@ impl Gradient for Problem<'_> {
 
 type St = IterState<Vec<f64>, Vec<f64>, (), (), (), f64>;
 
-/// One line per iteration: iteration, loss, norm of the scaled gradient.
-struct Progress;
+/// One entry per iteration: iteration, loss, norm of the scaled gradient;
+/// printed as it comes when `print` is set.
+struct Progress {
+    print: bool,
+    history: std::sync::Arc<Mutex<Vec<Step>>>,
+}
+
+/// One L-BFGS iteration.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// Iteration number (0 the start).
+    pub iteration: u64,
+    /// The loss.
+    pub loss: f64,
+    /// Norm of the gradient by the whitened parameters (see `docs/refine.md`).
+    pub gradient: Option<f64>,
+}
 
 impl Observe<St> for Progress {
     fn observe_iter(&mut self, state: &St, _kv: &KV) -> std::result::Result<(), ArgminError> {
         let g = state.get_gradient().map(|g| g.iter().map(|x| x * x).sum::<f64>().sqrt());
-        println!(
-            "iteration {:>4}  loss {:<22}  |gradient| {}",
-            state.get_iter(),
-            format!("{:.12e}", state.get_cost()),
-            g.map(|g| format!("{g:.3e}")).unwrap_or_else(|| "-".into())
-        );
+        let step = Step { iteration: state.get_iter(), loss: state.get_cost(), gradient: g };
+        if self.print {
+            println!(
+                "iteration {:>4}  loss {:<22}  |gradient| {}",
+                step.iteration,
+                format!("{:.12e}", step.loss),
+                g.map(|g| format!("{g:.3e}")).unwrap_or_else(|| "-".into())
+            );
+        }
+        self.history.lock().unwrap().push(step);
         Ok(())
     }
 }
 
-/// Run `nanobragg refine ARGS` (the arguments after `refine`).
-pub fn main(args: &[String]) -> Result<()> {
-    let Some(req) = split_args(args)? else { return Ok(()) };
-    let inv = parse_args(&req.model_args)?;
-    if inv.help {
-        print!("{}", usage());
-        return Ok(());
+/// What to refine and how (the command line's `-refine`, `-loss`,
+/// `-maxiter`, `-gtol`, `-history`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The parameters to refine.
+    pub params: Vec<Param>,
+    /// The loss (default: Poisson for whole counts, else SSE).
+    pub loss: Option<LossKind>,
+    /// Most L-BFGS iterations.
+    pub maxiter: u64,
+    /// Stop when the scaled gradient's norm is below this.
+    pub gtol: f64,
+    /// L-BFGS memory.
+    pub history: usize,
+}
+
+impl Settings {
+    /// `params` with the command line's defaults.
+    pub fn new(params: Vec<Param>) -> Self {
+        Settings { params, loss: None, maxiter: 100, gtol: 1e-6, history: 8 }
     }
-    if inv.batch_path.is_some() {
-        bail!("refine: -batch is not supported (refine one image at a time)");
-    }
-    if inv.gradient.is_some() {
-        bail!("refine: -gradient is not supported here (refine computes its own derivatives)");
-    }
-    for w in &inv.warnings {
-        eprintln!("warning: {w}");
-    }
-    let misset_idum = match inv.config.crystal.misset_seed {
-        Some(s) => -s,
-        None if inv.config.crystal.misset == Misset::Random => {
-            bail!("refine: -misset random needs -misset_seed (the model must not change between renders)")
+}
+
+/// An observed image for [`refine`]: photons per pixel (fast index fastest)
+/// and the pixels to leave out.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    values: Vec<f32>,
+    skip: Vec<bool>,
+    /// Whole counts (SMV, or a float file of whole numbers ≥ 0).
+    counts: bool,
+    what: String,
+}
+
+impl Observed {
+    /// Pixel values (photons), optionally with pixels to skip (true =
+    /// skip); whole numbers ≥ 0 are counts (Poisson loss by default).
+    pub fn new(values: Vec<f32>, skip: Option<Vec<bool>>) -> Result<Self> {
+        if values.iter().any(|v| !v.is_finite()) {
+            bail!("refine: the observed image holds a non-finite value");
         }
-        None => -1,
-    };
-    let seeds = SetupSeeds { misset_idum };
-    let model = Parameters::new(inv.config.clone(), seeds, req.params.clone()).map_err(|e| {
-        match e.downcast_ref::<nanobragg_core::Error>() {
-            Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
-            None => anyhow!("refine: -refine {e}"),
+        let counts = values.iter().all(|&v| v >= 0.0 && v.fract() == 0.0);
+        let skip = skip.unwrap_or_else(|| vec![false; values.len()]);
+        if skip.len() != values.len() {
+            bail!("refine: {} skip flags for {} pixels", skip.len(), values.len());
         }
-    })?;
-    let observed = read_observed(&req.observed, &inv, &model.plan0)?;
-    let kind = req.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
+        Ok(Observed { values, skip, counts, what: "an array".into() })
+    }
+}
+
+/// What [`refine`] found.
+#[derive(Debug, Clone)]
+pub struct Refined {
+    /// The refined parameters.
+    pub params: Vec<Param>,
+    /// Their values in the starting model.
+    pub start: Vec<f64>,
+    /// Their refined values.
+    pub values: Vec<f64>,
+    /// Their standard errors (`None` where the information is singular).
+    pub standard_errors: Vec<Option<f64>>,
+    /// The loss used.
+    pub loss: LossKind,
+    /// The loss at the start and at the refined values.
+    pub start_loss: f64,
+    /// The loss at the refined values.
+    pub final_loss: f64,
+    /// Pixels used.
+    pub pixels: usize,
+    /// SSE: the residual variance (standard errors are scaled by it).
+    pub sigma2: f64,
+    /// L-BFGS iterations run.
+    pub iterations: u64,
+    /// The loss at each iteration.
+    pub history: Vec<Step>,
+    /// Renders (one each for the loss and its gradient).
+    pub evaluations: usize,
+    /// Why it stopped.
+    pub stop: String,
+    /// The starting command line with the refined values.
+    pub command_line: Vec<String>,
+    /// Notes on the command line (values a flag cannot hold as refined).
+    pub notes: Vec<String>,
+    /// Seconds taken.
+    pub seconds: f64,
+}
+
+/// Fit `settings.params` of the model `inv` (its command line `model_args`)
+/// to `observed` by L-BFGS on the loss gradient; prints each iteration with
+/// `print`.
+pub fn refine(
+    inv: &Invocation,
+    model_args: &[String],
+    observed: Observed,
+    settings: &Settings,
+    print: bool,
+) -> Result<Refined> {
+    let (model, observed) = start(inv, observed, settings)?;
+    let kind =
+        settings.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
     let job = Job { kind, observed, opts: RenderOptions { threads: inv.threads } };
-    println!(
-        "refining {} against {} ({}), {} loss",
-        req.params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
-        req.observed.display(),
-        job.observed.what,
-        kind
-    );
+    if print {
+        println!(
+            "refining {} against {}, {} loss",
+            settings.params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
+            job.observed.what,
+            kind
+        );
+    }
     let t0 = Instant::now();
     let first = evaluate(&model, &model.start, &job)?;
-    for (i, &p) in req.params.iter().enumerate() {
-        let h = first.hessian[i * req.params.len() + i];
+    for (i, &p) in settings.params.iter().enumerate() {
+        let h = first.hessian[i * settings.params.len() + i];
         if !(h > 0.0 && h.is_finite()) {
             bail!("refine: {p} does not change the pixels used (no curvature); leave it out");
         }
     }
-    let map = whitening(&first.hessian, req.params.len());
-    println!("{} pixels used; start loss {:.12e}", first.pixels, first.value);
+    let map = whitening(&first.hessian, settings.params.len());
+    if print {
+        println!("{} pixels used; start loss {:.12e}", first.pixels, first.value);
+    }
     let (best, evaluations) = (Mutex::new(None), Mutex::new(0));
     let problem = Problem {
         model: &model,
@@ -323,13 +403,15 @@ pub fn main(args: &[String]) -> Result<()> {
         evaluations: &evaluations,
     };
     let linesearch = MoreThuenteLineSearch::new();
-    let solver = LBFGS::new(linesearch, req.history)
-        .with_tolerance_grad(req.gtol)?
+    let solver = LBFGS::new(linesearch, settings.history)
+        .with_tolerance_grad(settings.gtol)?
         .with_tolerance_cost(0.0)?;
-    let x0 = vec![0.0; req.params.len()];
+    let x0 = vec![0.0; settings.params.len()];
+    let history = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let progress = Progress { print, history: history.clone() };
     let run = Executor::new(problem, solver)
-        .configure(|s| s.param(x0).max_iters(req.maxiter))
-        .add_observer(Progress, ObserverMode::Always)
+        .configure(|s| s.param(x0).max_iters(settings.maxiter))
+        .add_observer(progress, ObserverMode::Always)
         .run();
     let (iterations, stop) = match &run {
         Ok(r) => {
@@ -340,51 +422,133 @@ pub fn main(args: &[String]) -> Result<()> {
     let (bx, _) = best.lock().unwrap().clone().expect("the start was evaluated");
     let values = values_at(&model.start, &map, &bx);
     let fin = evaluate(&model, &values, &job)?;
-    let elapsed = t0.elapsed().as_secs_f64();
-    println!(
-        "{} after {iterations} iterations, {} renders, {elapsed:.2} s",
-        stop.unwrap_or_else(|| "finished".into()),
-        *evaluations.lock().unwrap() + 1,
-    );
-    let np = req.params.len();
-    let se: Vec<Option<f64>> = match &fin.covariance {
+    let np = settings.params.len();
+    let standard_errors: Vec<Option<f64>> = match &fin.covariance {
         Some(c) => (0..np).map(|i| Some(c[i * np + i].max(0.0).sqrt())).collect(),
         None => vec![None; np],
     };
+    let (command_line, notes) = refined_command_line(model_args, &model, &values, &standard_errors);
+    let history = history.lock().unwrap().clone();
+    let evaluations = *evaluations.lock().unwrap() + 1;
+    Ok(Refined {
+        params: settings.params.clone(),
+        start: model.start.clone(),
+        values,
+        standard_errors,
+        loss: kind,
+        start_loss: first.value,
+        final_loss: fin.value,
+        pixels: fin.pixels,
+        sigma2: fin.sigma2,
+        iterations,
+        history,
+        evaluations,
+        stop: stop.unwrap_or_else(|| "finished".into()),
+        command_line,
+        notes,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The parameters of the model and the observed image, checked against
+/// each other.
+fn start(
+    inv: &Invocation,
+    observed: Observed,
+    settings: &Settings,
+) -> Result<(Parameters, Observed)> {
+    if inv.batch_path.is_some() {
+        bail!("refine: -batch is not supported (refine one image at a time)");
+    }
+    if inv.gradient.is_some() {
+        bail!("refine: -gradient is not supported here (refine computes its own derivatives)");
+    }
+    let misset_idum = match inv.config.crystal.misset_seed {
+        Some(s) => -s,
+        None if inv.config.crystal.misset == Misset::Random => {
+            bail!("refine: -misset random needs -misset_seed (the model must not change between renders)")
+        }
+        None => -1,
+    };
+    let seeds = SetupSeeds { misset_idum };
+    let model =
+        Parameters::new(inv.config.clone(), seeds, settings.params.clone()).map_err(|e| {
+            match e.downcast_ref::<nanobragg_core::Error>() {
+                Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
+                None => anyhow!("refine: -refine {e}"),
+            }
+        })?;
+    let d = &model.plan0.detector;
+    if observed.values.len() != d.fpixels * d.spixels {
+        bail!(
+            "refine: the observed image has {} pixels but the detector has {} ({} x {})",
+            observed.values.len(),
+            d.fpixels * d.spixels,
+            d.fpixels,
+            d.spixels
+        );
+    }
+    Ok((model, observed))
+}
+
+/// Run `nanobragg refine ARGS` (the arguments after `refine`).
+pub fn main(args: &[String]) -> Result<()> {
+    let Some(req) = split_args(args)? else { return Ok(()) };
+    let inv = parse_args(&req.model_args)?;
+    if inv.help {
+        print!("{}", usage());
+        return Ok(());
+    }
+    for w in &inv.warnings {
+        eprintln!("warning: {w}");
+    }
+    let (plan, _) = inv.plan()?;
+    let mut observed = read_observed(&req.observed, &inv, &plan)?;
+    observed.what = format!("{} ({})", req.observed.display(), observed.what);
+    let settings = Settings {
+        params: req.params.clone(),
+        loss: req.loss,
+        maxiter: req.maxiter,
+        gtol: req.gtol,
+        history: req.history,
+    };
+    let r = refine(&inv, &req.model_args, observed, &settings, true)?;
+    println!(
+        "{} after {} iterations, {} renders, {:.2} s",
+        r.stop, r.iterations, r.evaluations, r.seconds
+    );
     println!();
     println!(
         "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
         "parameter", "unit", "start", "refined", "std. error", "shift"
     );
-    for (i, &p) in req.params.iter().enumerate() {
+    for (i, &p) in r.params.iter().enumerate() {
         println!(
             "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
             p.name(),
             p.unit(),
-            format!("{:.10}", model.start[i]),
-            format!("{:.10}", values[i]),
-            se[i].map(|s| format!("{s:.4e}")).unwrap_or_else(|| "singular".into()),
-            format!("{:.4e}", values[i] - model.start[i]),
+            format!("{:.10}", r.start[i]),
+            format!("{:.10}", r.values[i]),
+            r.standard_errors[i].map(|s| format!("{s:.4e}")).unwrap_or_else(|| "singular".into()),
+            format!("{:.4e}", r.values[i] - r.start[i]),
         );
     }
     println!();
-    println!("final loss {:.12e} ({kind}, {} pixels)", fin.value, fin.pixels);
-    if kind == LossKind::Sse {
-        println!("residual rms {:.6e} photons (standard errors scaled by it)", fin.sigma2.sqrt());
+    println!("final loss {:.12e} ({}, {} pixels)", r.final_loss, r.loss, r.pixels);
+    if r.loss == LossKind::Sse {
+        println!("residual rms {:.6e} photons (standard errors scaled by it)", r.sigma2.sqrt());
     }
-    if fin.covariance.is_none() {
+    if r.standard_errors.iter().any(Option::is_none) {
         println!("note: the information matrix is singular: some parameters are not determined");
     }
-    let (line, notes) = refined_command_line(&req.model_args, &model, &values, &se);
     println!("refined command line:");
-    println!("nanobragg {}", line.join(" "));
-    for n in notes {
+    println!("nanobragg {}", r.command_line.join(" "));
+    for n in r.notes {
         println!("note: {n}");
     }
     Ok(())
 }
 
-/// `start + T x`.
 fn values_at(start: &[f64], map: &[f64], x: &[f64]) -> Vec<f64> {
     let n = start.len();
     (0..n).map(|i| start[i] + (0..n).map(|j| map[i * n + j] * x[j]).sum::<f64>()).collect()

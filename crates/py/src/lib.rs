@@ -8,7 +8,9 @@ use nanobragg_core::config::SfSource;
 use nanobragg_core::diff::loss::LossKind;
 use nanobragg_core::diff::{jacobian_of, Param};
 use nanobragg_core::render::{Precision, RenderOptions};
+use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::sf::{HklEntry, HklGrid};
+use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
 use nanobragg_pipeline::render::render_plan;
 use nanobragg_pipeline::Parameters;
@@ -21,6 +23,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::types::PyString;
+use std::time::Instant;
 
 create_exception!(
     nanobragg,
@@ -66,19 +69,32 @@ impl Model {
     /// "cell_a", "misset_x", "lambda") in the unit of its flag, as the run
     /// uses it (defaults resolved).
     fn __getitem__(&self, name: &str) -> PyResult<f64> {
-        Ok(self.parameters(&[name.to_string()])?.start()[0])
+        Ok(self.chosen(&[name.to_string()])?.start()[0])
     }
 
     /// Set a parameter (in the unit of its flag); the other flags keep
     /// their values.
     fn __setitem__(&mut self, name: &str, value: f64) -> PyResult<()> {
-        let p = self.parameters(&[name.to_string()])?;
+        let p = self.chosen(&[name.to_string()])?;
         let oversample = self.inv.config.sampling.oversample;
         let mut cfg = p.config(&[value]).map_err(|e| error(format!("{e:#}")))?;
         // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
         cfg.sampling.oversample = oversample;
         self.inv.config = cfg;
         Ok(())
+    }
+
+    /// The names of the parameters this model can be differentiated by and
+    /// set through (`model[name]`), e.g. "distance", "cell_a".
+    #[getter]
+    fn parameters(&self) -> PyResult<Vec<String>> {
+        let (_, seeds) = self.inv.plan().map_err(pyerr)?;
+        let cfg = &self.inv.config;
+        Ok(Param::ALL
+            .into_iter()
+            .filter(|&p| Parameters::new(cfg.clone(), seeds.setup, vec![p]).is_ok())
+            .map(|p| p.name().to_string())
+            .collect())
     }
 
     /// The structure-factor grid the model renders with: ((h_min, k_min,
@@ -122,7 +138,7 @@ impl Model {
 
 impl Model {
     /// `names` of this model as numbers.
-    fn parameters(&self, names: &[String]) -> PyResult<Parameters> {
+    fn chosen(&self, names: &[String]) -> PyResult<Parameters> {
         let params = parse_params(names)?;
         let (_, seeds) = self.inv.plan().map_err(|e| error(format!("{e:#}")))?;
         Parameters::new(self.inv.config.clone(), seeds.setup, params)
@@ -187,7 +203,7 @@ impl Params {
             let values: Vec<f64> = f.as_array().iter().copied().collect();
             model.inv.config.sf.source = SfSource::Dump(padded(&g, &values));
         }
-        let p = model.parameters(&names)?;
+        let p = model.chosen(&names)?;
         Ok(Params { p, threads: threads.unwrap_or(model.inv.threads) })
     }
 
@@ -426,6 +442,241 @@ fn simulate<'py>(
 /// A structure-factor grid: its first (h, k, l) and its values.
 type GridArray<'py> = ((i32, i32, i32), Bound<'py, PyArray3<f64>>);
 
+/// A rendered image with what the command line derives from it: the
+/// statistics it prints, the integer image of `-intfile` and the noise image
+/// of `-noisefile`.
+#[pyclass(frozen, module = "nanobragg._nanobragg")]
+struct Image {
+    image: Vec<f32>,
+    shape: [usize; 2],
+    roi: [i64; 4],
+    stats: ImageStats,
+    int_scale: f64,
+    adc_offset: f64,
+    noise_idum: i64,
+    seconds: f64,
+}
+
+#[pymethods]
+impl Image {
+    /// Photons per pixel, float32 (slow, fast): the `-floatfile` content.
+    #[getter]
+    fn float<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        PyArray1::from_slice(py, &self.image).reshape(self.shape)
+    }
+
+    /// Seconds the engine took to render (setup and rendering, without the
+    /// Python call around it).
+    #[getter]
+    fn seconds(&self) -> f64 {
+        self.seconds
+    }
+
+    /// The statistics the command line prints: max_I and its (fast, slow)
+    /// pixel, mean, rms, rmsd, and the number of pixels they cover.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (s, d) = (&self.stats, PyDict::new(py));
+        d.set_item("max_I", s.max_i)?;
+        d.set_item("max_pixel", (s.max_f, s.max_s))?;
+        d.set_item("mean", s.mean)?;
+        d.set_item("rms", s.rms)?;
+        d.set_item("rmsd", s.rmsd)?;
+        d.set_item("pixels", s.count)?;
+        Ok(d)
+    }
+
+    /// The `-intfile` pixels, uint16 (slow, fast): `scale` (default the
+    /// model's `-scale`, else 55000 / max_I as the command line picks it) and
+    /// `adc` (default the model's `-adc`).
+    #[pyo3(signature = (scale = None, adc = None))]
+    fn int_image<'py>(
+        &self,
+        py: Python<'py>,
+        scale: Option<f64>,
+        adc: Option<f64>,
+    ) -> PyResult<Bound<'py, PyArray2<u16>>> {
+        let scale = scale.unwrap_or(self.int_scale);
+        let [sp, fp] = self.shape;
+        let adc = adc.unwrap_or(self.adc_offset);
+        let pixels = nanobragg_io::pgm::int_image(&self.image, fp, sp, self.roi, scale, adc);
+        PyArray1::from_vec(py, pixels).reshape(self.shape)
+    }
+
+    /// The `-noisefile` pixels, uint16 (slow, fast), Poisson deviates of the
+    /// image plus `adc` as nanoBragg.c draws them, with the total photons and
+    /// the overloads: (pixels, photons, overloads). `seed` defaults to the
+    /// model's `-seed` (else the clock, as the command line).
+    #[pyo3(signature = (seed = None, adc = None))]
+    fn noise_image<'py>(
+        &self,
+        py: Python<'py>,
+        seed: Option<i64>,
+        adc: Option<f64>,
+    ) -> PyResult<(Bound<'py, PyArray2<u16>>, f64, u64)> {
+        let [sp, fp] = self.shape;
+        let idum = seed.map_or(self.noise_idum, |s| -s);
+        let adc = adc.unwrap_or(self.adc_offset);
+        let mut rng = NoiseRng::new(idum);
+        let noise =
+            nanobragg_core::noise::noise_image(&self.image, fp, sp, self.roi, adc, &mut rng);
+        let pixels = PyArray1::from_vec(py, noise.pixels).reshape(self.shape)?;
+        Ok((pixels, noise.photons, noise.overloads))
+    }
+}
+
+/// Render `model` into an [`Image`] (see `simulate` for the arguments).
+#[pyfunction]
+#[pyo3(signature = (model, dtype = "float64", device = "cpu", threads = None))]
+fn render(
+    py: Python<'_>,
+    model: &Model,
+    dtype: &str,
+    device: &str,
+    threads: Option<usize>,
+) -> PyResult<Image> {
+    let inv = configured(model, dtype, device, threads)?;
+    py.detach(|| -> anyhow::Result<Image> {
+        let t0 = Instant::now();
+        let (plan, seeds) = inv.plan()?;
+        let (image, _) = render_plan(&inv, &plan)?;
+        let seconds = t0.elapsed().as_secs_f64();
+        let d = &plan.detector;
+        let stats = image_stats(&image, d.fpixels, d.roi, plan.mask.as_deref());
+        let o = &inv.outputs;
+        let int_scale = match o.int_scale {
+            s if s > 0.0 => s,
+            _ if stats.max_i > 0.0 => 55000.0 / stats.max_i,
+            _ => 1.0,
+        };
+        Ok(Image {
+            image,
+            shape: [d.spixels, d.fpixels],
+            roi: d.roi,
+            stats,
+            int_scale,
+            adc_offset: o.adc_offset,
+            noise_idum: seeds.noise_idum,
+            seconds,
+        })
+    })
+    .map_err(pyerr)
+}
+
+/// What `refine` found (see `nanobragg refine`).
+#[pyclass(frozen, get_all, module = "nanobragg._nanobragg")]
+struct Refined {
+    /// The refined parameters' names.
+    params: Vec<String>,
+    /// Their units.
+    units: Vec<String>,
+    /// Their values in the starting model.
+    start: Vec<f64>,
+    /// Their refined values.
+    values: Vec<f64>,
+    /// Their standard errors (None where the information is singular).
+    standard_errors: Vec<Option<f64>>,
+    /// "sse" or "poisson".
+    loss: String,
+    /// The loss at the start.
+    start_loss: f64,
+    /// The loss at the refined values.
+    final_loss: f64,
+    /// Pixels used.
+    pixels: usize,
+    /// L-BFGS iterations run.
+    iterations: u64,
+    /// (iteration, loss, norm of the scaled gradient) for each iteration.
+    history: Vec<(u64, f64, Option<f64>)>,
+    /// Renders of the loss and its gradient.
+    evaluations: usize,
+    /// Why it stopped.
+    stop: String,
+    /// The model's command line with the refined values.
+    command_line: String,
+    /// Notes on the command line.
+    notes: Vec<String>,
+    /// Seconds taken.
+    seconds: f64,
+}
+
+#[pymethods]
+impl Refined {
+    fn __repr__(&self) -> String {
+        let rows: Vec<String> = (0..self.params.len())
+            .map(|i| {
+                let se = self.standard_errors[i].map_or("singular".into(), |s| format!("{s:.3e}"));
+                format!("  {} = {:.8} ± {se} {}", self.params[i], self.values[i], self.units[i])
+            })
+            .collect();
+        format!(
+            "nanobragg.Refined({}, {} loss {:.6e} -> {:.6e}, {} iterations:\n{})",
+            self.stop,
+            self.loss,
+            self.start_loss,
+            self.final_loss,
+            self.iterations,
+            rows.join("\n")
+        )
+    }
+}
+
+/// Fit `params` (`-gradient` names) of `model` to `observed` (an image of
+/// the model's shape, photons) by L-BFGS on the engine's loss gradient, as
+/// `nanobragg refine` does. `loss`: "sse" or "poisson" (default: poisson
+/// for whole counts, else sse); `skip`: pixels to leave out; `verbose`
+/// prints each iteration.
+#[pyfunction]
+#[pyo3(signature = (model, observed, params, loss = None, maxiter = 100, gtol = 1e-6,
+                    history = 8, skip = None, threads = None, verbose = false))]
+#[allow(clippy::too_many_arguments)]
+fn refine(
+    py: Python<'_>,
+    model: &Model,
+    observed: PyReadonlyArray2<'_, f32>,
+    params: Vec<String>,
+    loss: Option<&str>,
+    maxiter: u64,
+    gtol: f64,
+    history: usize,
+    skip: Option<PyReadonlyArray2<'_, bool>>,
+    threads: Option<usize>,
+    verbose: bool,
+) -> PyResult<Refined> {
+    use nanobragg_pipeline::refine::{refine as fit, Observed, Settings};
+    let mut inv = model.inv.clone();
+    if let Some(t) = threads {
+        inv.threads = t;
+    }
+    let values: Vec<f32> = observed.as_array().iter().copied().collect();
+    let skip = skip.map(|s| s.as_array().iter().copied().collect());
+    let observed = Observed::new(values, skip).map_err(pyerr)?;
+    let loss = loss.map(|l| l.parse::<LossKind>()).transpose().map_err(error)?;
+    if gtol.is_nan() || gtol <= 0.0 || history == 0 {
+        return Err(error("refine: gtol and history must be > 0"));
+    }
+    let settings = Settings { params: parse_params(&params)?, loss, maxiter, gtol, history };
+    let r = py.detach(|| fit(&inv, &model.args, observed, &settings, verbose)).map_err(pyerr)?;
+    Ok(Refined {
+        params: r.params.iter().map(|p| p.name().to_string()).collect(),
+        units: r.params.iter().map(|p| p.unit().to_string()).collect(),
+        start: r.start,
+        values: r.values,
+        standard_errors: r.standard_errors,
+        loss: r.loss.name().to_string(),
+        start_loss: r.start_loss,
+        final_loss: r.final_loss,
+        pixels: r.pixels,
+        iterations: r.iterations,
+        history: r.history.iter().map(|s| (s.iteration, s.loss, s.gradient)).collect(),
+        evaluations: r.evaluations,
+        stop: r.stop,
+        command_line: r.command_line.join(" "),
+        notes: r.notes,
+        seconds: r.seconds,
+    })
+}
+
 /// An image and its derivative images, as numpy arrays.
 type ImageAndDerivatives<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray3<f32>>);
 
@@ -476,6 +727,10 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", m.py().get_type::<Error>())?;
     m.add_class::<Model>()?;
     m.add_class::<Params>()?;
+    m.add_class::<Image>()?;
+    m.add_function(wrap_pyfunction!(render, m)?)?;
+    m.add_class::<Refined>()?;
+    m.add_function(wrap_pyfunction!(refine, m)?)?;
     m.add_function(wrap_pyfunction!(from_args, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(jacobian, m)?)?;

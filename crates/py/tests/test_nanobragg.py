@@ -1,6 +1,7 @@
 """The Python package against the command line and against analytic facts."""
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -104,23 +105,29 @@ def test_the_command_is_installed(tmp_path):
 def test_two_threads_render_at_once():
     """Two Python threads rendering (one engine thread each) finish sooner
     than the same two renders one after the other: the GIL is not held."""
-    model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 512 -oversample 2"))
+    model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 1024 -oversample 3"))
 
     def run():
         nanobragg.simulate(model, threads=1)
 
+    def serial():
+        t0 = time.perf_counter()
+        run()
+        run()
+        return time.perf_counter() - t0
+
+    def parallel():
+        workers = [threading.Thread(target=run) for _ in range(2)]
+        t0 = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return time.perf_counter() - t0
+
     run()
-    t0 = time.perf_counter()
-    run()
-    run()
-    serial = time.perf_counter() - t0
-    workers = [threading.Thread(target=run) for _ in range(2)]
-    t0 = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    parallel = time.perf_counter() - t0
+    # the best of three of each: other work on the machine only adds time
+    serial, parallel = min(serial() for _ in range(3)), min(parallel() for _ in range(3))
     assert parallel < 0.8 * serial, (parallel, serial)
 
 
@@ -139,3 +146,54 @@ def test_loss_and_its_gradient():
         assert abs(ev["gradient"][i] - fd) <= 1e-4 * abs(fd) + 1e-6 * ev["value"], (i, fd)
     with pytest.raises(nanobragg.Error, match="shape"):
         p.loss(at, observed[:10])
+
+
+def smv_pixels(path, shape):
+    data = path.read_bytes()
+    header = int(re.search(rb"HEADER_BYTES=\s*(\d+)", data).group(1))
+    return np.frombuffer(data[header:], dtype="<u2").reshape(shape)
+
+
+def test_render_gives_the_command_lines_int_and_noise_images_and_statistics(tmp_path):
+    args = MODEL + " -seed 7 -roi 3 60 5 50"
+    out = cli(args + " -floatfile f.bin -intfile i.img -noisefile n.img -nopgm", tmp_path)
+    assert out.returncode == 0, out.stderr
+    image = nanobragg.render(nanobragg.from_args(args))
+    assert np.array_equal(image.float, np.fromfile(tmp_path / "f.bin", "<f4").reshape(64, 64))
+    assert np.array_equal(image.int_image(), smv_pixels(tmp_path / "i.img", (64, 64)))
+    noise, photons, overloads = image.noise_image()
+    assert np.array_equal(noise, smv_pixels(tmp_path / "n.img", (64, 64)))
+    assert f"{photons:.0f} photons on noise image ({overloads} overloads)" in out.stdout
+    s = image.stats
+    assert f"mean= {s['mean']:.6g} rms= {s['rms']:.6g} rmsd= {s['rmsd']:.6g}" in out.stdout
+    assert s["pixels"] == 58 * 46 and 0 < image.seconds
+    assert not np.array_equal(image.noise_image(seed=8)[0], noise)
+
+
+def test_the_parameters_a_model_has():
+    names = nanobragg.from_args(MODEL).parameters
+    assert {"distance", "cell_a", "lambda", "misset_x", "Na"} <= set(names)
+    assert "mosaic" not in names  # no -mosaic spread to move
+
+
+def test_refine_is_the_command_lines(tmp_path):
+    truth = nanobragg.from_args(MODEL.replace("-distance 100", "-distance 100.3"))
+    observed = nanobragg.simulate(truth)
+    observed.tofile(tmp_path / "obs.bin")
+    model = nanobragg.from_args(MODEL)
+    r = nanobragg.refine(model, observed, ["distance", "lambda"])
+    assert r.params == ["distance", "lambda"] and r.units == ["mm", "Å"]
+    assert abs(r.values[0] - 100.3) < 1e-4 and abs(r.values[1] - 6.2) < 1e-6, r
+    assert r.final_loss < 1e-6 * r.start_loss and r.loss == "sse"
+    assert r.history[0][0] == 0 and len(r.history) == r.iterations
+    assert r.history[-1][1] <= r.history[0][1] < r.start_loss
+    assert "-distance 100.3" in r.command_line and all(s is not None for s in r.standard_errors)
+    out = subprocess.run([sys.executable, "-m", "nanobragg", "refine", "-observed", "obs.bin",
+                          "-refine", "distance,lambda"] + MODEL.split(),
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert f"{r.values[0]:.10f}" in out.stdout and "nanobragg " + r.command_line in out.stdout
+    with pytest.raises(nanobragg.Error, match="pixels"):
+        nanobragg.refine(model, observed[:5], ["distance"])
+    with pytest.raises(nanobragg.Error, match="mosaic"):
+        nanobragg.refine(model, observed, ["mosaic"])

@@ -1,0 +1,134 @@
+"""Side-by-side timings of the Python package (docs/python.md):
+
+1. the Python call's overhead over the engine's own time, 1024² render;
+2. torch backward over every parameter the model has, against the forward;
+3. against nanobrag_torch (the PyTorch port) on the CPU, the same experiment
+   at 1024², forward and forward + backward, the same threads.
+
+    python crates/py/bench/bench.py [--threads N] [--repeat K]
+
+Every run renders anew; the best of K runs is reported (other work on the
+machine only adds time). Part 3 is skipped when nanobrag_torch is not
+importable (install it from a copy of github:hoidn/nanoBragg with pip).
+"""
+
+import argparse
+import os
+import time
+
+import numpy as np
+import torch
+
+import nanobragg
+from nanobragg.torch import render
+
+# a misset cubic cell at 1 Å, 1024 x 1024 pixels of 0.1 mm at 100 mm
+ARGS = ("-default_F 100 -cell 100 100 100 90 90 90 -misset 10 20 30 -lambda 1 -N 5 "
+        "-distance 100 -detpixels 1024 -pixel 0.1 -oversample 1")
+COMPARED = ["distance", "cell_a", "cell_b", "cell_c", "lambda"]
+
+
+def best(f, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def overhead(model, threads, repeat):
+    """`simulate` (the Python call, returning the numpy image) against the
+    engine's own time for the same setup and render (`Image.seconds`)."""
+    wall = best(lambda: nanobragg.simulate(model, threads=threads), repeat)
+    engine = min(nanobragg.render(model, threads=threads).seconds for _ in range(repeat))
+    print(f"1. call overhead at 1024²: simulate {wall * 1e3:.2f} ms, the engine {engine * 1e3:.2f} ms:"
+          f" {(wall - engine) / wall * 100:.1f} % overhead")
+
+
+def nanobragg_torch_pass(model, names, threads, repeat, backward):
+    xs = {n: torch.tensor(model[n], dtype=torch.float64, requires_grad=backward) for n in names}
+
+    def once():
+        image = render(model, threads=threads, **xs)
+        if backward:
+            image.sum().backward()
+        return image
+
+    return best(once, repeat), once()
+
+
+def torch_backward(model, threads, repeat):
+    names = model.parameters
+    forward, _ = nanobragg_torch_pass(model, names, threads, repeat, False)
+    both, _ = nanobragg_torch_pass(model, names, threads, repeat, True)
+    print(f"2. torch over all {len(names)} parameters ({', '.join(names)}):")
+    print(f"   forward {forward * 1e3:.1f} ms, backward {(both - forward) * 1e3:.1f} ms: "
+          f"backward / forward = {(both - forward) / forward:.2f}")
+
+
+def port_simulator(backward):
+    from nanobrag_torch.config import BeamConfig, CrystalConfig, DetectorConfig
+    from nanobrag_torch.models.crystal import Crystal
+    from nanobrag_torch.models.detector import Detector
+    from nanobrag_torch.simulator import Simulator
+
+    t = lambda x: torch.tensor(x, dtype=torch.float64, requires_grad=backward)
+    leaves = {"distance": t(100.0), "cell_a": t(100.0), "cell_b": t(100.0),
+              "cell_c": t(100.0), "lambda": t(1.0)}
+    crystal_config = CrystalConfig(cell_a=leaves["cell_a"], cell_b=leaves["cell_b"],
+                                   cell_c=leaves["cell_c"], cell_alpha=90.0, cell_beta=90.0,
+                                   cell_gamma=90.0, N_cells=(5, 5, 5), default_F=100.0,
+                                   misset_deg=(10.0, 20.0, 30.0))
+    detector = Detector(DetectorConfig(distance_mm=leaves["distance"], pixel_size_mm=0.1,
+                                       spixels=1024, fpixels=1024, oversample=1),
+                        dtype=torch.float64)
+    beam = BeamConfig(wavelength_A=leaves["lambda"])
+    crystal = Crystal(crystal_config, beam_config=beam, dtype=torch.float64)
+    sim = Simulator(crystal, detector, beam_config=beam, dtype=torch.float64)
+    return sim, leaves
+
+
+def against_the_port(model, threads, repeat):
+    try:
+        import nanobrag_torch  # noqa: F401
+    except ImportError:
+        print("3. nanobrag_torch is not importable: skipped")
+        return
+    torch.set_num_threads(threads)
+
+    def port(backward):
+        sim, leaves = port_simulator(backward)
+        image = sim.run()
+        if backward:
+            image.sum().backward()
+        return image
+
+    port_forward = best(lambda: port(False), repeat)
+    port_both = best(lambda: port(True), repeat)
+    ours_forward, ours = nanobragg_torch_pass(model, COMPARED, threads, repeat, False)
+    ours_both, _ = nanobragg_torch_pass(model, COMPARED, threads, repeat, True)
+    theirs = port(False).detach()
+    rel = float((ours - theirs).abs().max() / theirs.abs().max())
+    print(f"3. against nanobrag_torch {nanobrag_torch.__version__}, float64, {threads} threads, "
+          f"1024², by {', '.join(COMPARED)} (images differ by {rel:.1e} of the maximum):")
+    print(f"   forward: {port_forward:.3f} s vs {ours_forward:.3f} s: "
+          f"{port_forward / ours_forward:.1f}x faster")
+    print(f"   forward + backward: {port_both:.3f} s vs {ours_both:.3f} s: "
+          f"{port_both / ours_both:.1f}x faster")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    nanobragg_model = nanobragg.from_args(ARGS)
+    print(f"{a.threads} threads, best of {a.repeat}; model: {ARGS}")
+    overhead(nanobragg_model, a.threads, a.repeat)
+    torch_backward(nanobragg_model, a.threads, a.repeat)
+    against_the_port(nanobragg_model, a.threads, a.repeat)
+
+
+if __name__ == "__main__":
+    main()
