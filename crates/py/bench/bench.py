@@ -22,9 +22,16 @@ import torch
 import nanobragg
 from nanobragg.torch import render
 
-# a misset cubic cell at 1 Å, 1024 x 1024 pixels of 0.1 mm at 100 mm
-ARGS = ("-default_F 100 -cell 100 100 100 90 90 90 -misset 10 20 30 -lambda 1 -N 5 "
-        "-distance 100 -detpixels 1024 -pixel 0.1 -oversample 1")
+# a misset cubic cell at 1 Å, 1024 x 1024 pixels of 0.1 mm at 100 mm: one
+# sample per pixel ("minimal"), and 2 x 2 sub-pixels and 5 mosaic domains
+# ("mosaic", 20 samples per pixel)
+BASE = ("-default_F 100 -cell 100 100 100 90 90 90 -misset 10 20 30 -lambda 1 -N 5 "
+        "-distance 100 -detpixels 1024 -pixel 0.1")
+EXPERIMENTS = {
+    "minimal": (BASE + " -oversample 1", dict(oversample=1), {}),
+    "mosaic": (BASE + " -oversample 2 -mosaic 0.2 -mosaic_domains 5 -mosaic_seed 7",
+               dict(oversample=2), dict(mosaic_spread_deg=0.2, mosaic_domains=5, mosaic_seed=7)),
+}
 COMPARED = ["distance", "cell_a", "cell_b", "cell_c", "lambda"]
 
 
@@ -38,12 +45,20 @@ def best(f, repeat):
 
 
 def overhead(model, threads, repeat):
-    """`simulate` (the Python call, returning the numpy image) against the
-    engine's own time for the same setup and render (`Image.seconds`)."""
+    """The Python call's cost over the engine's: `simulate` (the call that
+    returns the numpy image) against the engine's own time for the same
+    setup and render (`Image.seconds`), best of at least 20 each; and, as an
+    upper bound that does not depend on timing two different calls, a whole
+    `simulate` of an 8 x 8 detector (fixed costs of a call plus a tiny
+    render) against the 1024² one."""
+    repeat = max(repeat, 20)
     wall = best(lambda: nanobragg.simulate(model, threads=threads), repeat)
     engine = min(nanobragg.render(model, threads=threads).seconds for _ in range(repeat))
-    print(f"1. call overhead at 1024²: simulate {wall * 1e3:.2f} ms, the engine {engine * 1e3:.2f} ms:"
-          f" {(wall - engine) / wall * 100:.1f} % overhead")
+    tiny = nanobragg.from_args(model.args + ["-detpixels", "8"])
+    call = best(lambda: nanobragg.simulate(tiny, threads=threads), repeat)
+    print(f"1. call overhead at 1024²: simulate {wall * 1e3:.2f} ms, the engine {engine * 1e3:.2f} ms"
+          f" ({(wall - engine) / wall * 100:+.1f} %); a whole 8 x 8 call {call * 1e3:.3f} ms"
+          f" = {call / wall * 100:.1f} % of the 1024² call")
 
 
 def nanobragg_torch_pass(model, names, threads, repeat, backward):
@@ -67,7 +82,7 @@ def torch_backward(model, threads, repeat):
           f"backward / forward = {(both - forward) / forward:.2f}")
 
 
-def port_simulator(backward):
+def port_simulator(backward, detector_extra, crystal_extra):
     from nanobrag_torch.config import BeamConfig, CrystalConfig, DetectorConfig
     from nanobrag_torch.models.crystal import Crystal
     from nanobrag_torch.models.detector import Detector
@@ -79,9 +94,9 @@ def port_simulator(backward):
     crystal_config = CrystalConfig(cell_a=leaves["cell_a"], cell_b=leaves["cell_b"],
                                    cell_c=leaves["cell_c"], cell_alpha=90.0, cell_beta=90.0,
                                    cell_gamma=90.0, N_cells=(5, 5, 5), default_F=100.0,
-                                   misset_deg=(10.0, 20.0, 30.0))
+                                   misset_deg=(10.0, 20.0, 30.0), **crystal_extra)
     detector = Detector(DetectorConfig(distance_mm=leaves["distance"], pixel_size_mm=0.1,
-                                       spixels=1024, fpixels=1024, oversample=1),
+                                       spixels=1024, fpixels=1024, **detector_extra),
                         dtype=torch.float64)
     beam = BeamConfig(wavelength_A=leaves["lambda"])
     crystal = Crystal(crystal_config, beam_config=beam, dtype=torch.float64)
@@ -89,16 +104,16 @@ def port_simulator(backward):
     return sim, leaves
 
 
-def against_the_port(model, threads, repeat):
+def against_the_port(name, model, detector_extra, crystal_extra, threads, repeat):
     try:
-        import nanobrag_torch  # noqa: F401
+        import nanobrag_torch
     except ImportError:
         print("3. nanobrag_torch is not importable: skipped")
         return
     torch.set_num_threads(threads)
 
     def port(backward):
-        sim, leaves = port_simulator(backward)
+        sim, leaves = port_simulator(backward, detector_extra, crystal_extra)
         image = sim.run()
         if backward:
             image.sum().backward()
@@ -110,8 +125,9 @@ def against_the_port(model, threads, repeat):
     ours_both, _ = nanobragg_torch_pass(model, COMPARED, threads, repeat, True)
     theirs = port(False).detach()
     rel = float((ours - theirs).abs().max() / theirs.abs().max())
-    print(f"3. against nanobrag_torch {nanobrag_torch.__version__}, float64, {threads} threads, "
-          f"1024², by {', '.join(COMPARED)} (images differ by {rel:.1e} of the maximum):")
+    print(f"3. {name}: against nanobrag_torch {nanobrag_torch.__version__}, float64, "
+          f"{threads} threads, 1024², by {', '.join(COMPARED)} (the images differ by {rel:.1e} "
+          f"of the maximum):")
     print(f"   forward: {port_forward:.3f} s vs {ours_forward:.3f} s: "
           f"{port_forward / ours_forward:.1f}x faster")
     print(f"   forward + backward: {port_both:.3f} s vs {ours_both:.3f} s: "
@@ -123,11 +139,13 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    nanobragg_model = nanobragg.from_args(ARGS)
-    print(f"{a.threads} threads, best of {a.repeat}; model: {ARGS}")
-    overhead(nanobragg_model, a.threads, a.repeat)
-    torch_backward(nanobragg_model, a.threads, a.repeat)
-    against_the_port(nanobragg_model, a.threads, a.repeat)
+    print(f"{a.threads} threads, best of {a.repeat}")
+    for name, (args, detector_extra, crystal_extra) in EXPERIMENTS.items():
+        model = nanobragg.from_args(args)
+        print(f"{name}: {args}")
+        overhead(model, a.threads, a.repeat)
+        torch_backward(model, a.threads, a.repeat)
+        against_the_port(name, model, detector_extra, crystal_extra, a.threads, a.repeat)
 
 
 if __name__ == "__main__":

@@ -197,3 +197,14 @@ def test_refine_is_the_command_lines(tmp_path):
         nanobragg.refine(model, observed[:5], ["distance"])
     with pytest.raises(nanobragg.Error, match="mosaic"):
         nanobragg.refine(model, observed, ["mosaic"])
+
+
+def test_the_cuda_device_renders_or_says_why_not():
+    model = nanobragg.from_args(MODEL)
+    try:
+        gpu = nanobragg.simulate(model, device="cuda")
+    except nanobragg.Error as e:
+        assert "-device cuda" in str(e), e
+        return
+    cpu = nanobragg.simulate(model)
+    assert np.abs(gpu - cpu).max() <= 1e-5 * cpu.max()
