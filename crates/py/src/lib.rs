@@ -43,6 +43,10 @@ fn error(e: impl std::fmt::Display) -> PyErr {
 struct Model {
     inv: Invocation,
     args: Vec<String>,
+    /// Values set by name since, in order (they apply on top of the flags).
+    sets: Vec<(String, f64)>,
+    /// Structure factors set from arrays (in place of the flags' source).
+    sf: Option<SfSource>,
 }
 
 #[pymethods]
@@ -62,7 +66,13 @@ impl Model {
     }
 
     fn __repr__(&self) -> String {
-        format!("nanobragg.from_args({:?})", self.args.join(" "))
+        let sets: Vec<String> = self.sets.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        match sets.is_empty() {
+            true => format!("nanobragg.from_args({:?})", self.args.join(" ")),
+            false => {
+                format!("nanobragg.from_args({:?}) with {}", self.args.join(" "), sets.join(", "))
+            }
+        }
     }
 
     /// The value of a parameter (a `-gradient` name such as "distance",
@@ -75,12 +85,32 @@ impl Model {
     /// Set a parameter (in the unit of its flag); the other flags keep
     /// their values.
     fn __setitem__(&mut self, name: &str, value: f64) -> PyResult<()> {
-        let p = self.chosen(&[name.to_string()])?;
-        let oversample = self.inv.config.sampling.oversample;
-        let mut cfg = p.config(&[value]).map_err(|e| error(format!("{e:#}")))?;
-        // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
-        cfg.sampling.oversample = oversample;
-        self.inv.config = cfg;
+        self.set_value(name, value)?;
+        self.sets.retain(|(n, _)| n != name);
+        self.sets.push((name.to_string(), value));
+        Ok(())
+    }
+
+    /// Add flags (one string or a list of words), as if appended to the
+    /// command line, for any flag (`"-oversample 2 -phisteps 4"`,
+    /// `"-hkl P1.hkl"`); values set by name and structure factors set from
+    /// arrays stay set.
+    fn set_flags(&mut self, flags: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut args = self.args.clone();
+        args.extend(words(flags)?);
+        let mut model = Model {
+            inv: nanobragg_pipeline::parse_args(&args).map_err(error)?,
+            args,
+            sets: Vec::new(),
+            sf: self.sf.clone(),
+        };
+        if let Some(sf) = &model.sf {
+            model.inv.config.sf.source = sf.clone();
+        }
+        for (name, value) in &self.sets {
+            model.__setitem__(name, *value)?;
+        }
+        *self = model;
         Ok(())
     }
 
@@ -130,13 +160,28 @@ impl Model {
         let entries = (hkl.rows().into_iter().zip(f))
             .map(|(r, &f)| HklEntry { h: r[0] as f64, k: r[1] as f64, l: r[2] as f64, f })
             .collect();
-        self.inv.config.sf.source = SfSource::Hkl(entries);
-        self.inv.plan().map_err(pyerr)?;
+        let before = std::mem::replace(&mut self.inv.config.sf.source, SfSource::Hkl(entries));
+        if let Err(e) = self.inv.plan() {
+            self.inv.config.sf.source = before;
+            return Err(pyerr(e));
+        }
+        self.sf = Some(self.inv.config.sf.source.clone());
         Ok(())
     }
 }
 
 impl Model {
+    /// Set a parameter's value in the invocation.
+    fn set_value(&mut self, name: &str, value: f64) -> PyResult<()> {
+        let p = self.chosen(&[name.to_string()])?;
+        let oversample = self.inv.config.sampling.oversample;
+        let mut cfg = p.config(&[value]).map_err(|e| error(format!("{e:#}")))?;
+        // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
+        cfg.sampling.oversample = oversample;
+        self.inv.config = cfg;
+        Ok(())
+    }
+
     /// `names` of this model as numbers.
     fn chosen(&self, names: &[String]) -> PyResult<Parameters> {
         let params = parse_params(names)?;
@@ -391,7 +436,7 @@ fn words(args: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 fn from_args(args: &Bound<'_, PyAny>) -> PyResult<Model> {
     let args = words(args)?;
     let inv = nanobragg_pipeline::parse_args(&args).map_err(error)?;
-    Ok(Model { inv, args })
+    Ok(Model { inv, args, sets: Vec::new(), sf: None })
 }
 
 /// The model with a precision, device and thread count.

@@ -208,3 +208,16 @@ def test_the_cuda_device_renders_or_says_why_not():
         return
     cpu = nanobragg.simulate(model)
     assert np.abs(gpu - cpu).max() <= 1e-5 * cpu.max()
+
+
+def test_any_flag_can_be_set_and_values_set_by_name_stay():
+    model = nanobragg.from_args(MODEL)
+    model["distance"] = 90.0
+    model.set_flags("-oversample 2 -phisteps 2 -osc 0.1")
+    assert model["distance"] == 90.0 and model.args[-6:] == "-oversample 2 -phisteps 2 -osc 0.1".split()
+    want = nanobragg.from_args(MODEL.replace("-distance 100", "-distance 90")
+                               + " -oversample 2 -phisteps 2 -osc 0.1")
+    assert np.array_equal(nanobragg.simulate(model), nanobragg.simulate(want))
+    with pytest.raises(nanobragg.Error, match="-bogus"):
+        model.set_flags("-bogus 1")
+    assert np.array_equal(nanobragg.simulate(model), nanobragg.simulate(want))
