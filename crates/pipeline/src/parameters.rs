@@ -65,6 +65,9 @@ impl Parameters {
 
     /// The configuration with the parameters at `values`.
     pub fn config(&self, values: &[f64]) -> Result<SimConfig> {
+        if values.len() != self.params.len() {
+            bail!("{} values for {} parameters", values.len(), self.params.len());
+        }
         let mut cfg = self.cfg0.clone();
         let mut misset = misset_angles(&self.cfg0);
         for ((&p, &v), &s) in self.params.iter().zip(values).zip(&self.start) {

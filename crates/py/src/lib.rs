@@ -178,7 +178,11 @@ impl Model {
         let mut cfg = p.config(&[value]).map_err(|e| error(format!("{e:#}")))?;
         // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
         cfg.sampling.oversample = oversample;
-        self.inv.config = cfg;
+        let before = std::mem::replace(&mut self.inv.config, cfg);
+        if let Err(e) = self.inv.plan() {
+            self.inv.config = before;
+            return Err(error(format!("{name} = {value}: {e:#}")));
+        }
         Ok(())
     }
 
@@ -697,6 +701,9 @@ fn refine(
     let skip = skip.map(|s| s.as_array().iter().copied().collect());
     let observed = Observed::new(values, skip).map_err(pyerr)?;
     let loss = loss.map(|l| l.parse::<LossKind>()).transpose().map_err(error)?;
+    if params.is_empty() {
+        return Err(error("refine: name at least one parameter"));
+    }
     if gtol.is_nan() || gtol <= 0.0 || history == 0 {
         return Err(error("refine: gtol and history must be > 0"));
     }

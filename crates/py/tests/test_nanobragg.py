@@ -221,3 +221,20 @@ def test_any_flag_can_be_set_and_values_set_by_name_stay():
     with pytest.raises(nanobragg.Error, match="-bogus"):
         model.set_flags("-bogus 1")
     assert np.array_equal(nanobragg.simulate(model), nanobragg.simulate(want))
+
+
+def test_bad_values_raise_and_leave_the_model_as_it_was():
+    model = nanobragg.from_args(MODEL)
+    before = nanobragg.simulate(model)
+    with pytest.raises(nanobragg.Error, match="distance = NaN"):
+        model["distance"] = float("nan")
+    with pytest.raises(nanobragg.Error, match="positive"):
+        model["distance"] = -5.0
+    assert np.array_equal(nanobragg.simulate(model), before)
+    p = nanobragg.Params(model, ["distance", "cell_a"])
+    with pytest.raises(nanobragg.Error, match="1 values for 2 parameters"):
+        p.image(np.array([100.0]))
+    with pytest.raises(nanobragg.Error, match="1 values for 2 parameters"):
+        p.vjp(np.array([100.0]), np.ones(model.shape))
+    with pytest.raises(nanobragg.Error, match="at least one"):
+        nanobragg.refine(model, before, [])
