@@ -648,8 +648,10 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
             let at = s * fp + b.f0;
             let live = b.live;
             let v = B::from_fn(|i| if live >> i & 1 != 0 { sums.v[at + i] } else { 0.0 });
+            // lanes not rendered (masked, past the ROI) may hold anything, NaN included
+            let on = <B::Mask as Mask>::from_bits(live);
             for (w, &zk) in weighted.iter_mut().zip(z.iter()) {
-                *w = zk.mul_add(v, *w);
+                *w = B::select(on, zk.mul_add(v, *w), *w);
             }
         }
         if fallback.is_none() {
