@@ -116,6 +116,21 @@ impl Parameters {
         m
     }
 
+    /// The configuration and plan at `values`.
+    fn at(&self, values: &[f64]) -> Result<(SimConfig, Plan)> {
+        let cfg = self.config(values)?;
+        let plan = Plan::new(&cfg, self.seeds)?;
+        Ok((cfg, plan))
+    }
+
+    /// Derivatives by the query parameters turned into derivatives by the
+    /// chosen ones at `values` ([`Parameters::chain`]).
+    fn by_params(&self, values: &[f64], by_query: &[f64]) -> Vec<f64> {
+        let m = self.chain(values);
+        let nq = self.query.len();
+        (0..self.params.len()).map(|i| (0..nq).map(|k| m[i * nq + k] * by_query[k]).sum()).collect()
+    }
+
     /// The parameters, in the order given.
     pub fn params(&self) -> &[Param] {
         &self.params
@@ -139,8 +154,7 @@ impl Parameters {
         opts: RenderOptions,
         precision: Precision,
     ) -> Result<Vec<f64>> {
-        let cfg = self.config(values)?;
-        let plan = Plan::new(&cfg, self.seeds)?;
+        let (_, plan) = self.at(values)?;
         Ok(render_f64(&plan, opts, precision).0)
     }
 
@@ -148,21 +162,15 @@ impl Parameters {
     /// (per unit of its flag), without forming the derivative images where
     /// the engine can ([`vjp_of`]).
     pub fn vjp(&self, values: &[f64], v: &[f64], opts: RenderOptions) -> Result<Vec<f64>> {
-        let cfg = self.config(values)?;
-        let plan = Plan::new(&cfg, self.seeds)?;
+        let (cfg, plan) = self.at(values)?;
         let by_query = vjp_of(&cfg, &plan, &self.query, self.seeds, opts, v)?.values;
-        let m = self.chain(values);
-        let nq = self.query.len();
-        Ok((0..self.params.len())
-            .map(|i| (0..nq).map(|k| m[i * nq + k] * by_query[k]).sum())
-            .collect())
+        Ok(self.by_params(values, &by_query))
     }
 
     /// The f64 image at `values` and `Σ v · d pixel / d F` for every value
     /// of the structure-factor grid ([`sf_vjp_of`]).
     pub fn sf_vjp(&self, values: &[f64], v: &[f64], opts: RenderOptions) -> Result<SfProducts> {
-        let cfg = self.config(values)?;
-        let plan = Plan::new(&cfg, self.seeds)?;
+        let (_, plan) = self.at(values)?;
         Ok(sf_vjp_of(&plan, opts, v)?)
     }
 
@@ -172,8 +180,7 @@ impl Parameters {
         if t.len() != self.params.len() {
             bail!("{} tangents for {} parameters", t.len(), self.params.len());
         }
-        let cfg = self.config(values)?;
-        let plan = Plan::new(&cfg, self.seeds)?;
+        let (cfg, plan) = self.at(values)?;
         let m = self.chain(values);
         let nq = self.query.len();
         let tq: Vec<f64> =
@@ -195,8 +202,7 @@ impl Parameters {
         let ev = loss_gradient(&cfg, &self.query, self.seeds, opts, kind, observed, skip)?;
         let m = self.chain(values);
         let (np, nq) = (self.params.len(), self.query.len());
-        let gradient =
-            (0..np).map(|i| (0..nq).map(|k| m[i * nq + k] * ev.gradient[k]).sum()).collect();
+        let gradient = self.by_params(values, &ev.gradient);
         let sandwich = |a: &[f64]| -> Vec<f64> {
             let mut out = vec![0.0; np * np];
             for i in 0..np {

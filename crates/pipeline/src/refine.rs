@@ -288,13 +288,6 @@ pub struct Settings {
     pub history: usize,
 }
 
-impl Settings {
-    /// `params` with the command line's defaults.
-    pub fn new(params: Vec<Param>) -> Self {
-        Settings { params, loss: None, maxiter: 100, gtol: 1e-6, history: 8 }
-    }
-}
-
 /// An observed image for [`refine`]: photons per pixel (fast index fastest)
 /// and the pixels to leave out.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use nanobragg_core::diff::loss::LossKind;
 use nanobragg_core::diff::{jacobian_of, Param};
 use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
-use nanobragg_core::sf::{HklEntry, HklGrid};
+use nanobragg_core::sf::HklEntry;
 use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
 use nanobragg_pipeline::render::render_plan;
@@ -135,7 +135,7 @@ impl Model {
     fn structure_factors<'py>(&self, py: Python<'py>) -> PyResult<Option<GridArray<'py>>> {
         let (plan, _) = self.inv.plan().map_err(pyerr)?;
         let Some(g) = plan.grid.as_ref() else { return Ok(None) };
-        let f = unpadded(g, &g.data);
+        let f = g.unpadded(&g.data);
         let shape = [g.h_range() as usize, g.k_range() as usize, g.l_range() as usize];
         Ok(Some(((g.h_min, g.k_min, g.l_min), PyArray1::from_vec(py, f).reshape(shape)?)))
     }
@@ -249,8 +249,8 @@ impl Params {
                     f.shape()
                 )));
             }
-            let values: Vec<f64> = f.as_array().iter().copied().collect();
-            model.inv.config.sf.source = SfSource::Dump(padded(&g, &values));
+            let grid = g.with_values(&flat(&f)).expect("the shape is the grid's");
+            model.inv.config.sf.source = SfSource::Dump(grid);
         }
         let p = model.chosen(&names)?;
         Ok(Params { p, threads: threads.unwrap_or(model.inv.threads) })
@@ -300,7 +300,7 @@ impl Params {
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         self.check_shape(v.shape())?;
         let values = values.as_slice()?.to_vec();
-        let v = v.as_array().iter().copied().collect::<Vec<f64>>();
+        let v = flat(&v);
         let g = py.detach(|| self.p.vjp(&values, &v, self.opts())).map_err(pyerr)?;
         Ok(PyArray1::from_vec(py, g))
     }
@@ -316,11 +316,11 @@ impl Params {
     ) -> PyResult<Bound<'py, PyArray3<f64>>> {
         self.check_shape(v.shape())?;
         let values = values.as_slice()?.to_vec();
-        let v = v.as_array().iter().copied().collect::<Vec<f64>>();
+        let v = flat(&v);
         let out = py.detach(|| self.p.sf_vjp(&values, &v, self.opts())).map_err(pyerr)?;
         let g = self.p.plan().grid.as_ref().expect("sf_vjp_of needs a grid");
         let shape = [g.h_range() as usize, g.k_range() as usize, g.l_range() as usize];
-        PyArray1::from_vec(py, unpadded(g, &out.gradient)).reshape(shape)
+        PyArray1::from_vec(py, g.unpadded(&out.gradient)).reshape(shape)
     }
 
     /// `J·t` at `values`: the derivative of every pixel along the
@@ -352,11 +352,11 @@ impl Params {
         self.check_shape(observed.shape())?;
         let kind: LossKind = loss.parse().map_err(error)?;
         let values = values.as_slice()?.to_vec();
-        let observed: Vec<f32> = observed.as_array().iter().copied().collect();
+        let observed = flat(&observed);
         let skip: Option<Vec<bool>> = match skip {
             Some(s) => {
                 self.check_shape(s.shape())?;
-                Some(s.as_array().iter().copied().collect())
+                Some(flat(&s))
             }
             None => None,
         };
@@ -388,32 +388,11 @@ impl Params {
     }
 }
 
-/// `data` (in `g`'s padded layout) without the padding, h then k then l.
-fn unpadded(g: &HklGrid, data: &[f64]) -> Vec<f64> {
-    let mut out = Vec::with_capacity((g.h_range() * g.k_range() * g.l_range()).max(0) as usize);
-    for h in 0..g.h_range() {
-        for k in 0..g.k_range() {
-            for l in 0..g.l_range() {
-                out.push(data[g.index(h, k, l)]);
-            }
-        }
-    }
-    out
-}
-
-/// A grid with `g`'s bounds holding `values` (h, k, l without padding).
-fn padded(g: &HklGrid, values: &[f64]) -> HklGrid {
-    let mut out = HklGrid { data: vec![0.0; g.data.len()], ..g.clone() };
-    let mut it = values.iter();
-    for h in 0..g.h_range() {
-        for k in 0..g.k_range() {
-            for l in 0..g.l_range() {
-                let i = out.index(h, k, l);
-                out.data[i] = *it.next().expect("as many values as grid points");
-            }
-        }
-    }
-    out
+/// The elements of an array in row-major (C) order, whatever its strides.
+fn flat<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
+    a: &numpy::PyReadonlyArray<'_, T, D>,
+) -> Vec<T> {
+    a.as_array().iter().copied().collect()
 }
 
 fn precision(dtype: &str) -> PyResult<Precision> {
@@ -697,8 +676,8 @@ fn refine(
     if let Some(t) = threads {
         inv.threads = t;
     }
-    let values: Vec<f32> = observed.as_array().iter().copied().collect();
-    let skip = skip.map(|s| s.as_array().iter().copied().collect());
+    let values = flat(&observed);
+    let skip = skip.map(|s| flat(&s));
     let observed = Observed::new(values, skip).map_err(pyerr)?;
     let loss = loss.map(|l| l.parse::<LossKind>()).transpose().map_err(error)?;
     if params.is_empty() {

@@ -137,13 +137,12 @@ impl Samples<f64, Fast> for Scatter {
         kernel: &Kernel<f64, Fast>,
         f0: usize,
         spixel: usize,
-        [sub_f, sub_s]: [usize; 2],
+        sub: [usize; 2],
         os: usize,
         lane_offset: f64,
         odet_pos: f64,
     ) -> V3<f64> {
-        let (fpos, spos) = kernel.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
-        kernel.position(fpos, spos, odet_pos)
+        kernel.sample_position(f0, spixel, sub, os, lane_offset, odet_pos)
     }
 
     fn source(
@@ -170,8 +169,12 @@ impl Samples<f64, Fast> for Scatter {
             let slope = 2.0 * f_cell * f_latt * f_latt;
             if tricubic_before && *interp & 1 != 0 {
                 self.tricubic_terms(kernel, [h, k, l], slope);
-            } else if let Some(i) = nearest_index(kernel, [h, k, l]) {
-                self.terms.push((i, slope));
+            } else {
+                // nanoBragg.c's rounding, as the lookup's
+                let [h0, k0, l0] = [h, k, l].map(|x| (x - 0.5).ceil() as i64);
+                if let Some(i) = kernel.nearest_index(h0, k0, l0) {
+                    self.terms.push((i, slope));
+                }
             }
             self.i_acc += f_cell * f_cell * f_latt * f_latt;
             for (on, factor) in [
@@ -207,26 +210,6 @@ impl Scatter {
             }
         }
     }
-}
-
-/// The grid index the nearest-neighbour lookup reads at (h, k, l), or
-/// `None` where it returns `default_F`.
-fn nearest_index(kernel: &Kernel<f64, Fast>, [h, k, l]: [f64; 3]) -> Option<usize> {
-    let g = kernel.grid?;
-    if kernel.hkls == 0 {
-        return None;
-    }
-    // nanoBragg.c's rounding, as the lookup's
-    let [h0, k0, l0] = [h, k, l].map(|x| (x - 0.5).ceil() as i64);
-    let inside = |x: i64, lo: i32, hi: i32| x >= lo as i64 && x <= hi as i64;
-    (inside(h0, g.h_min, g.h_max) && inside(k0, g.k_min, g.k_max) && inside(l0, g.l_min, g.l_max))
-        .then(|| {
-            g.index(
-                (h0 - g.h_min as i64) as i32,
-                (k0 - g.k_min as i64) as i32,
-                (l0 - g.l_min as i64) as i32,
-            )
-        })
 }
 
 #[cfg(test)]

@@ -209,7 +209,7 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     scale_per_step: V::Scalar,
     pub(crate) default_f: V::Scalar,
     pub(crate) grid: Option<&'p HklGrid>,
-    pub(crate) hkls: usize,
+    hkls: usize,
     mode: PhantomData<(V, M)>,
 }
 
@@ -370,23 +370,18 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     /// Nearest-neighbour structure factor, or `default_F` off the grid.
     #[inline(always)]
     fn f_nearest(&self, h0: i64, k0: i64, l0: i64) -> V::Scalar {
-        if let Some(g) = self.grid {
-            if self.hkls > 0
-                && h0 <= g.h_max as i64
-                && h0 >= g.h_min as i64
-                && k0 <= g.k_max as i64
-                && k0 >= g.k_min as i64
-                && l0 <= g.l_max as i64
-                && l0 >= g.l_min as i64
-            {
-                return V::Scalar::c(g.at(
-                    (h0 - g.h_min as i64) as i32,
-                    (k0 - g.k_min as i64) as i32,
-                    (l0 - g.l_min as i64) as i32,
-                ));
-            }
+        match self.nearest_index(h0, k0, l0) {
+            Some(i) => V::Scalar::c(self.grid.expect("an index is into the grid").data[i]),
+            None => self.default_f,
         }
-        self.default_f
+    }
+
+    /// The grid index the nearest-neighbour lookup reads at whole (h0, k0,
+    /// l0), or `None` where it returns `default_F`.
+    #[inline(always)]
+    pub(crate) fn nearest_index(&self, h0: i64, k0: i64, l0: i64) -> Option<usize> {
+        let g = self.grid.filter(|_| self.hkls > 0)?;
+        g.index_of(h0, k0, l0)
     }
 
     /// Compute pixels `f0 .. f0 + V::LANES` of row `spixel` (lanes past the

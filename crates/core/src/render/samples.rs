@@ -133,6 +133,24 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
     }
 }
 
+impl<V: Num, M: MathMode> Kernel<'_, V, M> {
+    /// The position (m) of sub-pixel `sub` of pixels `f0 + lane` of row
+    /// `spixel` at depth `odet_pos` (see [`Samples::position`]).
+    #[inline(always)]
+    pub(crate) fn sample_position(
+        &self,
+        f0: usize,
+        spixel: usize,
+        [sub_f, sub_s]: [usize; 2],
+        os: usize,
+        lane_offset: V,
+        odet_pos: V,
+    ) -> V3<V> {
+        let (fdet_pos, sdet_pos) = self.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
+        self.position(fdet_pos, sdet_pos, odet_pos)
+    }
+}
+
 /// The image's sample hook: the photons of every cell, summed from the
 /// water background on, shown to a probe.
 pub(crate) struct Photons<'a, V, P> {
@@ -155,9 +173,7 @@ impl<V: Num, M: MathMode, P: Probe<V>> Samples<V, M> for Photons<'_, V, P> {
         lane_offset: V,
         odet_pos: V,
     ) -> V3<V> {
-        let (fdet_pos, sdet_pos) =
-            kernel.subpixel_offsets(f0, spixel, sub_f, sub_s, os, lane_offset);
-        let pos = kernel.position(fdet_pos, sdet_pos, odet_pos);
+        let pos = kernel.sample_position(f0, spixel, [sub_f, sub_s], os, lane_offset, odet_pos);
         self.probe.position(&pos);
         pos
     }

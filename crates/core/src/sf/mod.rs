@@ -54,6 +54,54 @@ impl HklGrid {
         let nl = (self.l_range() + 1) as usize;
         (dh as usize * nk + dk as usize) * nl + dl as usize
     }
+    /// Index into `data` of whole Miller indices, or `None` outside the grid.
+    #[inline(always)]
+    pub fn index_of(&self, h: i64, k: i64, l: i64) -> Option<usize> {
+        let inside = |x: i64, lo: i32, hi: i32| x >= lo as i64 && x <= hi as i64;
+        (inside(h, self.h_min, self.h_max)
+            && inside(k, self.k_min, self.k_max)
+            && inside(l, self.l_min, self.l_max))
+        .then(|| {
+            self.index(
+                (h - self.h_min as i64) as i32,
+                (k - self.k_min as i64) as i32,
+                (l - self.l_min as i64) as i32,
+            )
+        })
+    }
+    /// The values of `data` (or of a gradient in its layout) without the
+    /// padding: h, then k, then l fastest.
+    pub fn unpadded(&self, data: &[f64]) -> Vec<f64> {
+        let mut out =
+            Vec::with_capacity((self.h_range() * self.k_range() * self.l_range()).max(0) as usize);
+        for h in 0..self.h_range() {
+            for k in 0..self.k_range() {
+                for l in 0..self.l_range() {
+                    out.push(data[self.index(h, k, l)]);
+                }
+            }
+        }
+        out
+    }
+    /// A grid of the same bounds holding `values` (laid out as
+    /// [`HklGrid::unpadded`] gives them); `None` for another count.
+    pub fn with_values(&self, values: &[f64]) -> Option<HklGrid> {
+        let (hr, kr, lr) = (self.h_range(), self.k_range(), self.l_range());
+        if values.len() != (hr * kr * lr).max(0) as usize {
+            return None;
+        }
+        let mut out = HklGrid { data: vec![0.0; self.data.len()], ..self.clone() };
+        let mut it = values.iter();
+        for h in 0..hr {
+            for k in 0..kr {
+                for l in 0..lr {
+                    let i = out.index(h, k, l);
+                    out.data[i] = *it.next()?;
+                }
+            }
+        }
+        Some(out)
+    }
 }
 
 /// A test grid: h, k in `-hk..=hk`, l in `-l..=l`, with structure factors
