@@ -356,7 +356,7 @@ impl Params {
         let skip: Option<Vec<bool>> = match skip {
             Some(s) => {
                 self.check_shape(s.shape())?;
-                Some(flat(&s))
+                Some(flat(&s).into_owned())
             }
             None => None,
         };
@@ -388,11 +388,16 @@ impl Params {
     }
 }
 
-/// The elements of an array in row-major (C) order, whatever its strides.
-fn flat<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
-    a: &numpy::PyReadonlyArray<'_, T, D>,
-) -> Vec<T> {
-    a.as_array().iter().copied().collect()
+/// The elements of an array in row-major (C) order, whatever its strides
+/// (borrowed where the array is already contiguous: a weight image for
+/// `vjp` is 8 MB at 1024²).
+fn flat<'a, T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
+    a: &'a numpy::PyReadonlyArray<'_, T, D>,
+) -> std::borrow::Cow<'a, [T]> {
+    match a.as_slice() {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => std::borrow::Cow::Owned(a.as_array().iter().copied().collect()),
+    }
 }
 
 fn precision(dtype: &str) -> PyResult<Precision> {
@@ -676,8 +681,8 @@ fn refine(
     if let Some(t) = threads {
         inv.threads = t;
     }
-    let values = flat(&observed);
-    let skip = skip.map(|s| flat(&s));
+    let values = flat(&observed).into_owned();
+    let skip = skip.map(|s| flat(&s).into_owned());
     let observed = Observed::new(values, skip).map_err(pyerr)?;
     let loss = loss.map(|l| l.parse::<LossKind>()).transpose().map_err(error)?;
     if params.is_empty() {

@@ -7,8 +7,13 @@
 //! - the sub-pixel position `pos` (detector parameters, through `pix0`,
 //!   `fdet`, `sdet`: `pos = pix0 + f·fdet + s·sdet`), `close_distance`
 //!   (solid angle), the Kahn factor, and the sources (wavelength,
-//!   dispersion, divergence): the geometry, rendered in a dual number whose
-//!   parts are these inner numbers (`NG` parts; see [`GeoPart`]);
+//!   dispersion, divergence): the geometry's inner numbers ([`GeoPart`]).
+//!   The position moves everything after it and is carried through the
+//!   sample loop in a dual of its three components; the others each move
+//!   one thing (the solid angle, the polarization, the scattering vector),
+//!   which is taken again from the plain direction and distance in a second,
+//!   auxiliary dual ([`Aux`]) where and when the loop takes it. Carried in
+//!   one dual, every part would pay for the whole geometry;
 //! - the fractional (h, k, l) of each phi step × mosaic domain: the lattice
 //!   and structure factors are rendered in a second dual number whose parts
 //!   are h, k, l, the moving `N`, `default_F` and `fudge` (`NL` parts); the
@@ -57,13 +62,19 @@ use crate::setup::{Plan, SetupSeeds};
 use crate::vec3::{cross, dot, V3};
 use std::sync::Mutex;
 
-/// Most parts of the geometry dual.
-const NG: usize = 8;
+/// Most geometry parts (the position's three, then [`NA`] more).
+const NG: usize = 3 + NA;
+/// Most parts of the auxiliary dual (the geometry parts after the position's).
+const NA: usize = 8;
 /// Most parts of the lattice dual: h, k, l, then [`LatPart`]s.
 const NL: usize = 8;
 
-/// The geometry dual of `G` parts over lanes `B`.
+/// The geometry dual of `G` parts over lanes `B`: the sample position's.
 type Geo<B, const G: usize> = Dual<B, G>;
+/// The auxiliary dual of `A` parts over lanes `B`: the geometry parts after
+/// the position's, which move the solid angle, the polarization or the
+/// scattering vector alone and are taken from those of the plain geometry.
+type Aux<B, const A: usize> = Dual<B, A>;
 /// The lattice dual of `L` parts over lanes `B`.
 type Lat<B, const L: usize> = Dual<B, L>;
 /// One lattice factor: by its index and its N.
@@ -149,6 +160,13 @@ impl ParamJac {
 /// Everything the contracted renderer needs besides the kernels.
 struct Contraction {
     geo_parts: Vec<GeoPart>,
+    /// The position's parts (0 or 3, the first of `geo_parts`).
+    npos: usize,
+    /// Some auxiliary part moves the solid angle, the polarization, the
+    /// scattering vector.
+    aux_omega: bool,
+    aux_polar: bool,
+    aux_q: bool,
     lat_parts: Vec<LatPart>,
     /// Some parameter moves the cells in a way [`frame_derivative`] does not
     /// cover (the per-cell outer products are kept).
@@ -162,6 +180,8 @@ struct Contraction {
     /// Per parameter: (index into the inner derivatives `z`, coefficient)
     /// for every inner number it moves (see [`z_len`]).
     terms: Vec<Vec<(usize, f64)>>,
+    /// The indices into `z` some parameter's terms read, ascending.
+    used: Vec<usize>,
 }
 
 /// Layout of the inner derivatives `z` of a pixel: d value / d pos (by
@@ -364,15 +384,14 @@ pub(crate) fn contracted_vjp(
     let sums = WeightedSums {
         v,
         rows: (0..plan.detector.spixels).map(|_| Mutex::new(Vec::new())).collect(),
-        len: z_len(cells),
     };
     let level = crate::render::simd_level();
     let image = render_sized(plan, &values, &c, level, Some(&sums)).swap_remove(0);
-    let mut z = vec![0.0f64; sums.len];
+    let mut z = vec![0.0f64; z_len(cells)];
     for row in sums.rows {
         let row = row.into_inner().unwrap_or_else(|e| e.into_inner());
-        for (t, x) in z.iter_mut().zip(row) {
-            *t += x;
+        for (&k, x) in c.used.iter().zip(row) {
+            z[k] += x;
         }
     }
     let grad = c.terms.iter().map(|t| t.iter().map(|&(i, x)| x * z[i]).sum()).collect();
@@ -380,13 +399,13 @@ pub(crate) fn contracted_vjp(
 }
 
 /// `Σ v·z` over each row's pixels (the inner derivatives `z` of
-/// [`contract_sums`] weighted by the pixel's `v`), one entry per row: each
-/// row is rendered by one thread, and a re-render after a tricubic fallback
-/// replaces its rows' sums.
+/// [`contract_sums`] that some parameter reads, [`Contraction::used`],
+/// weighted by the pixel's `v`), one entry per row: each row is rendered by
+/// one thread, and a re-render after a tricubic fallback replaces its rows'
+/// sums.
 struct WeightedSums<'v> {
     v: &'v [f64],
     rows: Vec<Mutex<Vec<f64>>>,
-    len: usize,
 }
 
 /// The values of the leaves and the contraction for `params`, or `None`
@@ -421,9 +440,21 @@ fn contraction(
             geo_parts.push(GeoPart::Param(p));
         }
     }
-    if geo_parts.len() > NG {
+    let npos = if geo_parts.first() == Some(&GeoPart::Pos) { 3 } else { 0 };
+    if geo_parts.len() - npos > NA {
         return Ok(None);
     }
+    let aux_omega = geo_parts.contains(&GeoPart::Close);
+    let source_parts = || {
+        geo_parts.iter().filter_map(|&g| match g {
+            GeoPart::Param(p) => Some(&jac[p]),
+            _ => None,
+        })
+    };
+    // the polarization depends on the sources' directions, not wavelengths
+    let aux_polar = geo_parts.contains(&GeoPart::Kahn)
+        || source_parts().any(|j| j.sources.iter().any(|(i, _)| nonzero(i)));
+    let aux_q = source_parts().next().is_some();
     let grid = plan.grid.is_some();
     let mut lat_parts = Vec::new();
     for n in 0..3 {
@@ -442,12 +473,28 @@ fn contraction(
         .collect();
     let cells_kept = frames.iter().any(|f| matches!(f, Some(None)));
     let frame_kept = frames.iter().any(|f| matches!(f, Some(Some(_))));
-    let terms = (jac.iter().enumerate())
+    let terms: Vec<Vec<(usize, f64)>> = (jac.iter().enumerate())
         .map(|(p, j)| terms_of(j, p, &geo_parts, &lat_parts, grid, frames[p].flatten()))
         .collect();
     let n_parts =
         std::array::from_fn(|a| lat_parts.iter().position(|&p| p == LatPart::N(a)).map(|k| 3 + k));
-    let c = Contraction { geo_parts, lat_parts, n_parts, cells_kept, frame_kept, jac, terms };
+    let mut used: Vec<usize> = terms.iter().flatten().map(|&(i, _)| i).collect();
+    used.sort_unstable();
+    used.dedup();
+    let c = Contraction {
+        used,
+        geo_parts,
+        npos,
+        aux_omega,
+        aux_polar,
+        aux_q,
+        lat_parts,
+        n_parts,
+        cells_kept,
+        frame_kept,
+        jac,
+        terms,
+    };
 
     Ok(Some((values, c)))
 }
@@ -462,32 +509,40 @@ fn render_sized(
     level: crate::render::SimdLevel,
     sums: Option<&WeightedSums>,
 ) -> Vec<Vec<f32>> {
-    let (ng, nl) = (c.geo_parts.len(), 3 + c.lat_parts.len());
-    if ng <= 4 && nl <= 4 {
-        render_contracted::<4, 4>(plan, values, c, level, sums)
-    } else if ng <= 6 && nl <= 6 {
-        render_contracted::<6, 6>(plan, values, c, level, sums)
+    let (na, nl) = (c.geo_parts.len() - c.npos, 3 + c.lat_parts.len());
+    if c.npos == 0 && na <= 1 && nl <= 4 {
+        render_contracted::<1, 1, 4>(plan, values, c, level, sums)
+    } else if na <= 1 && nl <= 4 {
+        render_contracted::<3, 1, 4>(plan, values, c, level, sums)
+    } else if na <= 3 && nl <= 4 {
+        render_contracted::<3, 3, 4>(plan, values, c, level, sums)
+    } else if na <= 3 && nl <= 6 {
+        render_contracted::<3, 3, 6>(plan, values, c, level, sums)
     } else {
-        render_contracted::<NG, NL>(plan, values, c, level, sums)
+        render_contracted::<3, NA, NL>(plan, values, c, level, sums)
     }
 }
 
-/// The geometry leaves (values, with the inner numbers seeded) and the
-/// lattice leaves (values, with `N`, `default_F`, `fudge` seeded).
-fn seeded_leaves<const G: usize, const L: usize>(
+/// The geometry leaves (values; the position's parts are seeded per
+/// sample), the auxiliary leaves (values, with the other geometry parts
+/// seeded) and the lattice leaves (values, with `N`, `default_F`, `fudge`
+/// seeded).
+fn seeded_leaves<const G: usize, const A: usize, const L: usize>(
     values: &Leaves<f64>,
     c: &Contraction,
-) -> (Leaves<Dense64<G>>, Leaves<Dense64<L>>) {
-    let mut geo = values.map(<Dense64<G> as Num>::c);
+) -> (Leaves<Dense64<G>>, Leaves<Dense64<A>>, Leaves<Dense64<L>>) {
+    let geo = values.map(<Dense64<G> as Num>::c);
+    let mut aux = values.map(<Dense64<A> as Num>::c);
     let mut lat = values.map(<Dense64<L> as Num>::c);
-    for (k, part) in c.geo_parts.iter().enumerate() {
+    for (k, part) in c.geo_parts.iter().enumerate().skip(c.npos) {
+        let k = k - c.npos;
         match *part {
             GeoPart::Pos => {}
-            GeoPart::Close => geo.close_distance.eps[k] = 1.0,
-            GeoPart::Kahn => geo.kahn.eps[k] = 1.0,
+            GeoPart::Close => aux.close_distance.eps[k] = 1.0,
+            GeoPart::Kahn => aux.kahn.eps[k] = 1.0,
             GeoPart::Param(p) => {
                 // the sources' derivatives by this parameter
-                for (g, &(incident, lambda)) in geo.sources.iter_mut().zip(&c.jac[p].sources) {
+                for (g, &(incident, lambda)) in aux.sources.iter_mut().zip(&c.jac[p].sources) {
                     g.lambda.eps[k] = lambda;
                     for i in 0..3 {
                         g.incident[i].eps[k] = incident[i];
@@ -504,19 +559,19 @@ fn seeded_leaves<const G: usize, const L: usize>(
             LatPart::Fudge => lat.fudge.eps[e] = 1.0,
         }
     }
-    (geo, lat)
+    (geo, aux, lat)
 }
 
-/// Render on a SIMD level (at most this CPU's) with duals of `G` and `L`
-/// parts.
-fn render_contracted<const G: usize, const L: usize>(
+/// Render on a SIMD level (at most this CPU's) with duals of `G`, `A` and
+/// `L` parts.
+fn render_contracted<const G: usize, const A: usize, const L: usize>(
     plan: &Plan,
     values: &Leaves<f64>,
     c: &Contraction,
     level: crate::render::SimdLevel,
     sums: Option<&WeightedSums>,
 ) -> Vec<Vec<f32>> {
-    let (geo, lat) = seeded_leaves::<G, L>(values, c);
+    let (geo, aux, lat) = seeded_leaves::<G, A, L>(values, c);
     let outputs = if sums.is_some() { 1 } else { 1 + c.jac.len() };
     let _ = level;
     #[cfg(target_arch = "x86_64")]
@@ -527,7 +582,7 @@ fn render_contracted<const G: usize, const L: usize>(
         use crate::render::SimdLevel;
         match level.min(crate::render::simd_level()) {
             SimdLevel::Avx512 => {
-                let rows = Rows::<F64x8, G, L>::new(plan, values, &geo, &lat, c, sums);
+                let rows = Rows::<F64x8, G, A, L>::new(plan, values, &geo, &aux, &lat, c, sums);
                 // SAFETY: the level is at most this CPU's.
                 return render_images(plan, &unsafe { Avx512::new(rows) }, outputs);
             }
@@ -535,46 +590,62 @@ fn render_contracted<const G: usize, const L: usize>(
                 // two vectors per call: independent chains (all 26 parameters
                 // of the cubic bench 1.09x faster than one vector, four 1.3x
                 // slower than two: the duals' spills)
-                let rows = Rows::<X2<F64x4>, G, L>::new(plan, values, &geo, &lat, c, sums);
+                let rows = Rows::<X2<F64x4>, G, A, L>::new(plan, values, &geo, &aux, &lat, c, sums);
                 // SAFETY: the level is at most this CPU's.
                 return render_images(plan, &unsafe { Avx2::new(rows) }, outputs);
             }
             SimdLevel::Scalar => {}
         }
     }
-    render_images(plan, &Rows::<f64, G, L>::new(plan, values, &geo, &lat, c, sums), outputs)
+    render_images(
+        plan,
+        &Rows::<f64, G, A, L>::new(plan, values, &geo, &aux, &lat, c, sums),
+        outputs,
+    )
 }
 
 /// The kernels and the contraction.
-struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> {
+struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> {
     /// The values alone (sample positions).
     val: Kernel<'p, B, Fast>,
     geo: Kernel<'p, Geo<B, G>, Fast>,
+    aux: Kernel<'p, Aux<B, A>, Fast>,
+    /// The square lattice's axes ([`Kernel::square_axes`]), for square spots.
+    square: Option<[Option<(f64, bool)>; 3]>,
     lat: Kernel<'p, Lat<B, L>, Exact>,
     c: &'c Contraction,
     sums: Option<&'c WeightedSums<'c>>,
 }
 
-impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> Rows<'p, 'c, B, G, L> {
+impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
+    Rows<'p, 'c, B, G, A, L>
+{
     fn new(
         plan: &'p Plan,
         values: &Leaves<f64>,
         geo: &Leaves<Dense64<G>>,
+        aux: &Leaves<Dense64<A>>,
         lat: &Leaves<Dense64<L>>,
         c: &'c Contraction,
         sums: Option<&'c WeightedSums<'c>>,
     ) -> Self {
+        let lat = Kernel::from_leaves(plan, lat);
+        let square = (plan.shape == CrystalShape::Square).then(|| lat.square_axes());
         Rows {
             val: Kernel::from_leaves(plan, values),
             geo: Kernel::from_leaves(plan, geo),
-            lat: Kernel::from_leaves(plan, lat),
+            aux: Kernel::from_leaves(plan, aux),
+            square,
+            lat,
             c,
             sums,
         }
     }
 }
 
-impl<B: Num<Scalar = f64>, const G: usize, const L: usize> RowKernel for Rows<'_, '_, B, G, L> {
+impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> RowKernel
+    for Rows<'_, '_, B, G, A, L>
+{
     #[inline(always)]
     fn row(&self, s: usize, row: &mut [&mut [f32]], limit: Option<usize>) -> RowOut {
         contracted_row(self, s, row, limit)
@@ -620,8 +691,8 @@ fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
 
 /// Row `s`: `1 + params` planes of `fpixels` numbers.
 #[inline(always)]
-fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
-    rows: &Rows<'_, '_, B, G, L>,
+fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>(
+    rows: &Rows<'_, '_, B, G, A, L>,
     s: usize,
     row: &mut [&mut [f32]],
     limit: Option<usize>,
@@ -637,7 +708,8 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let mut z = vec![B::zero(); z_len(cells)];
     let mut out = vec![B::zero(); outputs];
     // Σ v·z over the row's blocks, lane by lane
-    let mut weighted = vec![B::zero(); if rows.sums.is_some() { z.len() } else { 0 }];
+    let used = &rows.c.used;
+    let mut weighted = vec![B::zero(); if rows.sums.is_some() { used.len() } else { 0 }];
     let mut fallback = None;
     for mut b in blocks {
         let first = contracted_lanes(rows, b.f0, s, &mut b.interp, &mut m, &mut z, &mut out);
@@ -650,8 +722,8 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
             let v = B::from_fn(|i| if live >> i & 1 != 0 { sums.v[at + i] } else { 0.0 });
             // lanes not rendered (masked, past the ROI) may hold anything, NaN included
             let on = <B::Mask as Mask>::from_bits(live);
-            for (w, &zk) in weighted.iter_mut().zip(z.iter()) {
-                *w = B::select(on, zk.mul_add(v, *w), *w);
+            for (w, &k) in weighted.iter_mut().zip(used) {
+                *w = B::select(on, z[k].mul_add(v, *w), *w);
             }
         }
         if fallback.is_none() {
@@ -672,8 +744,8 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const L: usize>(
 /// derivative by parameter `p`. `m` is scratch (one outer product per cell).
 /// Returns the lowest lane whose tricubic interpolation left the grid.
 #[inline(always)]
-fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
-    rows: &Rows<'_, '_, B, G, L>,
+fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>(
+    rows: &Rows<'_, '_, B, G, A, L>,
     f0: usize,
     spixel: usize,
     interp: &mut u32,
@@ -686,29 +758,32 @@ fn contracted_lanes<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let mut first_evaluated = None;
     let end = rows.geo.samples(f0, spixel, interp, &mut first_evaluated, &mut hook);
     let [_, polar, omega] = end.factors;
-    let sums = Sums { polar, omega, ..hook.sums };
-    contract_sums(rows, &sums, hook.m, z, out);
+    // (in place: a copy of the sums is a large memcpy per block)
+    hook.sums.polar = polar;
+    hook.sums.omega = omega;
+    contract_sums(rows, &hook.sums, hook.m, z, out);
     hook.out_of_range
 }
 
 /// The contraction's sample hook: the photons and their derivatives by the
 /// inner numbers, summed over the samples of one block of pixels.
-struct Contracted<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize> {
-    rows: &'a Rows<'p, 'c, B, G, L>,
+struct Contracted<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
+{
+    rows: &'a Rows<'p, 'c, B, G, A, L>,
     /// Per cell: Σ (∂value/∂h) ⊗ q (see [`frame_derivative`]).
     m: &'a mut [[[B; 3]; 3]],
-    sums: Sums<B, G>,
+    sums: Sums<B, G, A, L>,
     /// The current sample's fast and slow offsets.
     at: [B; 2],
     lane_offset: B,
     out_of_range: Option<usize>,
 }
 
-impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize>
-    Contracted<'a, 'p, 'c, B, G, L>
+impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
+    Contracted<'a, 'p, 'c, B, G, A, L>
 {
     #[inline(always)]
-    fn new(rows: &'a Rows<'p, 'c, B, G, L>, m: &'a mut [[[B; 3]; 3]]) -> Self {
+    fn new(rows: &'a Rows<'p, 'c, B, G, A, L>, m: &'a mut [[[B; 3]; 3]]) -> Self {
         let zero = B::zero();
         m.fill([[zero; 3]; 3]);
         let os = rows.geo.oversample;
@@ -719,11 +794,13 @@ impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize>
                 i_acc: B::splat(rows.lat.i_bg.re),
                 polar: Geo::<B, G>::zero(),
                 omega: Geo::<B, G>::zero(),
+                polar_aux: Aux::<B, A>::zero(),
+                omega_aux: Aux::<B, A>::zero(),
                 at_polar: [zero; 2],
                 at_omega: [zero; 2],
                 d_pos: [[zero; 3]; 3],
-                d_geo: [zero; NG],
-                d_lat: [zero; NL],
+                d_aux: [zero; A],
+                d_lat: [zero; L],
                 d_f: zero,
                 frame: [[zero; 3]; 3],
             },
@@ -734,8 +811,8 @@ impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const L: usize>
     }
 }
 
-impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Samples<Geo<B, G>, Fast>
-    for Contracted<'_, '_, '_, B, G, L>
+impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Samples<Geo<B, G>, Fast>
+    for Contracted<'_, '_, '_, B, G, A, L>
 {
     /// The position in plain lanes (no parameter the geometry dual carries
     /// moves it), whose dual parts are its own components (or none).
@@ -754,7 +831,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Samples<Geo<B, G>, Fa
         let (fpos, spos) = val.subpixel_offsets(f0, spixel, sub_f, sub_s, os, self.lane_offset);
         let p = val.position(fpos, spos, B::c(0.0) * B::splat(val.thickstep));
         self.at = [fpos, spos];
-        let has_pos = self.rows.c.geo_parts.first() == Some(&GeoPart::Pos);
+        let has_pos = self.rows.c.npos == 3;
         let mut pos = [Geo::<B, G>::zero(); 3];
         for i in 0..3 {
             pos[i].re = p[i];
@@ -766,16 +843,27 @@ impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Samples<Geo<B, G>, Fa
     }
 
     #[inline(always)]
-    fn omega_taken(&mut self, m: B::Mask) {
+    fn omega_taken(&mut self, m: B::Mask, airpath: Geo<B, G>, inv_airpath: Geo<B, G>) {
         for i in 0..2 {
             self.sums.at_omega[i] = B::select(m, self.at[i], self.sums.at_omega[i]);
+        }
+        if self.rows.c.aux_omega {
+            let aux = &self.rows.aux;
+            let omega = aux.solid_angle(Aux::constant(airpath.re), Aux::constant(inv_airpath.re));
+            self.sums.omega_aux = Aux::select(m, omega, self.sums.omega_aux);
         }
     }
 
     #[inline(always)]
-    fn polar_taken(&mut self, m: B::Mask) {
+    fn polar_taken(&mut self, m: B::Mask, src: usize, diffracted: &V3<Geo<B, G>>) {
         for i in 0..2 {
             self.sums.at_polar[i] = B::select(m, self.at[i], self.sums.at_polar[i]);
+        }
+        if self.rows.c.aux_polar {
+            let aux = &self.rows.aux;
+            let mut toward = diffracted.map(|x| Aux::constant(x.re));
+            self.sums.polar_aux =
+                aux.polarize(&aux.sources[src], &mut toward, m, self.sums.polar_aux);
         }
     }
 
@@ -783,6 +871,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Samples<Geo<B, G>, Fa
     fn source(
         &mut self,
         _geo: &Kernel<Geo<B, G>, Fast>,
+        (src, diffracted): (usize, &V3<Geo<B, G>>),
         q: V3<Geo<B, G>>,
         active: B::Mask,
         _factors: [Geo<B, G>; 3],
@@ -791,23 +880,28 @@ impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Samples<Geo<B, G>, Fa
     ) {
         let d_q = self.cells(q, active, interp);
         let c = self.rows.c;
-        let has_pos = c.geo_parts.first() == Some(&GeoPart::Pos);
         let [fpos, spos] = self.at;
         let s = &mut self.sums;
-        for k in 0..c.geo_parts.len() {
+        for k in 0..c.npos {
             let t = d_q[0] * q[0].eps[k] + d_q[1] * q[1].eps[k] + d_q[2] * q[2].eps[k];
-            if has_pos && k < 3 {
-                s.d_pos[0][k] += t;
-                s.d_pos[1][k] += fpos * t;
-                s.d_pos[2][k] += spos * t;
-            } else {
-                s.d_geo[k] += t;
+            s.d_pos[0][k] += t;
+            s.d_pos[1][k] += fpos * t;
+            s.d_pos[2][k] += spos * t;
+        }
+        if c.aux_q {
+            let aux = &self.rows.aux;
+            let q = aux.scattering(diffracted.map(|x| Aux::constant(x.re)), &aux.sources[src]);
+            for k in c.npos..c.geo_parts.len() {
+                let a = k - c.npos;
+                s.d_aux[a] += d_q[0] * q[0].eps[a] + d_q[1] * q[1].eps[a] + d_q[2] * q[2].eps[a];
             }
         }
     }
 }
 
-impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Contracted<'_, '_, '_, B, G, L> {
+impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
+    Contracted<'_, '_, '_, B, G, A, L>
+{
     /// Every cell's photons for scattering `q` in the lanes of `active`,
     /// their derivatives by the lattice dual's parts; returns d I / d q.
     #[inline(always)]
@@ -816,7 +910,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const L: usize> Contracted<'_, '_, '_
         let plan = lat.plan();
         let zero = B::zero();
         let nl = 3 + c.lat_parts.len();
-        let square = (plan.shape == CrystalShape::Square).then(|| lat.square_axes());
+        let square = self.rows.square;
         let s = &mut self.sums;
         let qv = [q[0].re, q[1].re, q[2].re];
         let mut d_q = [zero; 3];
@@ -887,16 +981,20 @@ fn add_outer<B: Num>(acc: &mut [[B; 3]; 3], a: [B; 3], b: [B; 3]) {
 /// pixels: the photons, the polarization and solid angle (with the sub-pixel
 /// (fast, slow) where each was taken) and the photons' derivatives by the
 /// inner numbers.
-struct Sums<B: Num<Scalar = f64>, const G: usize> {
+struct Sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> {
     i_acc: B,
     polar: Geo<B, G>,
     omega: Geo<B, G>,
+    /// The polarization and solid angle by the auxiliary parts.
+    polar_aux: Aux<B, A>,
+    omega_aux: Aux<B, A>,
     at_polar: [B; 2],
     at_omega: [B; 2],
     /// d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet).
     d_pos: [[B; 3]; 3],
-    d_geo: [B; NG],
-    d_lat: [B; NL],
+    /// d I / d the auxiliary parts, through the scattering vector.
+    d_aux: [B; A],
+    d_lat: [B; L],
     /// d I / d default_F without a grid.
     d_f: B,
     /// Σ over cells of (∂value/∂h) ⊗ h (see [`frame_derivative`]).
@@ -906,9 +1004,9 @@ struct Sums<B: Num<Scalar = f64>, const G: usize> {
 /// The block's value into `out[0]` and, through the inner numbers `z`, its
 /// derivative by each parameter into `out[1 + p]`.
 #[inline(always)]
-fn contract_sums<B: Num<Scalar = f64>, const G: usize, const L: usize>(
-    rows: &Rows<'_, '_, B, G, L>,
-    s: &Sums<B, G>,
+fn contract_sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>(
+    rows: &Rows<'_, '_, B, G, A, L>,
+    s: &Sums<B, G, A, L>,
     m: &[[[B; 3]; 3]],
     z: &mut [B],
     out: &mut [B],
@@ -917,7 +1015,6 @@ fn contract_sums<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let zero = B::zero();
     let ng = c.geo_parts.len();
     let nl = 3 + c.lat_parts.len();
-    let has_pos = c.geo_parts.first() == Some(&GeoPart::Pos);
     // the photons, in the exact kernel's order (capture fraction 1)
     let (scale, steps) = (B::splat(lat.scale.re), B::splat(lat.steps.re));
     let (p, o) = (s.polar.re, s.omega.re);
@@ -927,7 +1024,7 @@ fn contract_sums<B: Num<Scalar = f64>, const G: usize, const L: usize>(
     let kpo = scale / steps * p * o;
     let ks = scale * s.i_acc / steps;
     let (ks_o, ks_p) = (ks * o, ks * p);
-    if has_pos {
+    if c.npos == 3 {
         let wp = [B::one(), s.at_polar[0], s.at_polar[1]];
         let wo = [B::one(), s.at_omega[0], s.at_omega[1]];
         for w in 0..3 {
@@ -938,8 +1035,9 @@ fn contract_sums<B: Num<Scalar = f64>, const G: usize, const L: usize>(
             }
         }
     }
-    for k in (if has_pos { 3 } else { 0 })..ng {
-        z[Z_GEO + k] = kpo * s.d_geo[k] + ks_o * s.polar.eps[k] + ks_p * s.omega.eps[k];
+    for k in c.npos..ng {
+        let a = k - c.npos;
+        z[Z_GEO + k] = kpo * s.d_aux[a] + ks_o * s.polar_aux.eps[a] + ks_p * s.omega_aux.eps[a];
     }
     for e in 3..nl {
         z[Z_LAT + e] = kpo * s.d_lat[e];

@@ -148,6 +148,7 @@ impl Samples<f64, Fast> for Scatter {
     fn source(
         &mut self,
         kernel: &Kernel<f64, Fast>,
+        _src: (usize, &V3<f64>),
         q: V3<f64>,
         active: bool,
         [capture_fraction, polar, omega]: [f64; 3],

@@ -30,24 +30,28 @@ pub(crate) trait Samples<V: Num, M: MathMode> {
         odet_pos: V,
     ) -> V3<V>;
 
-    /// The solid angle was taken at this sample in the lanes of `m`.
+    /// The solid angle was taken at this sample in the lanes of `m`, from
+    /// the distance `airpath` (and, fast mode, its reciprocal).
     #[inline(always)]
-    fn omega_taken(&mut self, _m: V::Mask) {}
+    fn omega_taken(&mut self, _m: V::Mask, _airpath: V, _inv_airpath: V) {}
 
-    /// The polarization was taken at this sample in the lanes of `m`.
+    /// The polarization was taken at this sample in the lanes of `m`, for
+    /// source number `src` towards `diffracted`.
     #[inline(always)]
-    fn polar_taken(&mut self, _m: V::Mask) {}
+    fn polar_taken(&mut self, _m: V::Mask, _src: usize, _diffracted: &V3<V>) {}
 
     /// A source's scattering vector (1/m), before the `-dmin` cut.
     #[inline(always)]
     fn scattering(&mut self, _q: &V3<V>) {}
 
-    /// One source of the sample, scattering `q` in the lanes of `active`,
-    /// with the sample's [capture fraction, polarization, solid angle].
+    /// One source of the sample (number `src`, towards `diffracted`),
+    /// scattering `q` in the lanes of `active`, with the sample's [capture
+    /// fraction, polarization, solid angle].
     #[allow(clippy::too_many_arguments)]
     fn source(
         &mut self,
         kernel: &Kernel<V, M>,
+        src: (usize, &V3<V>),
         q: V3<V>,
         active: V::Mask,
         factors: [V; 3],
@@ -103,7 +107,7 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
                     if recompute.any() {
                         let omega = self.solid_angle(airpath, inv_airpath);
                         omega_pixel = V::select(recompute, omega, omega_pixel);
-                        hook.omega_taken(recompute);
+                        hook.omega_taken(recompute, airpath, inv_airpath);
                     }
                     omega_sum += omega_pixel;
                     let recompute = capture_fraction.cmp_eq(zero) | oversample_thick;
@@ -111,7 +115,7 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
                         let fraction = self.capture(diffracted, thick_tic);
                         capture_fraction = V::select(recompute, fraction, capture_fraction);
                     }
-                    for src in &self.sources {
+                    for (index, src) in self.sources.iter().enumerate() {
                         let q = self.scattering(diffracted, src);
                         hook.scattering(&q);
                         let active = self.dmin_active(q);
@@ -121,10 +125,11 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
                         let recompute = active & (polar.cmp_eq(zero) | oversample_polar);
                         if recompute.any() {
                             polar = self.polarize(src, &mut diffracted, recompute, polar);
-                            hook.polar_taken(recompute);
+                            hook.polar_taken(recompute, index, &diffracted);
                         }
                         let factors = [capture_fraction, polar, omega_pixel];
-                        hook.source(self, q, active, factors, interp, out_of_range);
+                        let src = (index, &diffracted);
+                        hook.source(self, src, q, active, factors, interp, out_of_range);
                     }
                 }
             }
@@ -187,6 +192,7 @@ impl<V: Num, M: MathMode, P: Probe<V>> Samples<V, M> for Photons<'_, V, P> {
     fn source(
         &mut self,
         kernel: &Kernel<V, M>,
+        _src: (usize, &V3<V>),
         q: V3<V>,
         active: V::Mask,
         factors: [V; 3],
