@@ -234,6 +234,18 @@ fn bad_requests_are_refused() {
             "comes from the crystal size",
         ),
         (&["-observed", "ok.bin", "-refine", "Na", "-distanse", "3"], "unknown flag -distanse"),
+        (
+            &["-observed", "ok.bin", "-refine", "Na", "-history", "18446744073709551615"],
+            "from 1 to 1000",
+        ),
+        (&["-observed", "ok.bin", "-refine", "Na", "-history", "1001"], "from 1 to 1000"),
+        (&["-observed", "/dev/zero", "-refine", "Na"], "-observed /dev/zero: not a regular file"),
+        // what is wrong with the model comes before what is wrong with the file
+        (&["-observed", "missing.bin", "-refine", "mosaic"], "needs -mosaic > 0"),
+        (
+            &["-observed", "missing.bin", "-refine", "Na", "-misset", "random"],
+            "-misset random needs -misset_seed",
+        ),
     ];
     for (extra, want) in cases {
         let mut args = vec!["refine"];

@@ -89,6 +89,13 @@ pub struct Plan {
     /// Real-space a, b, c (m) for each phi step × mosaic domain, phi outer:
     /// nine values per entry.
     pub cells_m: Vec<[f64; 9]>,
+    /// The cells of nanoBragg.c's first sweep over the phi steps, where they
+    /// differ from `cells_m` (a phi step at exactly 0 after the first: see
+    /// [`PhiZero`]), as `leaves.cells`. In one thread C takes them for the
+    /// first source of the first sub-pixel of the first pixel it renders
+    /// (raster order, the first source that passes `-dmin`); the renderers
+    /// put that pixel in afterwards.
+    pub first_sweep_cells: Option<Vec<[V3<f64>; 3]>>,
     /// Lattice transform shape.
     pub shape: CrystalShape,
     /// `-fudge`.
@@ -246,8 +253,10 @@ fn check_finite(what: &'static str, x: f64) -> Result<()> {
 
 /// Real-space a, b, c for each phi step × mosaic domain (phi outer), nine
 /// values per entry: the cell rotated about the spindle by
-/// `phi0 + phistep · i`, then by each domain's matrix (when `mosaic`). A
-/// rotation by a constant zero angle is skipped, as nanoBragg.c does.
+/// `phi0 + phistep · i`, then by each domain's matrix (when `mosaic`).
+///
+/// A step at an angle of exactly 0 follows `zero` ([`PhiZero`]).
+#[allow(clippy::too_many_arguments)]
 pub fn rotated_cells<R: DiffReal>(
     abc: [V3<R>; 3],
     spindle: [f64; 3],
@@ -256,13 +265,25 @@ pub fn rotated_cells<R: DiffReal>(
     phisteps: usize,
     umats: &[[R; 9]],
     mosaic: bool,
+    zero: PhiZero,
 ) -> Vec<[R; 9]> {
     let spindle: V3<R> = lift(spindle);
+    let angle = |t: usize| phi0 + phistep * R::c(t as f64);
     let mut cells = Vec::with_capacity(phisteps * umats.len());
     for phi_tic in 0..phisteps {
-        let phi = phi0 + phistep * R::c(phi_tic as f64);
-        let [ap, bp, cp] =
-            if !phi.is_const_zero() { abc.map(|v| rotate_axis(v, spindle, phi)) } else { abc };
+        // the nearest step before this one that C rotates, or none
+        let before = |steps: usize| {
+            (1..=steps).map(|k| angle((phi_tic + phisteps - k) % phisteps)).find(|a| a.val() != 0.0)
+        };
+        let phi = match zero {
+            PhiZero::KeepLast if angle(phi_tic).val() == 0.0 => before(phisteps),
+            PhiZero::FirstSweep if angle(phi_tic).val() == 0.0 => before(phi_tic),
+            _ => Some(angle(phi_tic)),
+        };
+        let [ap, bp, cp] = match phi {
+            Some(phi) if !phi.is_const_zero() => abc.map(|v| rotate_axis(v, spindle, phi)),
+            _ => abc,
+        };
         for u in umats {
             let (a, b, c) = if mosaic {
                 (rotate_umat(ap, u), rotate_umat(bp, u), rotate_umat(cp, u))
@@ -273,6 +294,24 @@ pub fn rotated_cells<R: DiffReal>(
         }
     }
     cells
+}
+
+/// What a phi step at an angle of exactly 0 takes. nanoBragg.c does not
+/// rotate there and keeps the rotated cell left from its previous step: the
+/// step before in the same sweep over the phi steps, or at the first step
+/// the last rotated step of the sweep before (C keeps the cell from one
+/// evaluation to the next). Only the run's first sweep starts unrotated (in
+/// each thread: C's image depends on the threads; one thread's is
+/// reproduced for any thread count, [`Plan::first_sweep_cells`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PhiZero {
+    /// The previous rotated step, cyclically: every sweep but the first.
+    KeepLast,
+    /// The previous rotated step of the same sweep, else unrotated: the
+    /// run's first sweep.
+    FirstSweep,
+    /// Unrotated (`-corrected`).
+    Unrotated,
 }
 
 /// The phi sampling and mosaic spread as setup resolves them (radians).
@@ -617,7 +656,29 @@ impl Plan {
             phi.phisteps,
             &umats,
             phi.mosaic_spread > 0.0,
+            if cfg.sampling.corrected { PhiZero::Unrotated } else { PhiZero::KeepLast },
         );
+        let first_sweep_cells = (!cfg.sampling.corrected)
+            .then(|| {
+                let first = rotated_cells(
+                    [vectors.a, vectors.b, vectors.c].map(|v| v.map(R::constant)),
+                    detector.spindle,
+                    phi0.constant(),
+                    phistep.constant(),
+                    phi.phisteps,
+                    &umats.iter().map(|u| u.map(R::constant)).collect::<Vec<_>>(),
+                    phi.mosaic_spread > 0.0,
+                    PhiZero::FirstSweep,
+                );
+                first.iter().map(|m| m.map(R::val)).collect::<Vec<_>>()
+            })
+            .filter(|first| first.iter().zip(&cells).any(|(f, c)| *f != c.map(R::val)))
+            .map(|first| {
+                first
+                    .iter()
+                    .map(|m| [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]])
+                    .collect()
+            });
         let fluence = deltas.apply(Param::Fluence, c(beam.fluence), 1.0);
         let water = deltas.apply(Param::Water, c(cfg.sampling.water_um), 1.0) / c(1e6);
         let leaves = Leaves {
@@ -691,6 +752,7 @@ impl Plan {
             water_size_m: cfg.sampling.water_um / 1e6,
             i_bg: value_leaves.i_bg,
             corrected: cfg.sampling.corrected,
+            first_sweep_cells,
             mask: cfg.detector.mask.clone(),
             warnings,
             leaves: value_leaves,
@@ -745,6 +807,41 @@ mod tests {
             phisteps: u128::MAX,
         };
         assert!(check_memory(&huge, u128::MAX - 1).is_err());
+    }
+
+    /// A phi step at exactly 0 keeps the previous rotated step (cyclically
+    /// for every sweep, within the sweep for the first) or, corrected, is
+    /// the unrotated cell; other steps are rotated by their own angle.
+    #[test]
+    fn phi_steps_at_zero() {
+        let abc = [[1.0, 0.2, 0.0], [0.0, 1.0, 0.3], [0.1, 0.0, 1.0]];
+        let spindle = [0.0, 0.0, 1.0];
+        let id = [[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]];
+        // the angle of step t as setup forms it
+        let angle =
+            |phi0: f64, step: f64, t: usize| phi0.to_radians() + step.to_radians() * t as f64;
+        let turned = |r: f64| {
+            let v = abc.map(|v| rotate_axis(v, spindle, r));
+            [v[0][0], v[0][1], v[0][2], v[1][0], v[1][1], v[1][2], v[2][0], v[2][1], v[2][2]]
+        };
+        let cells = |phi0: f64, step: f64, n: usize, zero: PhiZero| {
+            let (p0, ps) = (phi0.to_radians(), step.to_radians());
+            rotated_cells(abc, spindle, p0, ps, n, &id, false, zero)
+        };
+        // steps at 0, 10, 20 degrees
+        let (r10, r20) = (angle(0.0, 10.0, 1), angle(0.0, 10.0, 2));
+        assert_eq!(cells(0.0, 10.0, 3, PhiZero::KeepLast), [turned(r20), turned(r10), turned(r20)]);
+        assert_eq!(cells(0.0, 10.0, 3, PhiZero::FirstSweep)[0], turned(0.0));
+        assert_eq!(cells(0.0, 10.0, 3, PhiZero::Unrotated)[0], turned(0.0));
+        assert_eq!(turned(0.0), [1.0, 0.2, 0.0, 0.0, 1.0, 0.3, 0.1, 0.0, 1.0]);
+        // steps at -10, 0, 10: the middle one keeps -10 in every sweep
+        for zero in [PhiZero::KeepLast, PhiZero::FirstSweep] {
+            let c = cells(-10.0, 10.0, 3, zero);
+            assert_eq!(c[1], turned(angle(-10.0, 10.0, 0)));
+            assert_eq!(c[2], turned(angle(-10.0, 10.0, 2)));
+        }
+        // no step rotates: the cell as it is
+        assert_eq!(cells(0.0, 0.0, 2, PhiZero::KeepLast), [turned(0.0), turned(0.0)]);
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //!   (no GPU, no CUDA): the tests hold it to `render_exact` bit for bit.
 #![warn(missing_docs)]
 
-use nanobragg_core::render::{Backend, BackendError, Precision, RenderInfo};
-use nanobragg_core::setup::{rotated_cells, Plan};
+use nanobragg_core::render::{put_first_sweep, Backend, BackendError, Precision, RenderInfo};
+use nanobragg_core::setup::{rotated_cells, PhiZero, Plan};
+use nanobragg_core::stats::row_stats;
 use nanobragg_core::vec3::rotate_umat;
 
 pub use nanobragg_core::render::RenderOutput;
@@ -75,8 +76,13 @@ impl Backend for Cuda {
                 msg: format!("image holds {} values, the plan {}", image.len(), out.image.len()),
             });
         }
-        let (rendered, info) = out.into_parts();
+        let (rendered, mut info) = out.into_parts();
         image.copy_from_slice(&rendered);
+        if let Some(s) = put_first_sweep(plan, precision, image) {
+            let fp = plan.detector.fpixels;
+            let row = &image[s * fp..(s + 1) * fp];
+            info.rows[s] = row_stats(row, s, plan.detector.roi, plan.mask.as_deref());
+        }
         Ok(info)
     }
 }
@@ -167,6 +173,7 @@ impl Shot {
             plan.phisteps,
             &plan.mosaic_umats,
             plan.mosaic_spread_rad > 0.0,
+            if plan.corrected { PhiZero::Unrotated } else { PhiZero::KeepLast },
         );
         let recip = [
             rotate_umat(plan.cell.a_star, u),

@@ -95,7 +95,14 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
         renderer
             .render_batch_with(&shots, |i, img| {
                 if failure.is_none() {
-                    failure = write_shot(i, img).err();
+                    // the pixel of C's first phi sweep, where there is one
+                    let mut fixed = None;
+                    if plans[i].first_sweep_cells.is_some() {
+                        let mut copy = img.to_vec();
+                        cpu::put_first_sweep(&plans[i], inv.precision, &mut copy);
+                        fixed = Some(copy);
+                    }
+                    failure = write_shot(i, fixed.as_deref().unwrap_or(img)).err();
                 }
             })
             .map_err(|e| anyhow!("-device cuda: {e}"))?;

@@ -99,6 +99,9 @@ pub enum Kind {
     AbsDepth,
 }
 
+/// Most `-threads` (a thread per row of a 1024² image; more only costs).
+pub const MAX_THREADS: u32 = 1024;
+
 /// Range check applied to a flag's values after parsing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
@@ -112,6 +115,9 @@ pub enum Check {
     NonZeroVector,
     /// `-cell`: a > 0, b and c >= 0, angles in [0, 180).
     Cell,
+    /// Every value from 0 to this many (a count whose huge values only
+    /// exhaust the machine, such as `-threads`).
+    AtMost(u32),
 }
 
 /// One parsed value of a flag.
@@ -348,6 +354,7 @@ impl Flag {
         match self.check {
             Check::Positive => text.push_str("; must be > 0"),
             Check::NonNegative => text.push_str("; must be >= 0"),
+            Check::AtMost(n) => text.push_str(&format!("; 0 to {n}")),
             _ => {}
         }
         if !self.default.is_empty() {
@@ -677,7 +684,8 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.batch_path = Some(o.path(0))),
     Flag::file("-mat", X, Kind::InFile,
         "MOSFLM orientation matrix: reciprocal vectors a*, b*, c* (times the wavelength) as columns of three lines",
-        |inv, o| inv.mat_path = Some(o.path(0))),
+        |inv, o| inv.mat_path = Some(o.path(0)))
+    .aka(&["-matrix"]),
     Flag {
         arity: Arity::Cell,
         kind: Kind::Num,
@@ -889,7 +897,7 @@ pub static FLAGS: &[Flag] = &[
         |inv, _| inv.progress = Some(true)),
     Flag::switch("-noprogress", M, "never show the progress spinner",
         |inv, _| inv.progress = Some(false)),
-    Flag::int("-threads", M, Check::NonNegative, "worker threads (0: all cores)",
+    Flag::int("-threads", M, Check::AtMost(MAX_THREADS), "worker threads (0: all cores)",
         |inv, o| inv.threads = o.int(0) as usize)
         .dflt("0"),
     Flag::word("-dtype", M, &["float64", "float32"], "floating-point precision of the render",

@@ -453,6 +453,13 @@ fn check_values(
                 }
             }
         }
+        Check::AtMost(n) => {
+            for (r, v) in raw.iter().zip(values) {
+                if num(v).is_some_and(|x| !(0.0..=n as f64).contains(&x)) {
+                    return fail(r, &format!("must be from 0 to {n}"));
+                }
+            }
+        }
         Check::NonZeroVector => {
             if values.iter().all(|v| num(v) == Some(0.0)) {
                 return fail(&raw.join(" "), "the zero vector has no direction");
@@ -818,6 +825,10 @@ mod tests {
         assert_eq!(inv.config.sf.default_f, 100.0);
         assert!(err("-dtype float16").contains("float64, float32"));
         assert!(err("-threads -1").contains("-threads"));
+        // huge thread counts only exhaust the machine
+        assert_eq!(ok("-threads 1024").threads, 1024);
+        assert!(err("-threads 1025").contains("must be from 0 to 1024"));
+        assert!(err("-threads 9223372036854775807").contains("must be from 0 to 1024"));
     }
 
     #[test]
@@ -938,6 +949,9 @@ mod tests {
             inv.config.crystal.mat,
             Some([[1.0, 4.0, 7.0], [2.0, 5.0, 8.0], [3.0, 6.0, 9.0]])
         );
+        // nanoBragg.c's README and the PyTorch port spell it -matrix
+        let matrix = ok(&format!("-matrix {}", mat.display()));
+        assert_eq!(matrix.config.crystal.mat, inv.config.crystal.mat);
         let rows = inv.config.beam.sources.unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0], [-10.0, 0.0, 0.0, 1.0, 1e-10]);

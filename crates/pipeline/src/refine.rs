@@ -26,7 +26,7 @@ const REFINE_FLAGS: [(&str, &str); 6] = [
     ("-loss", "sse or poisson (default: poisson for whole counts, else sse)"),
     ("-maxiter", "most L-BFGS iterations (default 100)"),
     ("-gtol", "stop when the scaled gradient's norm is below this (default 1e-6)"),
-    ("-history", "L-BFGS memory (default 8)"),
+    ("-history", "L-BFGS memory (default 8, at most 1000)"),
 ];
 
 /// What `refine` was asked, besides the model's flags.
@@ -85,7 +85,11 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
                 gtol = value.parse().ok().filter(|g: &f64| *g > 0.0).ok_or_else(|| bad("> 0"))?
             }
             _ => {
-                history = value.parse().ok().filter(|&m: &usize| m > 0).ok_or_else(|| bad("> 0"))?
+                history = value
+                    .parse()
+                    .ok()
+                    .filter(|m: &usize| (1..=MAX_HISTORY).contains(m))
+                    .ok_or_else(|| bad(&format!("from 1 to {MAX_HISTORY}")))?
             }
         }
         i += 2;
@@ -102,6 +106,11 @@ fn read_observed(path: &Path, inv: &Invocation, plan: &Plan) -> Result<Observed>
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
     let n = fp * sp;
     let shown = path.display();
+    // (a FIFO would block, /dev/zero never end)
+    let meta = std::fs::metadata(path).map_err(|e| anyhow!("refine: -observed {shown}: {e}"))?;
+    if !meta.is_file() {
+        bail!("refine: -observed {shown}: not a regular file");
+    }
     let bytes = std::fs::read(path).map_err(|e| anyhow!("refine: -observed {shown}: {e}"))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     if ext == "img" || ext == "smv" || bytes.first() == Some(&b'{') {
@@ -271,6 +280,10 @@ impl Observe<St> for Progress {
         Ok(())
     }
 }
+
+/// Most L-BFGS memory (`-history`): each step keeps two vectors of the
+/// parameters, and more than a few tens never helps.
+pub const MAX_HISTORY: usize = 1000;
 
 /// What to refine and how (the command line's `-refine`, `-loss`,
 /// `-maxiter`, `-gtol`, `-history`).
@@ -450,6 +463,25 @@ fn start(
     observed: Observed,
     settings: &Settings,
 ) -> Result<(Parameters, Observed)> {
+    if !(1..=MAX_HISTORY).contains(&settings.history) {
+        bail!("refine: -history {} is not from 1 to {MAX_HISTORY}", settings.history);
+    }
+    let model = parameters(inv, settings)?;
+    let d = &model.plan0.detector;
+    if observed.values.len() != d.fpixels * d.spixels {
+        bail!(
+            "refine: the observed image has {} pixels but the detector has {} ({} x {})",
+            observed.values.len(),
+            d.fpixels * d.spixels,
+            d.fpixels,
+            d.spixels
+        );
+    }
+    Ok((model, observed))
+}
+
+/// The refined parameters of `inv`'s model, or why it cannot be refined.
+fn parameters(inv: &Invocation, settings: &Settings) -> Result<Parameters> {
     if inv.batch_path.is_some() {
         bail!("refine: -batch is not supported (refine one image at a time)");
     }
@@ -464,24 +496,12 @@ fn start(
         None => -1,
     };
     let seeds = SetupSeeds { misset_idum };
-    let model =
-        Parameters::new(inv.config.clone(), seeds, settings.params.clone()).map_err(|e| {
-            match e.downcast_ref::<nanobragg_core::Error>() {
-                Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
-                None => anyhow!("refine: -refine {e}"),
-            }
-        })?;
-    let d = &model.plan0.detector;
-    if observed.values.len() != d.fpixels * d.spixels {
-        bail!(
-            "refine: the observed image has {} pixels but the detector has {} ({} x {})",
-            observed.values.len(),
-            d.fpixels * d.spixels,
-            d.fpixels,
-            d.spixels
-        );
-    }
-    Ok((model, observed))
+    Parameters::new(inv.config.clone(), seeds, settings.params.clone()).map_err(|e| {
+        match e.downcast_ref::<nanobragg_core::Error>() {
+            Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
+            None => anyhow!("refine: -refine {e}"),
+        }
+    })
 }
 
 /// Run `nanobragg refine ARGS` (the arguments after `refine`).
@@ -495,9 +515,6 @@ pub fn main(args: &[String]) -> Result<()> {
     for w in &inv.warnings {
         eprintln!("warning: {w}");
     }
-    let (plan, _) = inv.plan()?;
-    let mut observed = read_observed(&req.observed, &inv, &plan)?;
-    observed.what = format!("{} ({})", req.observed.display(), observed.what);
     let settings = Settings {
         params: req.params.clone(),
         loss: req.loss,
@@ -505,6 +522,10 @@ pub fn main(args: &[String]) -> Result<()> {
         gtol: req.gtol,
         history: req.history,
     };
+    // what is wrong with the model is said before what is wrong with the file
+    let model = parameters(&inv, &settings)?;
+    let mut observed = read_observed(&req.observed, &inv, &model.plan0)?;
+    observed.what = format!("{} ({})", req.observed.display(), observed.what);
     let r = refine(&inv, &req.model_args, observed, &settings, true)?;
     println!(
         "{} after {} iterations, {} renders, {:.2} s",
@@ -609,6 +630,23 @@ fn arity_at(args: &[String], i: usize, arity: Arity) -> usize {
             }
         }
     }
+}
+
+/// `args` (the command line of `inv`'s model) with `params` at `values` put
+/// in as flags, as refine writes its refined command line, and notes on what
+/// the command line cannot carry: the command line of a model whose values
+/// were set by name after it was parsed (the Python package's
+/// `model["distance"] = ...`).
+pub fn command_line_with(
+    inv: &Invocation,
+    args: &[String],
+    params: &[Param],
+    values: &[f64],
+) -> Result<(Vec<String>, Vec<String>)> {
+    let settings =
+        Settings { params: params.to_vec(), loss: None, maxiter: 0, gtol: 1.0, history: 1 };
+    let model = parameters(inv, &settings)?;
+    Ok(refined_command_line(args, &model, values, &vec![None; params.len()]))
 }
 
 /// The model's flags with the refined values put in (the last occurrence of a

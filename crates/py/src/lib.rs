@@ -148,7 +148,7 @@ impl Model {
         hkl: PyReadonlyArray2<'_, i64>,
         #[allow(non_snake_case)] F: PyReadonlyArray1<'_, f64>,
     ) -> PyResult<()> {
-        let (hkl, f) = (hkl.as_array(), F.as_slice()?);
+        let (hkl, f) = (hkl.as_array(), flat(&F));
         if hkl.ncols() != 3 || hkl.nrows() != f.len() {
             return Err(error(format!(
                 "structure factors: hkl of shape {:?} for {} amplitudes (want ({}, 3))",
@@ -157,7 +157,7 @@ impl Model {
                 f.len()
             )));
         }
-        let entries = (hkl.rows().into_iter().zip(f))
+        let entries = (hkl.rows().into_iter().zip(f.iter()))
             .map(|(r, &f)| HklEntry { h: r[0] as f64, k: r[1] as f64, l: r[2] as f64, f })
             .collect();
         let before = std::mem::replace(&mut self.inv.config.sf.source, SfSource::Hkl(entries));
@@ -253,7 +253,7 @@ impl Params {
             model.inv.config.sf.source = SfSource::Dump(grid);
         }
         let p = model.chosen(&names)?;
-        Ok(Params { p, threads: threads.unwrap_or(model.inv.threads) })
+        Ok(Params { p, threads: thread_count(threads, model.inv.threads)? })
     }
 
     /// The names, in order.
@@ -284,7 +284,7 @@ impl Params {
         dtype: &str,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let precision = precision(dtype)?;
-        let values = values.as_slice()?.to_vec();
+        let values = flat(&values).into_owned();
         let image = py.detach(|| self.p.image(&values, self.opts(), precision)).map_err(pyerr)?;
         PyArray1::from_vec(py, image).reshape(self.shape())
     }
@@ -299,7 +299,7 @@ impl Params {
         v: PyReadonlyArray2<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         self.check_shape(v.shape())?;
-        let values = values.as_slice()?.to_vec();
+        let values = flat(&values).into_owned();
         let v = flat(&v);
         let g = py.detach(|| self.p.vjp(&values, &v, self.opts())).map_err(pyerr)?;
         Ok(PyArray1::from_vec(py, g))
@@ -315,7 +315,7 @@ impl Params {
         v: PyReadonlyArray2<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray3<f64>>> {
         self.check_shape(v.shape())?;
-        let values = values.as_slice()?.to_vec();
+        let values = flat(&values).into_owned();
         let v = flat(&v);
         let out = py.detach(|| self.p.sf_vjp(&values, &v, self.opts())).map_err(pyerr)?;
         let g = self.p.plan().grid.as_ref().expect("sf_vjp_of needs a grid");
@@ -331,7 +331,7 @@ impl Params {
         values: PyReadonlyArray1<'py, f64>,
         t: PyReadonlyArray1<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
-        let (values, t) = (values.as_slice()?.to_vec(), t.as_slice()?.to_vec());
+        let (values, t) = (flat(&values).into_owned(), flat(&t).into_owned());
         let d = py.detach(|| self.p.jvp(&values, &t, self.opts())).map_err(pyerr)?;
         PyArray1::from_vec(py, d).reshape(self.shape())
     }
@@ -351,7 +351,7 @@ impl Params {
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_shape(observed.shape())?;
         let kind: LossKind = loss.parse().map_err(error)?;
-        let values = values.as_slice()?.to_vec();
+        let values = flat(&values).into_owned();
         let observed = flat(&observed);
         let skip: Option<Vec<bool>> = match skip {
             Some(s) => {
@@ -442,10 +442,18 @@ fn configured(
         "auto" => Device::Auto,
         other => return Err(error(format!("device {other:?}: use cpu, cuda or auto"))),
     };
-    if let Some(t) = threads {
-        inv.threads = t;
-    }
+    inv.threads = thread_count(threads, inv.threads)?;
     Ok(inv)
+}
+
+/// `threads` (the model's own when `None`), at most the command line's
+/// `-threads` limit.
+fn thread_count(threads: Option<usize>, model: usize) -> PyResult<usize> {
+    let max = nanobragg_pipeline::flags::MAX_THREADS as usize;
+    match threads.unwrap_or(model) {
+        t if t <= max => Ok(t),
+        t => Err(error(format!("threads = {t}: must be from 0 to {max} (0: all cores)"))),
+    }
 }
 
 /// The float image (photons per pixel) of `model` as a float32 array of
@@ -676,11 +684,9 @@ fn refine(
     threads: Option<usize>,
     verbose: bool,
 ) -> PyResult<Refined> {
-    use nanobragg_pipeline::refine::{refine as fit, Observed, Settings};
+    use nanobragg_pipeline::refine::{command_line_with, refine as fit, Observed, Settings};
     let mut inv = model.inv.clone();
-    if let Some(t) = threads {
-        inv.threads = t;
-    }
+    inv.threads = thread_count(threads, inv.threads)?;
     let values = flat(&observed).into_owned();
     let skip = skip.map(|s| flat(&s).into_owned());
     let observed = Observed::new(values, skip).map_err(pyerr)?;
@@ -692,7 +698,23 @@ fn refine(
         return Err(error("refine: gtol and history must be > 0"));
     }
     let settings = Settings { params: parse_params(&params)?, loss, maxiter, gtol, history };
-    let r = py.detach(|| fit(&inv, &model.args, observed, &settings, verbose)).map_err(pyerr)?;
+    // values set by name are not in the model's command line: put them in
+    let (mut args, mut notes) = (model.args.clone(), Vec::new());
+    if !model.sets.is_empty() {
+        let names: Vec<String> = model.sets.iter().map(|(n, _)| n.clone()).collect();
+        let values: Vec<f64> = model.sets.iter().map(|&(_, v)| v).collect();
+        (args, notes) =
+            command_line_with(&inv, &args, &parse_params(&names)?, &values).map_err(pyerr)?;
+    }
+    if model.sf.is_some() {
+        notes.push(
+            "the structure factors were set from arrays: the refined command line reads those \
+             of its flags (write them to a file for -hkl)"
+                .into(),
+        );
+    }
+    let mut r = py.detach(|| fit(&inv, &args, observed, &settings, verbose)).map_err(pyerr)?;
+    r.notes.extend(notes);
     Ok(Refined {
         params: r.params.iter().map(|p| p.name().to_string()).collect(),
         units: r.params.iter().map(|p| p.unit().to_string()).collect(),

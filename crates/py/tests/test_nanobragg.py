@@ -238,3 +238,37 @@ def test_bad_values_raise_and_leave_the_model_as_it_was():
         p.vjp(np.array([100.0]), np.ones(model.shape))
     with pytest.raises(nanobragg.Error, match="at least one"):
         nanobragg.refine(model, before, [])
+
+
+def test_arrays_of_any_layout_are_read_in_order():
+    model = nanobragg.from_args(MODEL)
+    p = nanobragg.Params(model, ["distance", "cell_a"])
+    x = np.array(p.start)
+    v = np.arange(np.prod(model.shape), dtype=float).reshape(model.shape) % 7 - 3
+    want = p.vjp(x, v)
+    # every other element of a longer array; the transpose of the transpose
+    assert np.array_equal(p.vjp(np.repeat(x, 2)[::2], np.asfortranarray(v)), want)
+    assert np.array_equal(p.image(np.repeat(x, 2)[::2]), p.image(x))
+
+
+def test_the_refined_command_line_carries_values_set_by_name(tmp_path):
+    truth = nanobragg.from_args(MODEL.replace("-distance 100", "-distance 100.3"))
+    truth["cell_b"] = 101.5
+    observed = nanobragg.simulate(truth)
+    model = nanobragg.from_args(MODEL)
+    model["cell_b"] = 101.5
+    r = nanobragg.refine(model, observed, ["distance"])
+    assert abs(r.values[0] - 100.3) < 1e-4, r
+    again = nanobragg.from_args(r.command_line)
+    assert again["cell_b"] == 101.5 and abs(again["distance"] - r.values[0]) < 1e-9
+    assert np.allclose(nanobragg.simulate(again), observed, rtol=1e-4, atol=1e-3)
+
+
+def test_thread_counts_have_the_command_lines_limit():
+    model = nanobragg.from_args(MODEL)
+    for call in (lambda: nanobragg.simulate(model, threads=5000),
+                 lambda: nanobragg.Params(model, ["distance"], threads=1025)):
+        with pytest.raises(nanobragg.Error, match="from 0 to 1024"):
+            call()
+    with pytest.raises(nanobragg.Error, match="-threads"):
+        nanobragg.from_args(MODEL + " -threads 5000")

@@ -144,3 +144,16 @@ def test_structure_factors_from_arrays_are_an_hkl_file(tmp_path):
         other.set_structure_factors(idx[:, :2], f0.ravel())
     with pytest.raises(nanobragg.Error, match="shape"):
         render(model, F=torch.zeros(3, 3, 3, dtype=torch.float64))
+
+
+def test_gradients_take_their_inputs_dtype_and_are_not_differentiated_again(tmp_path):
+    model = grid_model(tmp_path, False)
+    F = torch.tensor(model.structure_factors[1], dtype=torch.float32, requires_grad=True)
+    cell_a = torch.tensor(30.0, dtype=torch.float64, requires_grad=True)
+    render(model, F=F, cell_a=cell_a).sum().backward()
+    assert F.grad.dtype == torch.float32 and cell_a.grad.dtype == torch.float64
+    assert F.grad.abs().sum() > 0
+    image = render(model, cell_a=cell_a)
+    (g,) = torch.autograd.grad(image.sum(), cell_a, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        torch.autograd.grad(g, cell_a)

@@ -120,9 +120,10 @@ pub fn vjp_of(
         }
         let mut image = None;
         let mut values = Vec::with_capacity(params.len());
+        let used = super::loss::pixels_used(plan, None);
         for chunk in params.chunks(8) {
             let j = jacobian_of(cfg, plan, chunk, seeds, RenderOptions::default(), Fast64)?;
-            values.extend(j.derivatives.iter().map(|d| weighted_sum(d, v)));
+            values.extend(j.derivatives.iter().map(|d| weighted_sum(d, v, &used)));
             image.get_or_insert(j.image);
         }
         let image = match image {
@@ -170,9 +171,10 @@ pub fn jvp_of(
     Ok(Products { image, values })
 }
 
-/// `Σ d·v` in a fixed order.
-fn weighted_sum(d: &[f32], v: &[f64]) -> f64 {
-    d.iter().zip(v).map(|(&d, &v)| d as f64 * v).sum()
+/// `Σ d·v` over the pixels `used`, in a fixed order (a weight outside them
+/// may be anything, NaN included).
+fn weighted_sum(d: &[f32], v: &[f64], used: &[bool]) -> f64 {
+    d.iter().zip(v).zip(used).filter(|(_, &u)| u).map(|((&d, &v), _)| d as f64 * v).sum()
 }
 
 /// An error unless `len` is the plan's pixel count.
@@ -401,22 +403,27 @@ mod tests {
             grid.sf.interpolate = Some(true);
             let mut curved = base();
             curved.detector.curved = true;
+            curved.detector.mask = mosaic.detector.mask.clone();
             for (cfg, contracted) in [(mosaic, true), (grid, true), (curved, false)] {
                 let plan = Plan::new(&cfg, SEEDS).unwrap();
                 let params = applicable(&cfg, &plan);
                 let j = jacobian_of(&cfg, &plan, &params, SEEDS, RenderOptions::default(), Fast64)
                     .unwrap();
                 let n = j.image.len();
-                let v: Vec<f64> = (0..n).map(|i| ((i * 7919) % 13) as f64 - 6.0).collect();
+                let used = crate::diff::loss::pixels_used(&plan, None);
+                // weights outside the pixels used do not count, NaN included
+                let v: Vec<f64> = (0..n)
+                    .map(|i| if used[i] { ((i * 7919) % 13) as f64 - 6.0 } else { f64::NAN })
+                    .collect();
                 let t: Vec<f64> = (0..params.len()).map(|p| 0.5 - (p % 3) as f64).collect();
                 let one = RenderOptions { threads: 1 };
                 let vjp = vjp_of(&cfg, &plan, &params, SEEDS, one, &v).unwrap();
                 let two = vjp_of(&cfg, &plan, &params, SEEDS, RenderOptions { threads: 2 }, &v);
                 assert_eq!(vjp.values, two.unwrap().values, "threads");
-                let used = crate::diff::loss::pixels_used(&plan, None);
                 for (k, d) in j.derivatives.iter().enumerate() {
-                    let want: f64 = (0..n).filter(|&i| used[i]).map(|i| d[i] as f64 * v[i]).sum();
-                    let scale: f64 = (0..n).map(|i| (d[i] as f64 * v[i]).abs()).sum();
+                    let on = |&i: &usize| used[i];
+                    let want: f64 = (0..n).filter(on).map(|i| d[i] as f64 * v[i]).sum();
+                    let scale: f64 = (0..n).filter(on).map(|i| (d[i] as f64 * v[i]).abs()).sum();
                     let err = (vjp.values[k] - want).abs();
                     assert!(scale > 0.0 && err <= 1e-6 * scale, "{}: {err} of {scale}", params[k]);
                 }

@@ -13,6 +13,7 @@ use super::rows::{render_planes, zeroed_plane, KernelRows, Pixel, RowKernel, VAL
 use crate::real::{Num, Real, X2};
 use crate::setup::Plan;
 use crate::stats::RowStats;
+use crate::vec3::V3;
 use std::any::TypeId;
 
 /// How the float image is computed.
@@ -242,7 +243,7 @@ fn render_on_into<T: Pixel>(
     let n = plan.detector.fpixels * plan.detector.spixels;
     assert_eq!(image.len(), n, "render_into: the image must hold fpixels * spixels values");
     let level = level.min(detect());
-    in_pool(opts.threads, || {
+    let mut info = in_pool(opts.threads, || {
         #[cfg(target_arch = "x86_64")]
         if let Some(info) = x86::render(plan, precision, level, image) {
             return info;
@@ -259,7 +260,57 @@ fn render_on_into<T: Pixel>(
                 render_portable(plan, Kernel::<X2<X2<X2<f32>>>, Fast>::new(plan), image)
             }
         }
-    })
+    });
+    if let Some(s) = put_first_sweep(plan, precision, image) {
+        let fp = plan.detector.fpixels;
+        let row = &image[s * fp..(s + 1) * fp];
+        info.rows[s] = T::row_stats(row, s, plan.detector.roi, plan.mask.as_deref());
+    }
+    info
+}
+
+/// Put in the pixel that holds nanoBragg.c's first sweep over the phi steps
+/// ([`Plan::first_sweep_cells`]), where the plan has one: the first pixel
+/// rendered (raster order, in the ROI and not masked) with a source that
+/// passes `-dmin`, computed again in `precision`. Returns its row (whose
+/// statistics change). Every renderer of an image calls it after the render.
+pub fn put_first_sweep<T: Pixel>(
+    plan: &Plan,
+    precision: Precision,
+    image: &mut [T],
+) -> Option<usize> {
+    let cells = plan.first_sweep_cells.as_ref()?;
+    match precision {
+        Precision::Fast64 => put_first_sweep_in::<f64, Fast, T>(plan, cells, image),
+        Precision::Exact64 => put_first_sweep_in::<f64, Exact, T>(plan, cells, image),
+        Precision::Fast32 => put_first_sweep_in::<f32, Fast, T>(plan, cells, image),
+    }
+}
+
+fn put_first_sweep_in<R: Real, M: MathMode, T: Pixel>(
+    plan: &Plan,
+    cells: &[[V3<f64>; 3]],
+    image: &mut [T],
+) -> Option<usize> {
+    let (kernel, first) = (Kernel::<R, M>::new(plan), Kernel::<R, M>::with_cells(plan, cells));
+    let d = &plan.detector;
+    let (fp, sp, roi) = (d.fpixels, d.spixels, d.roi);
+    let span =
+        |lo: i64, hi: i64, n: usize| lo.max(0) as usize..(hi + 1).clamp(0, n as i64) as usize;
+    let mut interp = kernel.interpolates() as u32;
+    for s in span(roi[2], roi[3], sp) {
+        for f in span(roi[0], roi[1], fp) {
+            let i = s * fp + f;
+            if plan.mask.as_ref().is_some_and(|m| m[i] == 0) {
+                continue;
+            }
+            if let Some(v) = kernel.first_sweep_pixel(&first, f, s, &mut interp) {
+                T::write_part(&v, 0, &mut image[i..i + 1]);
+                return Some(s);
+            }
+        }
+    }
+    None
 }
 
 /// Render the float image of a plan in f64 (the default precision,
@@ -329,6 +380,50 @@ mod tests {
         cfg.sf.default_f = 3.0;
         cfg.sf.interpolate = Some(true);
         Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).expect("test plan")
+    }
+
+    /// With phi steps at 0°, 10°, 20° nanoBragg.c's step at 0 takes the
+    /// rotation left from the 20° step, but in the first pixel: so the image
+    /// is the weighted sum of renders of the 10°–20° steps and of one step
+    /// at 20° (0° in the first pixel, and everywhere when corrected). In f64
+    /// before rounding, every precision, 1 and 2 threads.
+    #[test]
+    fn a_phi_step_at_zero_keeps_the_last_rotation_but_in_the_first_pixel() {
+        let image = |phi0: f64, osc: f64, steps: i64, corrected: bool, p: Precision, t: usize| {
+            let mut cfg = SimConfig::default();
+            cfg.crystal.cell = Some([60.0, 70.0, 80.0, 90.0, 90.0, 90.0]);
+            (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (5.0, 5.0, 5.0);
+            cfg.crystal.misset = crate::config::Misset::Angles([10.0, 20.0, 30.0]);
+            cfg.detector.distance_mm = 50.0;
+            (cfg.detector.fpixels, cfg.detector.spixels) = (40, 30);
+            cfg.detector.pixel_mm = 1.0;
+            (cfg.crystal.phi0_deg, cfg.crystal.osc_deg, cfg.crystal.phisteps) = (phi0, osc, steps);
+            cfg.sampling.corrected = corrected;
+            cfg.sf.default_f = 100.0;
+            // one sweep over the phi steps per pixel
+            cfg.sampling.oversample = 1;
+            let plan = Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).unwrap();
+            render_f64(&plan, RenderOptions { threads: t }, p).0
+        };
+        for p in [Precision::Fast64, Precision::Exact64] {
+            let pair = image(10.0, 20.0, 2, false, p, 1);
+            let (at20, at0) = (image(20.0, 0.0, 1, false, p, 1), image(0.0, 0.0, 1, false, p, 1));
+            for (corrected, threads) in [(false, 1), (false, 2), (true, 2)] {
+                let got = image(0.0, 30.0, 3, corrected, p, threads);
+                for i in 0..got.len() {
+                    let last = if i == 0 || corrected { at0[i] } else { at20[i] };
+                    let want = (2.0 * pair[i] + last) / 3.0;
+                    let err = (got[i] - want).abs();
+                    assert!(
+                        err <= 1e-12 * want.abs(),
+                        "{p:?} {corrected} pixel {i}: {} for {want}",
+                        got[i]
+                    );
+                }
+                // the first pixel differs (the test would not see the rule otherwise)
+                assert!((at20[0] - at0[0]).abs() > 1e-6 * at0[0]);
+            }
+        }
     }
 
     fn worst(a: &[f32], b: &[f32]) -> f64 {

@@ -245,6 +245,32 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         Self::build(plan, &plan.leaves, <V::Scalar as Num>::c, false)
     }
 
+    /// The kernel of `plan` with other real-space cells (per phi step ×
+    /// mosaic domain, as [`Leaves::cells`]).
+    pub(crate) fn with_cells(plan: &'p Plan, cells: &[[V3<f64>; 3]]) -> Self {
+        let mut leaves = plan.leaves.clone();
+        leaves.cells = cells.to_vec();
+        Self::build(plan, &leaves, <V::Scalar as Num>::c, false)
+    }
+
+    /// The value of pixel (`fpixel`, `spixel`) (lane 0 onwards) whose first
+    /// sweep over the phi steps takes the cells of `first`
+    /// ([`Plan::first_sweep_cells`]), or `None` where no source of the
+    /// pixel passes `-dmin` (no sweep).
+    pub(crate) fn first_sweep_pixel(
+        &self,
+        first: &Kernel<'p, V, M>,
+        fpixel: usize,
+        spixel: usize,
+        interp: &mut u32,
+    ) -> Option<V> {
+        let mut out_of_range = None;
+        let mut hook =
+            crate::render::samples::FirstSweep { first, i_acc: V::splat(self.i_bg), swept: false };
+        let end = self.samples(fpixel, spixel, interp, &mut out_of_range, &mut hook);
+        hook.swept.then(|| self.finish_value(hook.i_acc, end.factors))
+    }
+
     /// The one kernel constructor: every number a parameter can move from
     /// `l` (numbers derived from them formed in `L`, then passed through
     /// `to`), the integer counts, masks, the structure-factor grid and the

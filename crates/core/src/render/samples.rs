@@ -9,7 +9,7 @@
 //! `-printout` probe); the contracted derivatives also sum the photons'
 //! derivatives by the kernel's inner numbers (`diff::contract`).
 
-use super::kernel::{Fallback, Kernel, MathMode, Probe};
+use super::kernel::{Fallback, Kernel, MathMode, NoProbe, Probe};
 use crate::real::{Mask, Num};
 use crate::vec3::V3;
 
@@ -201,5 +201,48 @@ impl<V: Num, M: MathMode, P: Probe<V>> Samples<V, M> for Photons<'_, V, P> {
     ) {
         self.i_acc =
             kernel.add_cells(q, active, factors, self.i_acc, interp, out_of_range, self.probe);
+    }
+}
+
+/// The image's sample hook for the pixel that holds nanoBragg.c's first
+/// sweep over the phi steps ([`crate::setup::Plan::first_sweep_cells`]): its
+/// first source takes the cells of `first`, every later one the kernel's.
+pub(crate) struct FirstSweep<'a, 'p, V: Num, M: MathMode> {
+    /// The kernel with the first sweep's cells.
+    pub first: &'a Kernel<'p, V, M>,
+    /// The photons summed so far.
+    pub i_acc: V,
+    /// Whether the first sweep was taken.
+    pub swept: bool,
+}
+
+impl<V: Num, M: MathMode> Samples<V, M> for FirstSweep<'_, '_, V, M> {
+    fn position(
+        &mut self,
+        kernel: &Kernel<V, M>,
+        f0: usize,
+        spixel: usize,
+        sub: [usize; 2],
+        os: usize,
+        lane_offset: V,
+        odet_pos: V,
+    ) -> V3<V> {
+        kernel.sample_position(f0, spixel, sub, os, lane_offset, odet_pos)
+    }
+
+    fn source(
+        &mut self,
+        kernel: &Kernel<V, M>,
+        _src: (usize, &V3<V>),
+        q: V3<V>,
+        active: V::Mask,
+        factors: [V; 3],
+        interp: &mut u32,
+        out_of_range: &mut Option<(usize, Fallback)>,
+    ) {
+        let cells = if self.swept { kernel } else { self.first };
+        self.swept = true;
+        self.i_acc =
+            cells.add_cells(q, active, factors, self.i_acc, interp, out_of_range, &mut NoProbe);
     }
 }

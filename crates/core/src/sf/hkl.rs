@@ -22,9 +22,11 @@ pub struct HklEntry {
 /// Read an hkl file: one `h k l F` entry per line, whitespace separated.
 ///
 /// Unlike nanoBragg.c, which scans numbers until the first one that does not
-/// parse and silently ignores the rest of the file, blank lines are skipped and
-/// a line without four numbers is an [`Error::Malformed`] naming the line
-/// (1-based). Columns after the fourth are ignored. Numbers use Rust's float
+/// parse and silently ignores the rest of the file, blank lines and comment
+/// lines (first character after any blanks `#`) are skipped and a line
+/// without four numbers is an [`Error::Malformed`] naming the line (1-based).
+/// Columns after the fourth are ignored (C reads 4 numbers at a time across
+/// lines, so a file of 5 or 6 columns is read differently there). Numbers use Rust's float
 /// syntax (`1`, `-2.5`, `1e3`, `inf`, `nan`).
 pub fn read_hkl(path: &Path) -> Result<Vec<HklEntry>> {
     let bytes =
@@ -40,6 +42,9 @@ pub fn parse_hkl(bytes: &[u8], path: &Path) -> Result<Vec<HklEntry>> {
         let line = String::from_utf8_lossy(raw);
         let mut fields = line.split_ascii_whitespace();
         let Some(first) = fields.next() else { continue };
+        if first.starts_with('#') {
+            continue;
+        }
         let mut vals = [0.0f64; 4];
         for (i, v) in vals.iter_mut().enumerate() {
             let tok = if i == 0 { Some(first) } else { fields.next() };
@@ -226,8 +231,8 @@ mod tests {
     }
 
     #[test]
-    fn parses_lines_skipping_blanks_and_extra_columns() {
-        let text = b"1 2 3 10.5\n\n  \r\n-1 0 +2 1e2 extra 7\r\n0.5 -0.0 2 3\n";
+    fn parses_lines_skipping_blanks_comments_and_extra_columns() {
+        let text = b"# h k l F\n1 2 3 10.5\n\n  \r\n  #comment 1 2 3 4\n-1 0 +2 1e2 extra 7\r\n0.5 -0.0 2 3\n";
         let e = parse_hkl(text, &p()).unwrap();
         assert_eq!(
             e,

@@ -3,7 +3,8 @@
 //! One source per line with up to five columns: position X, Y, Z (m), weight,
 //! wavelength (m). Columns are separated by any run of space, tab, `,`, `;`,
 //! `:` or `!` (as nanoBragg.c's text reader does); lines holding nothing but
-//! separators are skipped; columns after the fifth are ignored. A missing
+//! separators, and comment lines (first character after any blanks `#`, which
+//! nanoBragg.c cannot read), are skipped; columns after the fifth are ignored. A missing
 //! trailing column, or the word `nan`, is NaN, which the source setup replaces
 //! by the default (position on the beam axis at the source distance, weight 1,
 //! the `-lambda` wavelength).
@@ -32,6 +33,9 @@ pub fn read_source_file(path: &Path) -> Result<Vec<[f64; 5]>> {
 pub fn parse_sources(text: &str) -> std::result::Result<Vec<[f64; 5]>, String> {
     let mut rows = Vec::new();
     for (lineno, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
         let mut row = [f64::NAN; 5];
         let mut n = 0;
         for token in line.split(DELIMITERS).filter(|t| !t.is_empty()).take(5) {
@@ -69,7 +73,7 @@ mod tests {
     fn columns_and_separators() {
         let nan = f64::NAN;
         let rows = parse_sources(
-            "-10 0 0 1 1e-10\n\n  ,; \t\n-10,0.1;0:2!1.1e-10 99 junk\r\n-10\t0.2\nnan 1 2 nan 3",
+            "# X Y Z weight lambda\n-10 0 0 1 1e-10\n\n  ,; \t\n-10,0.1;0:2!1.1e-10 99 junk\r\n  # 2\n-10\t0.2\nnan 1 2 nan 3",
         )
         .unwrap();
         assert_eq!(rows.len(), 4);

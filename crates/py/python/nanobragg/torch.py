@@ -18,6 +18,7 @@ where the engine can avoid it) and for Σ v·∂I/∂F over the grid; `jvp`
 
 import numpy as np
 import torch
+from torch.autograd.function import once_differentiable
 
 from ._nanobragg import Params
 
@@ -44,16 +45,18 @@ class Render(torch.autograd.Function):
         ctx.params = params
         ctx.values = _numpy(values)
         ctx.like = values
+        ctx.f_like = F
 
     @staticmethod
+    @once_differentiable  # the engine's Jᵀv is not itself differentiable
     def backward(ctx, grad_image):
         v = _numpy(grad_image)
-        out = lambda a: torch.from_numpy(a).to(device=ctx.like.device, dtype=ctx.like.dtype)
+        out = lambda a, like: torch.from_numpy(a).to(device=like.device, dtype=like.dtype)
         g_values = g_f = None
         if ctx.needs_input_grad[1]:
-            g_values = out(ctx.params.vjp(ctx.values, v))
+            g_values = out(ctx.params.vjp(ctx.values, v), ctx.like)
         if ctx.needs_input_grad[2]:
-            g_f = out(ctx.params.sf_vjp(ctx.values, v))
+            g_f = out(ctx.params.sf_vjp(ctx.values, v), ctx.f_like)
         return None, g_values, g_f, None
 
     @staticmethod
