@@ -275,15 +275,15 @@ pub fn rotated_cells<R: DiffReal>(
         let before = |steps: usize| {
             (1..=steps).map(|k| angle((phi_tic + phisteps - k) % phisteps)).find(|a| a.val() != 0.0)
         };
+        // (none before: its own angle, which keeps a derivative by phi)
         let phi = match zero {
             PhiZero::KeepLast if angle(phi_tic).val() == 0.0 => before(phisteps),
             PhiZero::FirstSweep if angle(phi_tic).val() == 0.0 => before(phi_tic),
-            _ => Some(angle(phi_tic)),
-        };
-        let [ap, bp, cp] = match phi {
-            Some(phi) if !phi.is_const_zero() => abc.map(|v| rotate_axis(v, spindle, phi)),
-            _ => abc,
-        };
+            _ => None,
+        }
+        .unwrap_or_else(|| angle(phi_tic));
+        let [ap, bp, cp] =
+            if !phi.is_const_zero() { abc.map(|v| rotate_axis(v, spindle, phi)) } else { abc };
         for u in umats {
             let (a, b, c) = if mosaic {
                 (rotate_umat(ap, u), rotate_umat(bp, u), rotate_umat(cp, u))

@@ -13,7 +13,6 @@ use super::rows::{render_planes, zeroed_plane, KernelRows, Pixel, RowKernel, VAL
 use crate::real::{Num, Real, X2};
 use crate::setup::Plan;
 use crate::stats::RowStats;
-use crate::vec3::V3;
 use std::any::TypeId;
 
 /// How the float image is computed.
@@ -279,19 +278,25 @@ pub fn put_first_sweep<T: Pixel>(
     precision: Precision,
     image: &mut [T],
 ) -> Option<usize> {
-    let cells = plan.first_sweep_cells.as_ref()?;
-    match precision {
-        Precision::Fast64 => put_first_sweep_in::<f64, Fast, T>(plan, cells, image),
-        Precision::Exact64 => put_first_sweep_in::<f64, Exact, T>(plan, cells, image),
-        Precision::Fast32 => put_first_sweep_in::<f32, Fast, T>(plan, cells, image),
-    }
+    let i = match precision {
+        Precision::Fast64 => put_at(first_sweep::<f64, Fast>(plan)?, image),
+        Precision::Exact64 => put_at(first_sweep::<f64, Exact>(plan)?, image),
+        Precision::Fast32 => put_at(first_sweep::<f32, Fast>(plan)?, image),
+    };
+    Some(i / plan.detector.fpixels)
 }
 
-fn put_first_sweep_in<R: Real, M: MathMode, T: Pixel>(
-    plan: &Plan,
-    cells: &[[V3<f64>; 3]],
-    image: &mut [T],
-) -> Option<usize> {
+/// Writes `(index, value)` into `image`; returns the index.
+fn put_at<R: Real, T: Pixel>((i, v): (usize, R), image: &mut [T]) -> usize {
+    T::write_part(&v, 0, &mut image[i..i + 1]);
+    i
+}
+
+/// The raster index and value of the pixel that holds nanoBragg.c's first
+/// sweep over the phi steps ([`Plan::first_sweep_cells`]), in the kernel
+/// `R`, `M`; `None` where the plan has no such sweep.
+pub(crate) fn first_sweep<R: Real, M: MathMode>(plan: &Plan) -> Option<(usize, R)> {
+    let cells = plan.first_sweep_cells.as_ref()?;
     let (kernel, first) = (Kernel::<R, M>::new(plan), Kernel::<R, M>::with_cells(plan, cells));
     let d = &plan.detector;
     let (fp, sp, roi) = (d.fpixels, d.spixels, d.roi);
@@ -305,8 +310,7 @@ fn put_first_sweep_in<R: Real, M: MathMode, T: Pixel>(
                 continue;
             }
             if let Some(v) = kernel.first_sweep_pixel(&first, f, s, &mut interp) {
-                T::write_part(&v, 0, &mut image[i..i + 1]);
-                return Some(s);
+                return Some((i, v));
             }
         }
     }

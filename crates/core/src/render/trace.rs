@@ -117,16 +117,20 @@ pub fn trace_pixel(
     spixel: usize,
     interpolate: &mut bool,
 ) -> Option<PixelTrace> {
-    trace_with(&Kernel::new(plan), fpixel, spixel, interpolate)
+    let first = crate::render::cpu::first_sweep::<f64, Exact>(plan);
+    trace_with(&Kernel::new(plan), fpixel, spixel, interpolate, first)
 }
 
 /// [`trace_pixel`] with the exact f64 kernel of the plan: the render's own
 /// code, watched by a [`Recorder`].
+/// `first`: the pixel of the first sweep over the phi steps and its value
+/// ([`crate::render::cpu::first_sweep`]), which the render puts in.
 fn trace_with(
     kernel: &Kernel<f64, Exact>,
     fpixel: usize,
     spixel: usize,
     interpolate: &mut bool,
+    first: Option<(usize, f64)>,
 ) -> Option<PixelTrace> {
     let plan = kernel.plan();
     if !rendered(plan, fpixel, spixel) {
@@ -163,7 +167,10 @@ fn trace_with(
         polar,
         omega,
         capture_fraction,
-        value: r.value,
+        value: match first {
+            Some((i, v)) if i == spixel * plan.detector.fpixels + fpixel => v,
+            _ => r.value,
+        },
         cell_m: rec.cell_m,
         out_of_range: r.out_of_range.map(|(_, p)| p),
     })
@@ -182,7 +189,7 @@ pub fn interpolation_cutoff(plan: &Plan) -> Option<usize> {
     let kernel = Kernel::new(plan);
     (0..fp * plan.detector.spixels).into_par_iter().find_first(|&idx| {
         let mut interp = true;
-        trace_with(&kernel, idx % fp, idx / fp, &mut interp)
+        trace_with(&kernel, idx % fp, idx / fp, &mut interp, None)
             .is_some_and(|t| t.out_of_range.is_some())
     })
 }
@@ -198,11 +205,12 @@ pub fn trace_range(
     let fp = plan.detector.fpixels.max(1);
     let start_on = plan.interpolation == Interpolation::Tricubic;
     let kernel = Kernel::new(plan);
+    let first = crate::render::cpu::first_sweep::<f64, Exact>(plan);
     range
         .into_par_iter()
         .filter_map(|idx| {
             let mut interp = start_on && cutoff.is_none_or(|c| idx <= c);
-            trace_with(&kernel, idx % fp, idx / fp, &mut interp)
+            trace_with(&kernel, idx % fp, idx / fp, &mut interp, first)
         })
         .collect()
 }
