@@ -660,17 +660,16 @@ impl Plan {
         );
         let first_sweep_cells = (!cfg.sampling.corrected)
             .then(|| {
-                let first = rotated_cells(
-                    [vectors.a, vectors.b, vectors.c].map(|v| v.map(R::constant)),
+                rotated_cells(
+                    [vectors.a, vectors.b, vectors.c].map(|v| v.map(R::val)),
                     detector.spindle,
-                    phi0.constant(),
-                    phistep.constant(),
+                    phi0.val(),
+                    phistep.val(),
                     phi.phisteps,
-                    &umats.iter().map(|u| u.map(R::constant)).collect::<Vec<_>>(),
+                    &umats.iter().map(|u| u.map(R::val)).collect::<Vec<_>>(),
                     phi.mosaic_spread > 0.0,
                     PhiZero::FirstSweep,
-                );
-                first.iter().map(|m| m.map(R::val)).collect::<Vec<_>>()
+                )
             })
             .filter(|first| first.iter().zip(&cells).any(|(f, c)| *f != c.map(R::val)))
             .map(|first| {

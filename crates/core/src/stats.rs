@@ -39,7 +39,7 @@ pub struct RowStats {
 }
 
 /// The part `[lo, hi)` of `0..n` that the inclusive ROI bounds `lo..=hi` cover.
-fn roi_span(lo: i64, hi: i64, n: usize) -> (usize, usize) {
+pub(crate) fn roi_span(lo: i64, hi: i64, n: usize) -> (usize, usize) {
     let a = lo.clamp(0, n as i64) as usize;
     (a, hi.saturating_add(1).clamp(a as i64, n as i64) as usize)
 }

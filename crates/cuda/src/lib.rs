@@ -22,7 +22,6 @@
 
 use nanobragg_core::render::{put_first_sweep, Backend, BackendError, Precision, RenderInfo};
 use nanobragg_core::setup::{rotated_cells, PhiZero, Plan};
-use nanobragg_core::stats::row_stats;
 use nanobragg_core::vec3::rotate_umat;
 
 pub use nanobragg_core::render::RenderOutput;
@@ -78,11 +77,7 @@ impl Backend for Cuda {
         }
         let (rendered, mut info) = out.into_parts();
         image.copy_from_slice(&rendered);
-        if let Some(s) = put_first_sweep(plan, precision, image) {
-            let fp = plan.detector.fpixels;
-            let row = &image[s * fp..(s + 1) * fp];
-            info.rows[s] = row_stats(row, s, plan.detector.roi, plan.mask.as_deref());
-        }
+        put_first_sweep(plan, precision, image, Some(&mut info.rows));
         Ok(info)
     }
 }

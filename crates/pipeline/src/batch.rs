@@ -99,7 +99,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
                     let mut fixed = None;
                     if plans[i].first_sweep_cells.is_some() {
                         let mut copy = img.to_vec();
-                        cpu::put_first_sweep(&plans[i], inv.precision, &mut copy);
+                        cpu::put_first_sweep(&plans[i], inv.precision, &mut copy, None);
                         fixed = Some(copy);
                     }
                     failure = write_shot(i, fixed.as_deref().unwrap_or(img)).err();

@@ -466,7 +466,7 @@ fn start(
     if !(1..=MAX_HISTORY).contains(&settings.history) {
         bail!("refine: -history {} is not from 1 to {MAX_HISTORY}", settings.history);
     }
-    let model = parameters(inv, settings)?;
+    let model = parameters(inv, &settings.params)?;
     let d = &model.plan0.detector;
     if observed.values.len() != d.fpixels * d.spixels {
         bail!(
@@ -481,7 +481,7 @@ fn start(
 }
 
 /// The refined parameters of `inv`'s model, or why it cannot be refined.
-fn parameters(inv: &Invocation, settings: &Settings) -> Result<Parameters> {
+fn parameters(inv: &Invocation, params: &[Param]) -> Result<Parameters> {
     if inv.batch_path.is_some() {
         bail!("refine: -batch is not supported (refine one image at a time)");
     }
@@ -496,7 +496,7 @@ fn parameters(inv: &Invocation, settings: &Settings) -> Result<Parameters> {
         None => -1,
     };
     let seeds = SetupSeeds { misset_idum };
-    Parameters::new(inv.config.clone(), seeds, settings.params.clone()).map_err(|e| {
+    Parameters::new(inv.config.clone(), seeds, params.to_vec()).map_err(|e| {
         match e.downcast_ref::<nanobragg_core::Error>() {
             Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
             None => anyhow!("refine: -refine {e}"),
@@ -523,7 +523,7 @@ pub fn main(args: &[String]) -> Result<()> {
         history: req.history,
     };
     // what is wrong with the model is said before what is wrong with the file
-    let model = parameters(&inv, &settings)?;
+    let model = parameters(&inv, &settings.params)?;
     let mut observed = read_observed(&req.observed, &inv, &model.plan0)?;
     observed.what = format!("{} ({})", req.observed.display(), observed.what);
     let r = refine(&inv, &req.model_args, observed, &settings, true)?;
@@ -643,9 +643,7 @@ pub fn command_line_with(
     params: &[Param],
     values: &[f64],
 ) -> Result<(Vec<String>, Vec<String>)> {
-    let settings =
-        Settings { params: params.to_vec(), loss: None, maxiter: 0, gtol: 1.0, history: 1 };
-    let model = parameters(inv, &settings)?;
+    let model = parameters(inv, params)?;
     Ok(refined_command_line(args, &model, values, &vec![None; params.len()]))
 }
 

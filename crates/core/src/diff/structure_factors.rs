@@ -132,19 +132,6 @@ struct Scatter {
 }
 
 impl Samples<f64, Fast> for Scatter {
-    fn position(
-        &mut self,
-        kernel: &Kernel<f64, Fast>,
-        f0: usize,
-        spixel: usize,
-        sub: [usize; 2],
-        os: usize,
-        lane_offset: f64,
-        odet_pos: f64,
-    ) -> V3<f64> {
-        kernel.sample_position(f0, spixel, sub, os, lane_offset, odet_pos)
-    }
-
     fn source(
         &mut self,
         kernel: &Kernel<f64, Fast>,

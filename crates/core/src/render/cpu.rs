@@ -260,34 +260,36 @@ fn render_on_into<T: Pixel>(
             }
         }
     });
-    if let Some(s) = put_first_sweep(plan, precision, image) {
-        let fp = plan.detector.fpixels;
-        let row = &image[s * fp..(s + 1) * fp];
-        info.rows[s] = T::row_stats(row, s, plan.detector.roi, plan.mask.as_deref());
-    }
+    put_first_sweep(plan, precision, image, Some(&mut info.rows));
     info
 }
 
 /// Put in the pixel that holds nanoBragg.c's first sweep over the phi steps
 /// ([`Plan::first_sweep_cells`]), where the plan has one: the first pixel
 /// rendered (raster order, in the ROI and not masked) with a source that
-/// passes `-dmin`, computed again in `precision`. Returns its row (whose
-/// statistics change). Every renderer of an image calls it after the render.
+/// passes `-dmin`, computed again in `precision`, and with `rows` its row's
+/// statistics. Every renderer of an image calls it after the render.
 pub fn put_first_sweep<T: Pixel>(
     plan: &Plan,
     precision: Precision,
     image: &mut [T],
-) -> Option<usize> {
-    let i = match precision {
-        Precision::Fast64 => put_at(first_sweep::<f64, Fast>(plan)?, image),
-        Precision::Exact64 => put_at(first_sweep::<f64, Exact>(plan)?, image),
-        Precision::Fast32 => put_at(first_sweep::<f32, Fast>(plan)?, image),
+    rows: Option<&mut [RowStats]>,
+) {
+    let put = match precision {
+        Precision::Fast64 => first_sweep::<f64, Fast>(plan).map(|(i, v)| put_at(i, v, image)),
+        Precision::Exact64 => first_sweep::<f64, Exact>(plan).map(|(i, v)| put_at(i, v, image)),
+        Precision::Fast32 => first_sweep::<f32, Fast>(plan).map(|(i, v)| put_at(i, v, image)),
     };
-    Some(i / plan.detector.fpixels)
+    if let (Some(i), Some(rows)) = (put, rows) {
+        let fp = plan.detector.fpixels;
+        let s = i / fp;
+        let row = &image[s * fp..(s + 1) * fp];
+        rows[s] = T::row_stats(row, s, plan.detector.roi, plan.mask.as_deref());
+    }
 }
 
-/// Writes `(index, value)` into `image`; returns the index.
-fn put_at<R: Real, T: Pixel>((i, v): (usize, R), image: &mut [T]) -> usize {
+/// Writes `v` at index `i` of `image`; returns `i`.
+fn put_at<R: Real, T: Pixel>(i: usize, v: R, image: &mut [T]) -> usize {
     T::write_part(&v, 0, &mut image[i..i + 1]);
     i
 }
@@ -300,8 +302,10 @@ pub(crate) fn first_sweep<R: Real, M: MathMode>(plan: &Plan) -> Option<(usize, R
     let (kernel, first) = (Kernel::<R, M>::new(plan), Kernel::<R, M>::with_cells(plan, cells));
     let d = &plan.detector;
     let (fp, sp, roi) = (d.fpixels, d.spixels, d.roi);
-    let span =
-        |lo: i64, hi: i64, n: usize| lo.max(0) as usize..(hi + 1).clamp(0, n as i64) as usize;
+    let span = |lo, hi, n| {
+        let (a, b) = crate::stats::roi_span(lo, hi, n);
+        a..b
+    };
     let mut interp = kernel.interpolates() as u32;
     for s in span(roi[2], roi[3], sp) {
         for f in span(roi[0], roi[1], fp) {

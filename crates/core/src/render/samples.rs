@@ -17,8 +17,10 @@ use crate::vec3::V3;
 pub(crate) trait Samples<V: Num, M: MathMode> {
     /// The position (m) of sub-pixel (`sub_f`, `sub_s`) of pixels `f0 + lane`
     /// of row `spixel` at depth `odet_pos` (`os` sub-pixels per edge,
-    /// `lane_offset` each lane's first sub-pixel index).
+    /// `lane_offset` each lane's first sub-pixel index): the kernel's
+    /// [`Kernel::sample_position`] unless the hook watches or replaces it.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn position(
         &mut self,
         kernel: &Kernel<V, M>,
@@ -28,7 +30,9 @@ pub(crate) trait Samples<V: Num, M: MathMode> {
         os: usize,
         lane_offset: V,
         odet_pos: V,
-    ) -> V3<V>;
+    ) -> V3<V> {
+        kernel.sample_position(f0, spixel, sub, os, lane_offset, odet_pos)
+    }
 
     /// The solid angle was taken at this sample in the lanes of `m`, from
     /// the distance `airpath` (and, fast mode, its reciprocal).
@@ -217,19 +221,6 @@ pub(crate) struct FirstSweep<'a, 'p, V: Num, M: MathMode> {
 }
 
 impl<V: Num, M: MathMode> Samples<V, M> for FirstSweep<'_, '_, V, M> {
-    fn position(
-        &mut self,
-        kernel: &Kernel<V, M>,
-        f0: usize,
-        spixel: usize,
-        sub: [usize; 2],
-        os: usize,
-        lane_offset: V,
-        odet_pos: V,
-    ) -> V3<V> {
-        kernel.sample_position(f0, spixel, sub, os, lane_offset, odet_pos)
-    }
-
     fn source(
         &mut self,
         kernel: &Kernel<V, M>,
