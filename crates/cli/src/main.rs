@@ -4,8 +4,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     nanobragg_pipeline::keep_freed_memory();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match nanobragg_pipeline::main_with_args(&args) {
+    let mut args = std::env::args();
+    let program = args.next().unwrap_or_default();
+    let args: Vec<String> = args.collect();
+    match nanobragg_pipeline::main_as(&program, &args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

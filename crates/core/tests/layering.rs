@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 /// the structure factors it was given (an `-hkl` file's entries, an Fdump grid).
 const LAYERS: &[&[&str]] = &[
     &["units", "error", "real", "vec3", "rng", "param"],
-    &["physics", "sf"],
+    &["physics", "psf", "sf"],
     &["config"],
     &["geometry", "crystal", "source"],
     &["setup"],
-    &["render", "stats", "noise"],
+    &["render", "stats", "noise", "response"],
     &["diff"],
 ];
 

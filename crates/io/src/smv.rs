@@ -380,6 +380,24 @@ pub fn header_value(header: &str, key: &str) -> Option<f64> {
     })
 }
 
+/// C `atoi` as glibc implements it: `strtol` (leading white space, an
+/// optional sign, decimal digits; saturating at the `long` range; 0 when
+/// there are no digits), then converted to `int` by keeping the low 32 bits.
+pub fn atoi(s: &str) -> i32 {
+    let b = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']).as_bytes();
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    let mut v: i128 = 0;
+    for &d in digits.iter().take_while(|d| d.is_ascii_digit()) {
+        v = (v * 10 + (d - b'0') as i128).min(i64::MAX as i128 + 1);
+    }
+    let v = if neg { -v } else { v };
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64 as i32
+}
+
 /// C `atof`: leading white space, an optional sign, then a decimal number
 /// (`12`, `1.5`, `.5`, `3.`, with an optional exponent), a hexadecimal one (`0x1.8p3`),
 /// `inf`, `infinity` or `nan` (any case); anything after the number is ignored and no
@@ -525,6 +543,16 @@ mod tests {
         assert_eq!(std::fs::read(&a).unwrap(), want);
         assert_eq!(std::fs::read(&b).unwrap(), want);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn atoi_like_c() {
+        assert_eq!(atoi(" 12abc"), 12);
+        assert_eq!(atoi("-7"), -7);
+        assert_eq!(atoi("x1"), 0);
+        assert_eq!(atoi("4294967297"), 1);
+        assert_eq!(atoi("99999999999999999999"), -1);
+        assert_eq!(atoi("-99999999999999999999"), 0);
     }
 
     #[test]

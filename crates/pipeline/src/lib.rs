@@ -13,6 +13,7 @@ pub mod flags;
 pub mod gradient;
 pub mod invocation;
 pub mod memory;
+pub mod noisify;
 pub mod parameters;
 pub mod parse;
 pub mod refine;
@@ -26,11 +27,22 @@ pub use parameters::Parameters;
 pub use parse::{parse_args, CliError};
 pub use render::{Rendered, Seeds};
 
-/// Runs the command line `args` (without the program name): `refine ...`
-/// fits parameters to an observed image, anything else renders.
+/// Runs the program as invoked: under the name `noisify` (a link to the
+/// binary) as that program, else as `nanobragg` (see [`main_with_args`]).
+pub fn main_as(program: &str, args: &[String]) -> anyhow::Result<()> {
+    let name = std::path::Path::new(program).file_name().and_then(|n| n.to_str());
+    match name {
+        Some("noisify") => noisify::run(args, &mut std::io::stdout().lock()),
+        _ => main_with_args(args),
+    }
+}
+
+/// Runs the command line `args` (without the program name): a render, or
+/// the subcommands `refine` and `noisify`.
 pub fn main_with_args(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("refine") => refine::main(&args[1..]),
+        Some("noisify") => noisify::run(&args[1..], &mut std::io::stdout().lock()),
         _ => parse_args(args).map_err(anyhow::Error::from).and_then(run::run),
     }
 }
