@@ -80,6 +80,7 @@ impl Pending {
             // read access too: a mapping for writing needs it
             match File::options().read(true).write(true).create_new(true).open(&path) {
                 Ok(file) => {
+                    crate::interrupt::created(&path);
                     let temp = Some(Temp { path, _cleanup });
                     return Ok(Pending { target: real, file: Some(file), temp });
                 }

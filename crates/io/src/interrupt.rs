@@ -8,6 +8,10 @@
 //! async-signal-safe) and then lets the signal take its default course, so
 //! the exit status still tells of the signal. A signal the parent told us to
 //! ignore (`nohup`) stays ignored. Any number of paths can be registered.
+//!
+//! A signal may be handled on any thread while others go on: a path is
+//! registered before its file is created, and [`created`] after it, so that
+//! no file is created where a running handler can no longer see it.
 
 #[cfg(unix)]
 mod imp {
@@ -108,6 +112,21 @@ mod imp {
         }
     }
 
+    /// Called after a registered file is created: where a handler on
+    /// another thread has started meanwhile (its walk may have passed the
+    /// path before the file existed), removes the file and waits for the
+    /// handler to end the process; otherwise returns at once.
+    pub fn created(path: &Path) {
+        // A handler whose IN_HANDLER store comes after this load walks the
+        // slots after it, so after the file was created: it removes it.
+        if IN_HANDLER.load(Ordering::SeqCst) {
+            let _ = std::fs::remove_file(path);
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+    }
+
     impl Drop for Registered {
         fn drop(&mut self) {
             self.slot.path.store(null_mut(), Ordering::SeqCst);
@@ -162,6 +181,9 @@ mod imp {
     pub fn register(_path: &std::path::Path) -> Option<Registered> {
         None
     }
+
+    /// Nothing to do where there are no signals.
+    pub fn created(_path: &std::path::Path) {}
 }
 
-pub use imp::{register, Registered};
+pub use imp::{created, register, Registered};
