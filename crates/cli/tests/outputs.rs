@@ -76,7 +76,7 @@ fn a_failed_run_keeps_the_old_outputs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// SIGINT or SIGTERM during a long render leaves the old outputs as they
+/// SIGINT, SIGTERM or SIGABRT during a long render leaves the old outputs as they
 /// were and no temporary, and the exit status tells of the signal.
 #[test]
 fn an_interrupted_run_keeps_the_old_outputs() {
@@ -84,14 +84,20 @@ fn an_interrupted_run_keeps_the_old_outputs() {
     let dir = scratch("interrupted");
     run(&dir, &format!("{MODEL} -detpixels 64"));
     let before = snapshot(&dir);
-    for (signal, number) in [("-INT", 2), ("-TERM", 15)] {
+    for (signal, number) in [("-INT", 2), ("-TERM", 15), ("-ABRT", 6)] {
         // 64 samples per pixel over 4096² pixels on one thread: seconds even
-        // with AVX-512 (the run is interrupted after 0.2 s)
-        let mut child =
-            nanobragg(&dir, &format!("{MODEL} -detpixels 4096 -oversample 8 -threads 1"))
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
+        // with AVX-512 (the run is interrupted after 0.2 s); no core file
+        // (SIGABRT) in the directory
+        let args = format!("{MODEL} -detpixels 4096 -oversample 8 -threads 1");
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -c 0 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_nanobragg"))
+            .args(args.split_whitespace())
+            .current_dir(&dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
         // the outputs are open (under temporary names) before the report is printed
         let mut first = [0u8; 1];
         std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
@@ -156,5 +162,152 @@ fn an_output_named_twice_holds_the_last_image() {
         assert!(std::fs::read(dir.join("x.img")).unwrap() == int);
     }
     assert_eq!(names(&dir), ["f.bin", "i.img", "x.img"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The hidden files left in `dir` (temporaries).
+fn hidden(dir: &Path) -> Vec<String> {
+    names(dir).into_iter().filter(|n| n.starts_with('.')).collect()
+}
+
+/// A `-gradfile` in a missing directory is refused before anything is
+/// rendered or replaced: the old images stay, no temporary is left, and the
+/// message names the flag and the file once.
+#[test]
+fn an_unwritable_gradient_file_changes_nothing() {
+    let dir = scratch("gradfile");
+    run(&dir, &format!("{MODEL} -detpixels 64 -seed 1"));
+    let before = snapshot(&dir);
+    let args = format!("{MODEL} -detpixels 48 -seed 2 -gradient distance -gradfile no/g");
+    let out = nanobragg(&dir, &args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("-gradfile") && stderr.matches("no/g_distance.bin").count() == 1,
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "rendered before refusing: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(snapshot(&dir) == before, "the old outputs changed: {:?}", names(&dir));
+    // written, the derivative image comes with the others
+    run(&dir, &format!("{MODEL} -detpixels 48 -seed 2 -gradient distance -gradfile g"));
+    assert_eq!(std::fs::metadata(dir.join("g_distance.bin")).unwrap().len(), 48 * 48 * 4);
+    assert!(hidden(&dir).is_empty(), "{:?}", names(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An empty output name is refused, naming the flag.
+#[test]
+fn an_empty_output_name_is_refused() {
+    let dir = scratch("empty");
+    for flag in ["-floatfile", "-intfile", "-pgmfile", "-noisefile"] {
+        let mut cmd = nanobragg(&dir, &format!("{MODEL} -detpixels 32"));
+        let out = cmd.args([flag, ""]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(flag) && stderr.contains("empty"),
+            "{stderr}"
+        );
+    }
+    assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An output name of 255 bytes, the most a filesystem takes, is written
+/// (its temporary's name is cut short to fit).
+#[test]
+fn the_longest_names_work() {
+    let dir = scratch("long");
+    let name = "f".repeat(251) + ".bin";
+    run(&dir, &format!("{MODEL} -detpixels 32 -floatfile {name}"));
+    assert_eq!(std::fs::metadata(dir.join(&name)).unwrap().len(), 32 * 32 * 4);
+    assert!(hidden(&dir).is_empty(), "{:?}", names(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An existing output this user may not write is refused, as nanoBragg.c's
+/// fopen refuses it: the error names the flag and the file, nothing changes.
+/// Root may write anything (as with C); run as root, the test runs the
+/// program as `nobody` where setpriv can.
+#[test]
+fn a_read_only_output_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("readonly");
+    run(&dir, &format!("{MODEL} -detpixels 32 -seed 1"));
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let mut program = vec![env!("CARGO_BIN_EXE_nanobragg").to_string()];
+    if root {
+        let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+        let can = Command::new("setpriv").args(nobody).arg("true").status();
+        if !can.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: run as root and no setpriv");
+            return;
+        }
+        program = [&["setpriv".to_string()][..], &nobody.map(String::from), &program].concat();
+        // the directory is writable by all, so only the file's mode refuses
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        for n in names(&dir) {
+            std::fs::set_permissions(dir.join(n), std::fs::Permissions::from_mode(0o666)).unwrap();
+        }
+    }
+    std::fs::set_permissions(dir.join("i.img"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    let before = snapshot(&dir);
+    let out = Command::new(&program[0])
+        .args(&program[1..])
+        .args(format!("{MODEL} -detpixels 40 -seed 2").split_whitespace())
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a read-only output was replaced");
+    assert!(stderr.contains("-intfile") && stderr.contains("i.img"), "{stderr}");
+    assert!(snapshot(&dir) == before, "the old outputs changed: {:?}", names(&dir));
+    // through a symbolic link: the file it points to decides
+    std::fs::rename(dir.join("i.img"), dir.join("i.real")).unwrap();
+    std::os::unix::fs::symlink("i.real", dir.join("i.img")).unwrap();
+    let out = Command::new(&program[0])
+        .args(&program[1..])
+        .args(format!("{MODEL} -detpixels 40 -seed 2").split_whitespace())
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a read-only output was replaced through a link");
+    std::fs::set_permissions(dir.join("i.real"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = Command::new(&program[0])
+        .args(&program[1..])
+        .args(format!("{MODEL} -detpixels 40 -seed 2").split_whitespace())
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::symlink_metadata(dir.join("i.img")).unwrap().file_type().is_symlink());
+    assert!(std::fs::metadata(dir.join("i.real")).unwrap().len() > 40 * 40 * 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A reader of stdout that goes away (`nanobragg -printout | head`) ends the
+/// run quietly: no message, a non-zero status, the old outputs as they were
+/// and no temporary.
+#[test]
+fn a_closed_stdout_ends_the_run_quietly() {
+    let dir = scratch("pipe");
+    run(&dir, &format!("{MODEL} -detpixels 64 -seed 1"));
+    let before = snapshot(&dir);
+    let mut child = nanobragg(&dir, &format!("{MODEL} -detpixels 64 -seed 2 -printout"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.is_empty(), "{stderr}");
+    assert!(snapshot(&dir) == before, "the old outputs changed: {:?}", names(&dir));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,16 +1,19 @@
 //! Atomic output files: the one way nanobragg writes a file.
 //!
 //! An output is written to a temporary file beside its target
-//! (`.<name>.tmp.<pid>.<n>`, in the target's directory so that the rename
-//! stays on one filesystem) and renamed over the target only when complete
+//! (`.<name>.tmp.<pid>.<n>`, the name cut short where the whole would pass
+//! 255 bytes; in the target's directory so that the rename stays on one
+//! filesystem) and renamed over the target only when complete
 //! ([`Pending::commit`], or [`commit_all`] for the outputs of one run). A
 //! reader sees the old file or the whole new one, never a mix; an error, a
-//! [`Pending`] dropped uncommitted, or a SIGINT/SIGTERM/SIGHUP (see
+//! [`Pending`] dropped uncommitted, or a SIGINT/SIGTERM/SIGHUP/SIGABRT (see
 //! [`crate::interrupt`]) removes the temporary and leaves the old file as it
 //! was. A symbolic link is written through (the file it points to is
 //! replaced, the link stays); a file with other hard links gets a new inode,
 //! so its other names keep the old content. A device or pipe (`/dev/null`)
-//! is written in place: a rename would replace it with a regular file.
+//! is written in place: a rename would replace it with a regular file. An
+//! existing target this process may not write is refused, as nanoBragg.c's
+//! `fopen` would fail on it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -56,21 +59,28 @@ impl Pending {
     pub fn create(target: &Path) -> Result<Pending, IoError> {
         let wrap = |source| IoError::Write { path: target.to_path_buf(), source };
         let real = resolve(target);
-        if std::fs::metadata(&real).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        // nanoBragg.c's fopen fails on a file it may not write; a rename
+        // would replace it all the same, so ask as that open would
+        writable_if_present(&real).map_err(wrap)?;
+        if writes_in_place(&real) {
             return Ok(Pending { target: real, file: None, temp: None });
         }
-        let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = real.file_name().unwrap_or_default();
         let dir = match real.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
         loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!(".{name}.tmp.{}.{n}", std::process::id()));
+            let path = dir.join(temp_name(name, std::process::id(), n));
+            // registered before it exists, so that no signal finds it
+            // created but unregistered (unlinking a name not yet created
+            // does no harm)
+            let _cleanup = crate::interrupt::register(&path);
             // read access too: a mapping for writing needs it
             match File::options().read(true).write(true).create_new(true).open(&path) {
                 Ok(file) => {
-                    let _cleanup = crate::interrupt::register(&path);
+                    crate::interrupt::created(&path);
                     let temp = Some(Temp { path, _cleanup });
                     return Ok(Pending { target: real, file: Some(file), temp });
                 }
@@ -166,6 +176,104 @@ where
 /// Writes `bytes` to `path` atomically (see [`Pending`]).
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     write_atomic(path, |w| w.write_all(bytes))
+}
+
+/// The longest file name most filesystems take (`NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+/// The hidden temporary name of an output named `name`:
+/// `.<name>.tmp.<pid>.<n>`, with `name` cut short where the whole would
+/// pass [`NAME_MAX`] (the process id and counter keep it unique).
+fn temp_name(name: &std::ffi::OsStr, pid: u32, n: u64) -> std::ffi::OsString {
+    let suffix = format!(".tmp.{pid}.{n}");
+    let room = NAME_MAX - 1 - suffix.len();
+    let mut out = std::ffi::OsString::from(".");
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = name.as_bytes();
+        let mut cut = bytes.len().min(room);
+        // not inside a UTF-8 character: the name stays text where it was
+        while cut > 0 && cut < bytes.len() && bytes[cut] & 0xC0 == 0x80 {
+            cut -= 1;
+        }
+        out.push(std::ffi::OsStr::from_bytes(&bytes[..cut]));
+    }
+    #[cfg(not(unix))]
+    {
+        let name = name.to_string_lossy();
+        let mut cut = name.len().min(room);
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.push(&name[..cut]);
+    }
+    out.push(suffix);
+    out
+}
+
+/// Whether `path` (symbolic links resolved) names a device or a pipe, which
+/// an output writes in place (a rename would replace it with a regular file).
+pub fn writes_in_place(path: &Path) -> bool {
+    std::fs::metadata(resolve(path)).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// An error when `path` exists and this process may not write it (as
+/// `access(W_OK)` with the effective ids tells; root may write anything).
+#[cfg(unix)]
+fn writable_if_present(path: &Path) -> std::io::Result<()> {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return Ok(()) };
+    // SAFETY: a plain system call on a NUL-terminated path that outlives it
+    let denied =
+        unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) };
+    if denied == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.kind() {
+        std::io::ErrorKind::NotFound => Ok(()),
+        _ => Err(std::io::Error::new(e.kind(), format!("the existing file is not writable ({e})"))),
+    }
+}
+
+#[cfg(not(unix))]
+fn writable_if_present(path: &Path) -> std::io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.permissions().readonly() => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "the existing file is read-only",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An error (naming `path`) when `path` (symbolic links resolved) exists and
+/// this process may not write it, as [`Pending::create`] refuses it.
+pub fn check_writable(path: &Path) -> Result<(), IoError> {
+    writable_if_present(&resolve(path))
+        .map_err(|source| IoError::Write { path: path.to_path_buf(), source })
+}
+
+/// Bytes free for this process on the filesystem holding `dir` (`None`
+/// where that cannot be told).
+#[cfg(unix)]
+pub fn available_bytes(dir: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs fills the zeroed struct it is given; the path is
+    // NUL-terminated and outlives the call
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Bytes free for this process on the filesystem holding `dir` (`None`
+/// where that cannot be told).
+#[cfg(not(unix))]
+pub fn available_bytes(_dir: &Path) -> Option<u64> {
+    None
 }
 
 /// The file a symbolic link points to (nanoBragg.c, which opens the path,
@@ -339,6 +447,23 @@ mod tests {
         assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
         assert_eq!(names(&dir), ["pipe"]);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A name of 255 bytes (the most a filesystem takes) is written; its
+    /// temporary's name is cut short, hidden and unique.
+    #[test]
+    fn longest_names_work() {
+        let dir = scratch("long");
+        let long = "n".repeat(251) + ".bin";
+        write_bytes_atomic(&dir.join(&long), b"x").unwrap();
+        assert_eq!(names(&dir), std::slice::from_ref(&long));
+        let (a, b) =
+            (temp_name(long.as_ref(), 4_000_000, 0), temp_name(long.as_ref(), 4_000_000, 1));
+        assert!(a.len() <= NAME_MAX && a != b && a.to_string_lossy().starts_with(".nnn"), "{a:?}");
+        // a multi-byte character is not split
+        let wide = "é".repeat(127);
+        assert!(temp_name(wide.as_ref(), 7, 7).to_str().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -4,14 +4,19 @@
 //! replace `-misset` for one shot. Every shot's plan is resolved on the host
 //! (cheap: nothing per pixel); on the GPU the static arrays are uploaded once
 //! and only the rotated cells change between shots, with copy-back overlapped
-//! with the next shot's compute.
+//! with the next shot's compute. Every shot's outputs (float image; int, PGM
+//! and noise images where their flags are given) are checked, free space
+//! included, before the first shot is rendered (see docs/compat.md).
 
 use crate::invocation::Invocation;
+use crate::run::{write_images, ImageFiles};
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
-use nanobragg_core::render::{cpu, RenderOptions};
+use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::g;
+use nanobragg_io::le;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -55,8 +60,147 @@ pub fn shot_path(floatfile: &Path, i: usize) -> PathBuf {
     floatfile.with_file_name(name)
 }
 
-/// Render every shot of a batch and write its float image.
-pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()> {
+/// One output of a batch: a file per shot (`<stem>_NNNNN<ext>`), or a device
+/// or pipe that every shot is written into in turn.
+enum ShotOutput {
+    /// The name the shots' names are made from.
+    Files(PathBuf),
+    /// The device or pipe, opened once for all shots.
+    InPlace(Pending),
+}
+
+/// The outputs of a batch, in the order each shot writes them: the float
+/// image, then those of `-intfile`, `-pgmfile` and `-noisefile` where given.
+struct BatchOutputs {
+    list: Vec<(&'static str, ShotOutput)>,
+}
+
+impl BatchOutputs {
+    /// The outputs the command line asks for; the devices and pipes among
+    /// them opened (unwritable ones refused).
+    fn new(inv: &Invocation) -> Result<BatchOutputs> {
+        let o = &inv.outputs;
+        let wanted = [
+            ("-floatfile", &o.floatfile, true),
+            ("-intfile", &o.intfile, o.intfile_given),
+            ("-pgmfile", &o.pgmfile, o.pgmfile_given && o.write_pgm),
+            ("-noisefile", &o.noisefile, o.noisefile_given && o.calculate_noise),
+        ];
+        let mut list = Vec::new();
+        for (flag, path, given) in wanted {
+            if !given {
+                continue;
+            }
+            let out = if nanobragg_io::atomic::writes_in_place(path) {
+                ShotOutput::InPlace(crate::run::open_output(flag, path)?)
+            } else {
+                ShotOutput::Files(path.clone())
+            };
+            list.push((flag, out));
+        }
+        Ok(BatchOutputs { list })
+    }
+
+    /// Shot `i`'s (1-based) file of each output (`None`: a device or pipe).
+    fn shot_files(&self, i: usize) -> Vec<(&'static str, Option<PathBuf>)> {
+        let file = |o: &ShotOutput| match o {
+            ShotOutput::Files(stem) => Some(shot_path(stem, i)),
+            ShotOutput::InPlace(_) => None,
+        };
+        self.list.iter().map(|(flag, o)| (*flag, file(o))).collect()
+    }
+
+    /// Refuses, before any shot is rendered, a batch that cannot be written
+    /// whole: a shot's file that is a directory or may not be written, a
+    /// directory that does not exist or may not be written, or a filesystem
+    /// with less free space than the shots need (`sizes`: the bytes of one
+    /// shot's file of each output).
+    fn check(&self, shots: usize, sizes: &[u64]) -> Result<()> {
+        use std::collections::BTreeMap;
+        // bytes written and freed (old files replaced) per filesystem, and
+        // the most needed at one time: a shot's new files are all written
+        // before its old ones go
+        #[derive(Default)]
+        struct Use {
+            dir: PathBuf,
+            net: i128,
+            peak: i128,
+        }
+        let mut by_fs: BTreeMap<u64, Use> = BTreeMap::new();
+        let mut probed = std::collections::BTreeSet::new();
+        for i in 1..=shots {
+            let mut shot: BTreeMap<u64, (i128, i128)> = BTreeMap::new();
+            for ((flag, path), &size) in self.shot_files(i).into_iter().zip(sizes) {
+                let Some(path) = path else { continue };
+                if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+                    bail!("{flag}: cannot write '{}': it is a directory", path.display());
+                }
+                let real = std::fs::canonicalize(&path).unwrap_or(path.clone());
+                let dir = match real.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+                if probed.insert(dir.clone()) {
+                    // a temporary made and removed: the directory exists
+                    // and may be written
+                    drop(crate::run::open_output(flag, &path)?);
+                }
+                nanobragg_io::atomic::check_writable(&path)
+                    .map_err(|e| crate::run::write_error(flag, e))?;
+                let (dev, old) = fs_and_freed(&dir, &real);
+                by_fs.entry(dev).or_insert_with(|| Use { dir, ..Use::default() });
+                let e = shot.entry(dev).or_default();
+                // rounded up to whole blocks (4 KiB on most filesystems)
+                e.0 += i128::from(size.div_ceil(4096) * 4096);
+                e.1 += i128::from(old);
+            }
+            for (dev, (new, old)) in shot {
+                let u = by_fs.entry(dev).or_default();
+                u.peak = u.peak.max(u.net + new);
+                u.net += new - old;
+            }
+        }
+        for u in by_fs.values() {
+            let Some(free) = nanobragg_io::atomic::available_bytes(&u.dir) else { continue };
+            if u.peak > i128::from(free) {
+                let mb = |b: i128| b as f64 / 1e6;
+                bail!(
+                    "-batch: the {shots} shots need {:.1} MB in '{}' but only {:.1} MB are free",
+                    mb(u.peak),
+                    u.dir.display(),
+                    mb(i128::from(free))
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The filesystem of `dir` (its device number), and the bytes freed when
+/// `file`, an existing output with no other hard link, is replaced.
+fn fs_and_freed(dir: &Path, file: &Path) -> (u64, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(dir).map(|m| m.dev()).unwrap_or(0);
+        let old = match std::fs::metadata(file) {
+            Ok(m) if m.is_file() && m.nlink() == 1 => m.blocks() * 512,
+            _ => 0,
+        };
+        (dev, old)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (dir, file);
+        (0, 0)
+    }
+}
+
+/// Render every shot of a batch and write its images: the float image, and
+/// the int, PGM and noise images where their flags are given (scaled as a
+/// single run scales them; shot k's noise from the seed `noise_seed` + k − 1).
+pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: i64) -> Result<()> {
     let angles = read_batch(batch)?;
     let mut plans = Vec::with_capacity(angles.len());
     for a in &angles {
@@ -64,16 +208,80 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
         cfg.crystal.misset = Misset::Angles(*a);
         plans.push(Plan::new(&cfg, seeds).context("-batch")?);
     }
+    let mut outputs = BatchOutputs::new(inv)?;
+    let d = &plans[0].detector;
+    let pixels = (d.fpixels * d.spixels) as u64;
+    let smv = crate::run::smv_header(&plans[0]);
+    let smv_len = nanobragg_io::smv::smv_header_text(&smv).len() as u64;
+    let sizes: Vec<u64> = outputs
+        .list
+        .iter()
+        .map(|(flag, _)| match *flag {
+            "-floatfile" => 4 * pixels,
+            // (the header's scale takes at most a few dozen bytes)
+            "-pgmfile" => pixels + 128,
+            _ => smv_len + 2 * pixels,
+        })
+        .collect();
+    outputs.check(angles.len(), &sizes)?;
     let gpu = inv.uses_gpu();
     let out = std::io::stdout();
     let mut out = out.lock();
+    if outputs.list.iter().any(|(flag, _)| *flag == "-noisefile") {
+        writeln!(out, "noise seed: {noise_seed} for shot 1, one more for each shot after it")?;
+    }
     let start = Instant::now();
     let mut write_shot = |i: usize, image: &[f32]| -> Result<()> {
-        let path = shot_path(&inv.outputs.floatfile, i + 1);
+        let names = outputs.shot_files(i + 1);
+        let mut owned: Vec<Option<Pending>> = Vec::with_capacity(names.len());
+        for (flag, path) in &names {
+            owned.push(match path {
+                Some(p) => Some(crate::run::open_output(flag, p)?),
+                None => None,
+            });
+        }
+        // each output's file: this shot's own, or the shared device
+        let mut targets: Vec<(&'static str, &mut Pending)> = owned
+            .iter_mut()
+            .zip(outputs.list.iter_mut())
+            .map(|(own, (flag, shared))| match (own, shared) {
+                (Some(p), _) => (*flag, p),
+                (None, ShotOutput::InPlace(p)) => (*flag, p),
+                (None, ShotOutput::Files(_)) => unreachable!("a file per shot is opened above"),
+            })
+            .collect();
+        let mut take = |flag: &str| {
+            let at = targets.iter().position(|(f, _)| *f == flag)?;
+            Some(targets.swap_remove(at).1)
+        };
+        let float = take("-floatfile").expect("every batch writes float images");
+        float
+            .write(|w| le::write_le(w, image))
+            .map_err(|e| crate::run::write_error("-floatfile", e))?;
+        let files =
+            ImageFiles { int: take("-intfile"), pgm: take("-pgmfile"), noise: take("-noisefile") };
+        if files.int.is_some() || files.pgm.is_some() || files.noise.is_some() {
+            let info =
+                RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
+            let noise_idum = -noise_seed.wrapping_add(i as i64);
+            let mut sink = std::io::sink();
+            write_images(&mut sink, &plans[i], inv, image, &info, files, noise_idum)?;
+        }
+        let files: Vec<(&'static str, Pending)> =
+            names.iter().zip(owned).filter_map(|((flag, _), p)| Some((*flag, p?))).collect();
+        nanobragg_io::atomic::commit_all(files)
+            .map_err(|(flag, e)| crate::run::write_error(flag, e))?;
         let max = image.iter().fold(0.0f32, |m, &v| m.max(v));
-        nanobragg_io::float::write_float_image(&path, image)
-            .map_err(|e| anyhow!("-floatfile {}: {e}", path.display()))?;
         let a = angles[i];
+        let list: Vec<String> = names
+            .iter()
+            .zip(&outputs.list)
+            .map(|((_, path), (flag, o))| match (path, o) {
+                (Some(p), _) => p.display().to_string(),
+                (None, ShotOutput::InPlace(p)) => p.target().display().to_string(),
+                (None, ShotOutput::Files(_)) => flag.to_string(),
+            })
+            .collect();
         writeln!(
             out,
             "shot {}: misset {} {} {} deg, max_I = {}, wrote {}",
@@ -82,7 +290,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
             g(a[1]),
             g(a[2]),
             g(max as f64),
-            path.display()
+            list.join(", ")
         )?;
         Ok(())
     };

@@ -680,7 +680,7 @@ pub static FLAGS: &[Flag] = &[
         .dflt("10000"),
     // ----------------------------------------------------------------- crystal
     Flag::file("-batch", M, Kind::InFile,
-        "render one shot per line of this file, each line three misset angles (deg) about x y z replacing -misset; writes float images <floatfile stem>_NNNNN<ext> (one plan upload on the GPU)",
+        "render one shot per line of this file, each line three misset angles (deg) about x y z replacing -misset; writes float images <floatfile stem>_NNNNN<ext>, and int, PGM and noise images likewise where -intfile, -pgmfile, -noisefile are given (shot k's noise seeded -seed + k - 1); a device or pipe takes every shot in turn (one plan upload on the GPU)",
         |inv, o| inv.batch_path = Some(o.path(0))),
     Flag::file("-mat", X, Kind::InFile,
         "MOSFLM orientation matrix: reciprocal vectors a*, b*, c* (times the wavelength) as columns of three lines",
@@ -841,17 +841,17 @@ pub static FLAGS: &[Flag] = &[
         .aka(&["-floatimage"])
         .dflt("floatimage.bin"),
     Flag::file("-intfile", O, Kind::OutFile, "noiseless SMV image, scaled by -scale",
-        |inv, o| inv.outputs.intfile = o.path(0))
+        |inv, o| { inv.outputs.intfile = o.path(0); inv.outputs.intfile_given = true; })
         .aka(&["-intimage"])
         .dflt("intimage.img"),
     Flag::file("-noisefile", O, Kind::OutFile, "SMV image in photons with Poisson noise (turns noise back on)",
-        |inv, o| { inv.outputs.noisefile = o.path(0); inv.outputs.calculate_noise = true; })
+        |inv, o| { inv.outputs.noisefile = o.path(0); inv.outputs.calculate_noise = true; inv.outputs.noisefile_given = true; })
         .aka(&["-noiseimage"])
         .dflt("noiseimage.img"),
     Flag::switch("-nonoise", O, "do not compute or write the noise image",
         |inv, _| inv.outputs.calculate_noise = false),
     Flag::file("-pgmfile", O, Kind::OutFile, "8-bit PGM preview image (turns the preview back on)",
-        |inv, o| { inv.outputs.pgmfile = o.path(0); inv.outputs.write_pgm = true; })
+        |inv, o| { inv.outputs.pgmfile = o.path(0); inv.outputs.write_pgm = true; inv.outputs.pgmfile_given = true; })
         .aka(&["-pgmimage"])
         .dflt("image.pgm"),
     Flag::switch("-nopgm", O, "do not write the PGM preview",

@@ -8,12 +8,16 @@ use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::{hessian_of, jacobian_of, Param};
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_io::atomic::Pending;
 use std::io::Write;
 use std::path::PathBuf;
 
 /// The parameters of `-gradient`, each checked against the plan; `None`
 /// without the flag. Errors name the flag and the parameter.
 pub fn params(inv: &Invocation, plan: &Plan) -> Result<Option<Vec<Param>>> {
+    if inv.gradfile.is_empty() {
+        return Err(anyhow!("-gradfile: the file name prefix is empty"));
+    }
     let Some(list) = &inv.gradient else {
         if inv.curvatures != Curvatures::None {
             return Err(anyhow!("invalid -curvatures: needs -gradient (the parameters)"));
@@ -49,35 +53,81 @@ fn per(a: Param, b: Option<Param>) -> String {
     }
 }
 
-/// Compute and write the derivative images of `-gradient` and
-/// `-curvatures` (nothing without the flag), reporting each file on `out`.
-pub fn write(inv: &Invocation, plan: &Plan, seeds: SetupSeeds, out: &mut impl Write) -> Result<()> {
-    let Some(params) = params(inv, plan)? else { return Ok(()) };
+/// The files of `-gradient` and `-curvatures` (none without the flag), in
+/// the order they are written: each parameter's derivative, then (with
+/// `-curvatures`) its second derivative, then the mixed ones by pairs.
+fn names(inv: &Invocation, params: &[Param]) -> Vec<(PathBuf, String)> {
+    let mut names = Vec::new();
+    for &p in params {
+        names.push((file_name(&inv.gradfile, p), per(p, None)));
+        if inv.curvatures != Curvatures::None {
+            names.push((file_name2(&inv.gradfile, p, p), per(p, Some(p))));
+        }
+    }
+    if inv.curvatures == Curvatures::Mixed {
+        for (i, &a) in params.iter().enumerate() {
+            for &b in &params[i + 1..] {
+                names.push((file_name2(&inv.gradfile, a, b), per(a, Some(b))));
+            }
+        }
+    }
+    names
+}
+
+/// The derivative image files, open under temporary names (see
+/// [`nanobragg_io::atomic`]) before anything is rendered, so that an
+/// unwritable one is refused before any output changes.
+pub struct GradientFiles(Vec<(PathBuf, String, Pending)>);
+
+/// Opens the files of `-gradient` and `-curvatures` (none without the
+/// flag); the error names `-gradfile` and the file.
+pub fn open(inv: &Invocation, plan: &Plan) -> Result<GradientFiles> {
+    let Some(params) = params(inv, plan)? else { return Ok(GradientFiles(Vec::new())) };
+    let mut files = Vec::new();
+    for (path, what) in names(inv, &params) {
+        let file = crate::run::open_output("-gradfile", &path)?;
+        files.push((path, what, file));
+    }
+    Ok(GradientFiles(files))
+}
+
+/// Computes the derivative images of `-gradient` and `-curvatures` into
+/// `files` (from [`open`]), reporting each file on `out`; returns them,
+/// keyed by their flag, for the caller to commit with its other outputs.
+pub fn write(
+    inv: &Invocation,
+    plan: &Plan,
+    seeds: SetupSeeds,
+    out: &mut impl Write,
+    files: GradientFiles,
+) -> Result<Vec<(&'static str, Pending)>> {
+    let Some(params) = params(inv, plan)? else { return Ok(Vec::new()) };
     let opts = RenderOptions { threads: inv.threads };
-    let mut files: Vec<(PathBuf, String, Vec<f32>)> = Vec::new();
+    // in the order of names()
+    let mut images: Vec<Vec<f32>> = Vec::new();
     if inv.curvatures == Curvatures::None {
         let j = jacobian_of(&inv.config, plan, &params, seeds, opts, inv.precision)?;
-        for (p, d) in params.iter().zip(j.derivatives) {
-            files.push((file_name(&inv.gradfile, *p), per(*p, None), d));
-        }
+        images.extend(j.derivatives);
     } else {
         // the hyper-dual renders carry the first derivatives too
         let mixed = inv.curvatures == Curvatures::Mixed;
         let h = hessian_of(&inv.config, plan, &params, seeds, opts, mixed)?;
-        for ((p, g), d2) in params.iter().zip(h.gradient).zip(h.diagonal) {
-            files.push((file_name(&inv.gradfile, *p), per(*p, None), g));
-            files.push((file_name2(&inv.gradfile, *p, *p), per(*p, Some(*p)), d2));
+        for (g, d2) in h.gradient.into_iter().zip(h.diagonal) {
+            images.push(g);
+            images.push(d2);
         }
-        for (i, j, d2) in h.mixed {
-            let (a, b) = (params[i], params[j]);
-            files.push((file_name2(&inv.gradfile, a, b), per(a, Some(b)), d2));
-        }
+        images.extend(h.mixed.into_iter().map(|(_, _, d2)| d2));
     }
-    for (path, what, d) in &files {
+    if images.len() != files.0.len() {
+        return Err(anyhow!("-gradient: {} images for {} files", images.len(), files.0.len()));
+    }
+    let mut written = Vec::with_capacity(images.len());
+    for ((path, what, mut file), d) in files.0.into_iter().zip(&images) {
         writeln!(out, "writing {} as {} 4-byte floats ({what})", path.display(), d.len())?;
-        nanobragg_io::float::write_float_image(path, d)
-            .map_err(|e| anyhow!("-gradfile {}: {e}", path.display()))?;
+        file.write(|w| nanobragg_io::le::write_le(w, d))
+            .map_err(|e| crate::run::write_error("-gradfile", e))?;
+        written.push(("-gradfile", file));
     }
     out.flush()?;
-    Ok(())
+    Ok(written)
 }

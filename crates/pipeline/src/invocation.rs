@@ -18,6 +18,12 @@ pub struct Outputs {
     pub pgmfile: PathBuf,
     /// `-noisefile`: SMV image with Poisson noise (default `noiseimage.img`).
     pub noisefile: PathBuf,
+    /// `-intfile` was given (under `-batch`, each shot then writes one).
+    pub intfile_given: bool,
+    /// `-pgmfile` was given (under `-batch`, each shot then writes one).
+    pub pgmfile_given: bool,
+    /// `-noisefile` was given (under `-batch`, each shot then writes one).
+    pub noisefile_given: bool,
     /// Write the PGM file (default true; `-nopgm` clears, `-pgmfile`/`-pgmscale` set).
     pub write_pgm: bool,
     /// Write the noise image (default true; `-nonoise` clears, `-noisefile` sets).
@@ -40,6 +46,9 @@ impl Default for Outputs {
             intfile: PathBuf::from("intimage.img"),
             pgmfile: PathBuf::from("image.pgm"),
             noisefile: PathBuf::from("noiseimage.img"),
+            intfile_given: false,
+            pgmfile_given: false,
+            noisefile_given: false,
             write_pgm: true,
             calculate_noise: true,
             int_scale: 0.0,

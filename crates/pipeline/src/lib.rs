@@ -46,3 +46,10 @@ pub fn main_with_args(args: &[String]) -> anyhow::Result<()> {
         _ => parse_args(args).map_err(anyhow::Error::from).and_then(run::run),
     }
 }
+
+/// Whether `e` is a failed write to stdout because its reader went away (a
+/// broken pipe). Output files' errors are never this: they name their flag
+/// and file.
+pub fn is_broken_stdout(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}

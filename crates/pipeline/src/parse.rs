@@ -357,6 +357,12 @@ fn parse_value(
                 Ok(Value::Text(s.to_string()))
             }
         }
+        // an empty name would write `_00001` under -batch, or fail late
+        Kind::OutFile if s.is_empty() => Err(CliError::OutOfRange {
+            flag: flag_name(),
+            value: s.to_string(),
+            why: "the file name is empty".to_string(),
+        }),
         Kind::OutFile => Ok(Value::Text(s.to_string())),
         Kind::Word(choices) => {
             if choices.is_empty() || choices.contains(&s) {

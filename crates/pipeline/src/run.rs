@@ -55,21 +55,39 @@ impl OutputFiles {
         })
     }
 
-    /// Renames every output into place, in the order nanoBragg.c writes them.
-    fn commit(self) -> Result<()> {
+    /// Renames every output into place, in the order nanoBragg.c writes them,
+    /// then the `-gradient` images `more`.
+    fn commit(self, more: Vec<(&'static str, Pending)>) -> Result<()> {
         let files = [
             ("-floatfile", Some(self.float)),
             ("-intfile", Some(self.int)),
             ("-pgmfile", self.pgm),
             ("-noisefile", self.noise),
         ];
-        let files = files.into_iter().filter_map(|(flag, f)| Some((flag, f?))).collect();
+        let mut files: Vec<_> =
+            files.into_iter().filter_map(|(flag, f)| Some((flag, f?))).collect();
+        files.extend(more);
         nanobragg_io::atomic::commit_all(files).map_err(|(flag, e)| write_error(flag, e))
+    }
+
+    /// The int, PGM and noise images' files, for [`write_images`].
+    fn images(&mut self) -> ImageFiles<'_> {
+        ImageFiles { int: Some(&mut self.int), pgm: self.pgm.as_mut(), noise: self.noise.as_mut() }
     }
 }
 
+/// The files [`write_images`] writes (`None`: that image is not written).
+pub(crate) struct ImageFiles<'a> {
+    /// `-intfile`.
+    pub int: Option<&'a mut Pending>,
+    /// `-pgmfile`.
+    pub pgm: Option<&'a mut Pending>,
+    /// `-noisefile`.
+    pub noise: Option<&'a mut Pending>,
+}
+
 /// Starts writing the output `path` of `flag` (its temporary, beside it).
-fn open_output(flag: &str, path: &Path) -> Result<Pending> {
+pub(crate) fn open_output(flag: &str, path: &Path) -> Result<Pending> {
     let shown = path.display();
     if path.as_os_str().is_empty() {
         bail!("{flag}: the file name is empty");
@@ -97,7 +115,7 @@ fn open_output(flag: &str, path: &Path) -> Result<Pending> {
 }
 
 /// A writer's error, naming the flag and the file.
-fn write_error(flag: &str, e: IoError) -> anyhow::Error {
+pub(crate) fn write_error(flag: &str, e: IoError) -> anyhow::Error {
     match e {
         IoError::Write { path, source } => {
             anyhow!("{flag}: cannot write '{}': {source}", path.display())
@@ -277,7 +295,7 @@ fn traces(
 }
 
 /// The SMV header fields of this run's integer images.
-fn smv_header(plan: &Plan) -> SmvHeaderFields {
+pub(crate) fn smv_header(plan: &Plan) -> SmvHeaderFields {
     let d = &plan.detector;
     SmvHeaderFields {
         fpixels: d.fpixels,
@@ -307,7 +325,8 @@ fn smv_header(plan: &Plan) -> SmvHeaderFields {
 /// Execute a parsed command line.
 pub fn run(inv: Invocation) -> Result<()> {
     if inv.help {
-        print!("{}", crate::flags::help_text());
+        // (print! would panic on a closed pipe: `nanobragg -h | head`)
+        std::io::stdout().lock().write_all(crate::flags::help_text().as_bytes())?;
         return Ok(());
     }
     for w in &inv.warnings {
@@ -327,7 +346,8 @@ pub fn run(inv: Invocation) -> Result<()> {
     let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
     crate::gradient::params(&inv, &plan)?; // refuse a bad -gradient before writing anything
     if let Some(batch) = &inv.batch_path {
-        return crate::batch::run_batch(&inv, batch, SetupSeeds { misset_idum });
+        let noise_seed = inv.seed.unwrap_or(clock);
+        return crate::batch::run_batch(&inv, batch, SetupSeeds { misset_idum }, noise_seed);
     }
     if let (Some(path), Some((w, h))) = (&inv.img_path, inv.img_size) {
         let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
@@ -340,6 +360,7 @@ pub fn run(inv: Invocation) -> Result<()> {
     }
     // refuse unwritable outputs before writing anything, the Fdump file included
     let mut files = OutputFiles::open(&inv.outputs)?;
+    let gradient_files = crate::gradient::open(&inv, &plan)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     report(&mut out, &plan, &inv, noise_idum)?;
@@ -374,10 +395,12 @@ pub fn run(inv: Invocation) -> Result<()> {
     if owned.is_some() {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
-    write_images(&mut out, &plan, &inv, image, &rendered, &mut files, noise_idum)?;
+    write_images(&mut out, &plan, &inv, image, &rendered, files.images(), noise_idum)?;
     drop(float_map);
-    files.commit()?;
-    crate::gradient::write(&inv, &plan, SetupSeeds { misset_idum }, &mut out)?;
+    let seeds = SetupSeeds { misset_idum };
+    let gradients = crate::gradient::write(&inv, &plan, seeds, &mut out, gradient_files)?;
+    // all together, so that an error or a signal before here changes no output
+    files.commit(gradients)?;
     out.flush()?;
     Ok(())
 }
@@ -438,11 +461,12 @@ fn report(out: &mut impl Write, plan: &Plan, inv: &Invocation, noise_idum: i64) 
     Ok(())
 }
 
-/// The image statistics, with the integer image written on the way: where
-/// the CPU render gathered each row's sums, the RMSD's pass over the image
-/// rides along with the int conversion. Returns them with the int scale.
+/// The image statistics, with the integer image written on the way (where
+/// there is a `file`): where the CPU render gathered each row's sums, the
+/// RMSD's pass over the image rides along with the int conversion. Returns
+/// them with the int scale.
 fn statistics_and_int_image(
-    file: &mut Pending,
+    file: Option<&mut Pending>,
     plan: &Plan,
     o: &Outputs,
     image: &[f32],
@@ -460,6 +484,12 @@ fn statistics_and_int_image(
     if int_scale <= 0.0 {
         int_scale = if stats.max_i > 0.0 { 55000.0 / stats.max_i } else { 1.0 };
     }
+    let Some(file) = file else {
+        if from_rows {
+            stats.rmsd = rmsd(image, fp, sp, roi, stats.mean);
+        }
+        return (stats, int_scale, Ok(()));
+    };
     let devs: Vec<AtomicU64> =
         if from_rows { (0..sp).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
     let mean = stats.mean;
@@ -485,19 +515,20 @@ fn statistics_and_int_image(
 
 /// Writes the integer, PGM and noise images into their temporaries and
 /// prints the statistics, as nanoBragg.c does after the float image.
-fn write_images(
+pub(crate) fn write_images(
     out: &mut impl Write,
     plan: &Plan,
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
-    files: &mut OutputFiles,
+    files: ImageFiles<'_>,
     noise_idum: i64,
 ) -> Result<()> {
     let (o, d) = (&inv.outputs, &plan.detector);
     let (fp, sp, roi) = (d.fpixels, d.spixels, d.roi);
+    let writes_int = files.int.is_some();
     let (stats, int_scale, int_written) =
-        statistics_and_int_image(&mut files.int, plan, o, image, rendered);
+        statistics_and_int_image(files.int, plan, o, image, rendered);
     writeln!(out, "writing {} as {} 4-byte floats", o.floatfile.display(), fp * sp)?;
     let subpixel = d.pixel_size_m / plan.oversample as f64;
     let last = (plan.oversample - 1) as f64;
@@ -509,11 +540,13 @@ fn write_images(
     };
     writeln!(out, "max_I = {}  at {} {}", g(stats.max_i), g(max_x), g(max_y))?;
     writeln!(out, "mean= {} rms= {} rmsd= {}", g(stats.mean), g(stats.rms), g(stats.rmsd))?;
-    writeln!(out, "intfile_scale = {}", g(int_scale))?;
-    writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
+    if writes_int {
+        writeln!(out, "intfile_scale = {}", g(int_scale))?;
+        writeln!(out, "writing {} as 2-byte integers", o.intfile.display())?;
+    }
     int_written.map_err(|e| write_error("-intfile", e))?;
 
-    if let Some(file) = &mut files.pgm {
+    if let Some(file) = files.pgm {
         let mut pgm_scale = o.pgm_scale;
         if pgm_scale <= 0.0 {
             pgm_scale = if stats.rmsd > 0.0 { 250.0 / (5.0 * stats.rmsd) } else { int_scale };
@@ -523,7 +556,7 @@ fn write_images(
         writeln!(out, "writing {} as 1-byte integers", o.pgmfile.display())?;
         pgm::write_pgm(file, fp, sp, pgm_scale, &bytes).map_err(|e| write_error("-pgmfile", e))?;
     }
-    if let Some(file) = &mut files.noise {
+    if let Some(file) = files.noise {
         let mut rng = NoiseRng::new(noise_idum);
         let noise = nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
         writeln!(
