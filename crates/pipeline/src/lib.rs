@@ -8,6 +8,7 @@
 //! table) ← [`parse`] (the argument list); [`render`] resolves and renders an
 //! invocation; run, batch, gradient and refine build on those.
 
+pub mod add;
 pub mod batch;
 pub mod flags;
 pub mod gradient;
@@ -38,11 +39,12 @@ pub fn main_as(program: &str, args: &[String]) -> anyhow::Result<()> {
 }
 
 /// Runs the command line `args` (without the program name): a render, or
-/// the subcommands `refine` and `noisify`.
+/// the subcommands `refine`, `noisify` and `add`.
 pub fn main_with_args(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("refine") => refine::main(&args[1..]),
         Some("noisify") => noisify::run(&args[1..], &mut std::io::stdout().lock()),
+        Some("add") => add::run(&args[1..], &mut std::io::stdout().lock()),
         _ => parse_args(args).map_err(anyhow::Error::from).and_then(run::run),
     }
 }
