@@ -3,7 +3,7 @@
 
 Each execution takes a known-good run (a golden case's command line, or a
 run built around one input file: -hkl, -mat, -sourcefile, -img, -mask, an
-Fdump, -batch, -gradient, refine), mutates its arguments or the input's
+Fdump, -batch, -gradient, refine, noisify, add), mutates its arguments or the input's
 bytes, and runs the binary in a fresh directory under a wall-clock limit, an
 address-space limit and a file-size limit (SIGXFSZ ignored, so an oversized
 write is a write error, as on a full disk). Execution i depends only on the
@@ -103,6 +103,13 @@ def targets():
         "fdump": (1, BASE[2:] + ["-dump", "Fdump.bin"], {"Fdump.bin": fdump_bytes()}, "Fdump.bin"),
         "batch": (1, BASE + ["-batch", "shots.txt", "-floatfile", "s.bin"], {"shots.txt": b"0 0 0\n1 2 3\n10 20 30\n"}, "shots.txt"),
         "gradient": (1, BASE + ["-gradient", "distance,Xbeam,cell_a", "-gradfile", "g"], {}, None),
+        "noisify": (2, ["noisify", "-floatfile", "in.bin", "-seed", "1", "-psf", "gauss", "-readout", "2",
+                        "-intfile", "i.img", "-noisefile", "n.img", "-pgmfile", "p.pgm"],
+                    {"in.bin": struct.pack("<1024f", *[float(i % 50) for i in range(1024)])}, "in.bin"),
+        "noisify-header": (1, ["noisify", "-floatfile", "in.bin", "-header", "h.img", "-seed", "2"],
+                           {"in.bin": struct.pack("<1024f", *([3.0] * 1024)), "h.img": smv_image()}, "h.img"),
+        "add": (1, ["add", "a.bin", "b.bin", "-floatfile", "sum.bin", "-scale", "1,2"],
+                {"a.bin": struct.pack("<64f", *([1.0] * 64)), "b.bin": struct.pack("<64f", *([2.0] * 64))}, "b.bin"),
         "refine": (1, ["refine", "-observed", "obs.bin", "-refine", "distance,Xbeam", "-maxiter", "3"] + BASE,
                    {"obs.bin": struct.pack("<1024f", *([1.0] * 1024))}, "obs.bin"),
     }

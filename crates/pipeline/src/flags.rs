@@ -867,6 +867,37 @@ pub static FLAGS: &[Flag] = &[
     Flag::num("-adc", O, "ADU", Check::Any, "offset added to the pixels of the SMV images",
         |inv, o| inv.outputs.adc_offset = o.num(0))
         .dflt("40"),
+    Flag::num("-readout_noise", O, "ADU", Check::NonNegative, "detector response: Gaussian read-out noise of the noise image (rms)",
+        |inv, o| inv.outputs.response.readout_noise = o.num(0))
+        .aka(&["-readout", "-readnoise"])
+        .dflt("0"),
+    Flag::num("-flicker", O, "", Check::NonNegative, "detector response: fractional rms of the source intensity, drawn per pixel",
+        |inv, o| inv.outputs.response.flicker_noise = o.num(0))
+        .vals("fraction")
+        .dflt("0"),
+    Flag::num("-calibration", O, "", Check::NonNegative, "detector response: fractional rms of the per-pixel calibration error",
+        |inv, o| inv.outputs.response.calibration_noise = o.num(0))
+        .vals("fraction")
+        .dflt("0"),
+    Flag::int("-calib_seed", O, Check::Any, "random seed for the calibration error (as noisify's)",
+        |inv, o| inv.outputs.response.calib_seed = Some(o.int(0)))
+        .dflt("noisify's"),
+    Flag::num("-gain", O, "ADU/photon", Check::Positive, "detector response: pixel units per photon in the noise image",
+        |inv, o| inv.outputs.response.gain = Some(o.num(0)))
+        .dflt("1"),
+    Flag::word("-psf", O, &["gauss", "fiber"], "detector response: point-spread function of the noise image (Gaussian, or a fibre-optic taper's)",
+        |inv, o| inv.outputs.response.psf = Some(if o.text(0) == "fiber" {
+            nanobragg_core::psf::PsfShape::Fiber
+        } else {
+            nanobragg_core::psf::PsfShape::Gauss
+        }))
+        .dflt("none"),
+    Flag::num("-psf_fwhm", O, "µm", Check::Positive, "full width at half maximum of -psf",
+        |inv, o| inv.outputs.response.psf_fwhm_um = Some(o.num(0)))
+        .dflt("46"),
+    Flag::int("-psf_radius", O, Check::AtMost(1 << 20), "radius of the -psf kernel in pixels (0: automatic)",
+        |inv, o| inv.outputs.response.psf_radius = Some(o.int(0)))
+        .dflt("automatic"),
     Flag::int("-seed", O, Check::Any, "random seed for the noise image",
         |inv, o| inv.seed = Some(o.int(0)))
         .dflt("clock"),

@@ -37,6 +37,56 @@ pub struct Outputs {
     /// `-dump`: the Fdump file written after reading `-hkl` and read back when
     /// no `-hkl` is given (default `Fdump.bin`).
     pub dumpfile: PathBuf,
+    /// The detector response applied to the noise image (noisify's options).
+    pub response: ResponseOptions,
+}
+
+/// noisify's detector response as options of a render: applied to the noise
+/// image when any of them is given (see [`ResponseOptions::is_set`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseOptions {
+    /// `-readout_noise`: Gaussian read-out noise, ADU rms.
+    pub readout_noise: f64,
+    /// `-flicker`: fractional rms of the source intensity per pixel.
+    pub flicker_noise: f64,
+    /// `-calibration`: fractional rms of the per-pixel calibration error.
+    pub calibration_noise: f64,
+    /// `-calib_seed`: seed of the calibration error (default: noisify's).
+    pub calib_seed: Option<i64>,
+    /// `-gain`: ADU per photon (default 1).
+    pub gain: Option<f64>,
+    /// `-psf`: `gauss` or `fiber`.
+    pub psf: Option<nanobragg_core::psf::PsfShape>,
+    /// `-psf_fwhm`: the PSF's full width at half maximum (µm; default 46).
+    pub psf_fwhm_um: Option<f64>,
+    /// `-psf_radius`: kernel radius in pixels (0: automatic).
+    pub psf_radius: Option<i64>,
+}
+
+impl Default for ResponseOptions {
+    fn default() -> Self {
+        Self {
+            readout_noise: 0.0,
+            flicker_noise: 0.0,
+            calibration_noise: 0.0,
+            calib_seed: None,
+            gain: None,
+            psf: None,
+            psf_fwhm_um: None,
+            psf_radius: None,
+        }
+    }
+}
+
+impl ResponseOptions {
+    /// Whether any option changes the noise image from nanoBragg.c's.
+    pub fn is_set(&self) -> bool {
+        self.readout_noise > 0.0
+            || self.flicker_noise > 0.0
+            || self.calibration_noise > 0.0
+            || self.gain.is_some()
+            || self.psf.is_some()
+    }
 }
 
 impl Default for Outputs {
@@ -55,6 +105,7 @@ impl Default for Outputs {
             pgm_scale: 0.0,
             adc_offset: 40.0,
             dumpfile: PathBuf::from("Fdump.bin"),
+            response: ResponseOptions::default(),
         }
     }
 }

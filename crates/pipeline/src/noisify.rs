@@ -642,7 +642,7 @@ fn report_options(o: &Options, x: usize, y: usize, out: &mut impl Write) -> Resu
 }
 
 /// The lines the reference's `apply_psf` prints.
-fn report_psf(a: &nanobragg_core::psf::PsfApplied, out: &mut impl Write) -> Result<()> {
+pub(crate) fn report_psf(a: &nanobragg_core::psf::PsfApplied, out: &mut impl Write) -> Result<()> {
     if a.zero_width {
         writeln!(out, "WARNING: apply_psf function has zero size")?;
         return Ok(());

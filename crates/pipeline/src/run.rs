@@ -16,6 +16,7 @@ use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
 use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
+use nanobragg_core::response::{noisy_image, Bits, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump;
@@ -345,6 +346,7 @@ pub fn run(inv: Invocation) -> Result<()> {
     };
     let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
     crate::gradient::params(&inv, &plan)?; // refuse a bad -gradient before writing anything
+    response(&inv.outputs, plan.detector.pixel_size_m)?; // and a bad detector response
     if let Some(batch) = &inv.batch_path {
         let noise_seed = inv.seed.unwrap_or(clock);
         return crate::batch::run_batch(&inv, batch, SetupSeeds { misset_idum }, noise_seed);
@@ -513,6 +515,37 @@ fn statistics_and_int_image(
     (stats, int_scale, written)
 }
 
+/// noisify's calibration seed word when none is given (it acts as seed 1).
+const NOISIFY_CALIB_IDUM: i64 = 123456789;
+
+/// The noise image's detector response (noisify's options), `None` when no
+/// option asks for one; options that need another one are refused.
+fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response>> {
+    let r = &o.response;
+    if r.psf.is_none() && (r.psf_fwhm_um.is_some() || r.psf_radius.is_some()) {
+        bail!("-psf_fwhm and -psf_radius shape the point-spread function: give -psf gauss|fiber");
+    }
+    if r.calib_seed.is_some() && r.calibration_noise <= 0.0 {
+        bail!("-calib_seed seeds the calibration error: give -calibration > 0");
+    }
+    if !r.is_set() {
+        return Ok(None);
+    }
+    // held in single precision, as noisify holds it
+    let fwhm_m = (r.psf_fwhm_um.unwrap_or(46.0) / 1e6) as f32;
+    let psf =
+        r.psf.map(|shape| (shape, fwhm_m as f64 / pixel_size_m, r.psf_radius.unwrap_or(0) as i32));
+    Ok(Some(Response {
+        gain: r.gain.unwrap_or(1.0),
+        adc_offset: o.adc_offset,
+        readout_noise: r.readout_noise,
+        flicker_noise: r.flicker_noise,
+        calibration_noise: r.calibration_noise,
+        psf,
+        bits: Bits::U16,
+    }))
+}
+
 /// Writes the integer, PGM and noise images into their temporaries and
 /// prints the statistics, as nanoBragg.c does after the float image.
 pub(crate) fn write_images(
@@ -557,16 +590,34 @@ pub(crate) fn write_images(
         pgm::write_pgm(file, fp, sp, pgm_scale, &bytes).map_err(|e| write_error("-pgmfile", e))?;
     }
     if let Some(file) = files.noise {
-        let mut rng = NoiseRng::new(noise_idum);
-        let noise = nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
-        writeln!(
-            out,
-            "{} photons on noise image ({} overloads)",
-            nanobragg_io::cfmt::f(noise.photons, 0),
-            noise.overloads
-        )?;
+        let pixels = match response(o, d.pixel_size_m)? {
+            None => {
+                let mut rng = NoiseRng::new(noise_idum);
+                let noise =
+                    nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
+                let photons = nanobragg_io::cfmt::f(noise.photons, 0);
+                writeln!(out, "{photons} photons on noise image ({} overloads)", noise.overloads)?;
+                noise.pixels
+            }
+            Some(response) => {
+                let calib_idum = o.response.calib_seed.map_or(NOISIFY_CALIB_IDUM, |s| -s);
+                let mut seeds = SharedSeeds::new(noise_idum, calib_idum);
+                let noisy = noisy_image(image, fp, sp, &response, &mut seeds);
+                if let (Some(before), Some(psf)) = (noisy.photons_before_psf, &noisy.psf) {
+                    writeln!(
+                        out,
+                        "{} photons on noise image before PSF",
+                        nanobragg_io::cfmt::f(before, 0)
+                    )?;
+                    crate::noisify::report_psf(psf, out)?;
+                }
+                let photons = nanobragg_io::cfmt::f(noisy.photons, 0);
+                writeln!(out, "{photons} photons on noise image ({} overloads)", noisy.overloads)?;
+                noisy.pixels16
+            }
+        };
         writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
-        smv::write_smv(file, &smv_header(plan), &noise.pixels)
+        smv::write_smv(file, &smv_header(plan), &pixels)
             .map_err(|e| write_error("-noisefile", e))?;
     }
     Ok(())

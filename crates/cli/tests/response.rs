@@ -1,0 +1,136 @@
+//! The detector response in a render (`-readout_noise`, `-flicker`,
+//! `-calibration`, `-gain`, `-psf`, ...) equals noisify run on the render's
+//! float image with the same seeds and options, for any thread count.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("response-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_nanobragg")).args(args).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+const MODEL: &[&str] = &[
+    "-default_F",
+    "100",
+    "-cell",
+    "70",
+    "80",
+    "90",
+    "90",
+    "90",
+    "90",
+    "-lambda",
+    "1",
+    "-N",
+    "8",
+    "-distance",
+    "60",
+    "-pixel",
+    "0.1",
+    "-detpixels",
+    "96",
+    "-misset",
+    "10",
+    "20",
+    "30",
+    "-fluence",
+    "1e26",
+    "-nopgm",
+];
+const RESPONSE: &[&str] = &[
+    "-seed",
+    "5",
+    "-flicker",
+    "0.02",
+    "-calibration",
+    "0.03",
+    "-calib_seed",
+    "7",
+    "-gain",
+    "1.5",
+    "-adc",
+    "30",
+    "-psf",
+    "gauss",
+    "-psf_fwhm",
+    "150",
+];
+
+/// The pixels of an SMV file after its 512-byte header.
+fn pixels(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap()[512..].to_vec()
+}
+
+#[test]
+fn in_run_response_equals_noisify() {
+    let dir = scratch("equal");
+    for (threads, noise) in [("1", "n1.img"), ("2", "n2.img")] {
+        let mut args = MODEL.to_vec();
+        args.extend(RESPONSE);
+        args.extend([
+            "-readout_noise",
+            "3",
+            "-threads",
+            threads,
+            "-floatfile",
+            "f.bin",
+            "-noisefile",
+            noise,
+        ]);
+        let out = run(&dir, &args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("photons on noise image before PSF"), "{text}");
+    }
+    let mut args = vec!["noisify", "-floatfile", "f.bin", "-pixel", "0.1", "-readout", "3"];
+    args.extend(RESPONSE);
+    args.extend(["-nopgm", "-intfile", "i.img", "-noisefile", "m.img"]);
+    run(&dir, &args);
+    let (n1, n2, m) =
+        (pixels(&dir.join("n1.img")), pixels(&dir.join("n2.img")), pixels(&dir.join("m.img")));
+    assert_eq!(n1.len(), 2 * 96 * 96);
+    assert_eq!(n1, n2, "the noise image depends on the thread count");
+    assert_eq!(n1, m, "the in-run response differs from noisify's");
+    // the response did something: the plain noise image differs
+    let mut args = MODEL.to_vec();
+    args.extend(["-seed", "5", "-adc", "30", "-floatfile", "f.bin", "-noisefile", "plain.img"]);
+    run(&dir, &args);
+    assert_ne!(pixels(&dir.join("plain.img")), n1);
+    fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn response_options_that_need_another_are_refused() {
+    let dir = scratch("refused");
+    for (extra, want) in [
+        (&["-psf_fwhm", "100"][..], "give -psf gauss|fiber"),
+        (&["-psf_radius", "3"][..], "give -psf gauss|fiber"),
+        (&["-calib_seed", "3"][..], "give -calibration > 0"),
+        (&["-psf", "airy"][..], "-psf"),
+        (&["-gain", "0"][..], "-gain"),
+    ] {
+        let mut args = MODEL.to_vec();
+        args.extend(extra);
+        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "{extra:?} wrote files");
+    }
+    fs::remove_dir_all(&dir).ok();
+}
