@@ -233,7 +233,7 @@ fn unescape(s: &str) -> String {
         let oct = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
         match oct {
             Some(d) if b[i] == b'\\' => {
-                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
                 i += 4;
             }
             _ => {
