@@ -37,8 +37,12 @@ pub enum Error {
         /// Why.
         msg: String,
     },
-    /// An array would not fit in memory.
-    #[error("{what} needs {}, more memory than this machine has", human_bytes(*bytes))]
+    /// An array would not fit in the memory this process may still allocate
+    /// (see [`crate::memory::available_bytes`]).
+    #[error(
+        "{what} needs {}, more memory than this process can allocate (free memory, cgroup and address-space limits)",
+        human_bytes(*bytes)
+    )]
     TooLarge {
         /// What was being allocated.
         what: String,

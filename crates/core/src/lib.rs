@@ -12,6 +12,7 @@ pub mod crystal;
 pub mod diff;
 pub mod error;
 pub mod geometry;
+pub mod memory;
 pub mod noise;
 pub mod param;
 pub mod physics;

@@ -187,7 +187,20 @@ pub struct MemoryNeeds {
     pub mosaic_domains: u128,
     /// Phi steps.
     pub phisteps: u128,
+    /// Bytes of the structure factor grid setup builds (0 where none is
+    /// built, or it is in memory already: an Fdump grid).
+    pub grid_bytes: u128,
 }
+
+/// Bytes per source at the run's peak: the list setup builds it from, the
+/// plan's entry, the leaves' two copies and the per-source tables of the
+/// render kernels (measured: about 390 with a million sources).
+const SOURCE_BYTES: u128 = 400;
+
+/// Bytes per phi step × mosaic domain at setup's peak: the rotated cells,
+/// the first sweep's, the plan's, the two leaves' and the kernel's (nine
+/// f64 each; measured: about 420).
+const CELL_BYTES: u128 = 6 * 72;
 
 impl MemoryNeeds {
     /// Bytes for the images ([`BYTES_PER_PIXEL`] each, plus a per-row solid
@@ -198,35 +211,37 @@ impl MemoryNeeds {
     }
 
     /// Bytes for the source list: the plan's entries, the divergence and
-    /// wavelength tables it is built from, and the kernel's copy.
+    /// wavelength tables it is built from, and the kernels' copies.
     pub fn source_bytes(&self) -> u128 {
-        let per = std::mem::size_of::<crate::source::Source>() as u128 + 16 + 8 + 32;
-        self.sources.saturating_mul(per)
+        self.sources.saturating_mul(SOURCE_BYTES)
     }
 
     /// Bytes for the rotated unit cells (one per phi step × mosaic domain, in the
     /// plan, its leaves and the kernel) and the mosaic rotations.
     pub fn cell_bytes(&self) -> u128 {
         let cells = self.phisteps.saturating_mul(self.mosaic_domains);
-        cells.saturating_mul(3 * 72).saturating_add(self.mosaic_domains.saturating_mul(72))
+        cells.saturating_mul(CELL_BYTES).saturating_add(self.mosaic_domains.saturating_mul(2 * 72))
     }
 
-    /// Total bytes a run needs at its peak, structure factors aside (their grid
-    /// is checked when it is built).
+    /// Total bytes a run needs at its peak.
     pub fn bytes(&self) -> u128 {
-        self.image_bytes().saturating_add(self.source_bytes()).saturating_add(self.cell_bytes())
+        self.image_bytes()
+            .saturating_add(self.source_bytes())
+            .saturating_add(self.cell_bytes())
+            .saturating_add(self.grid_bytes)
     }
 }
 
 /// Fails with [`Error::TooLarge`], naming the flags behind the largest array,
-/// when `needs` is more than `memory` bytes (the machine's physical memory).
+/// when `needs` is more than `memory` bytes (what the process may still
+/// allocate, [`crate::memory::budget_bytes`]).
 pub fn check_memory(needs: &MemoryNeeds, memory: u128) -> Result<()> {
     let bytes = needs.bytes();
     if bytes <= memory {
         return Ok(());
     }
-    let parts = [needs.image_bytes(), needs.source_bytes(), needs.cell_bytes()];
-    let largest = (0..3).max_by_key(|&i| parts[i]).unwrap_or(0);
+    let parts = [needs.image_bytes(), needs.source_bytes(), needs.cell_bytes(), needs.grid_bytes];
+    let largest = (0..parts.len()).max_by_key(|&i| parts[i]).unwrap_or(0);
     let what = match largest {
         0 => {
             format!("a {} x {} pixel detector (-detpixels/-detsize)", needs.fpixels, needs.spixels)
@@ -235,10 +250,11 @@ pub fn check_memory(needs: &MemoryNeeds, memory: u128) -> Result<()> {
             "{} source points (-divsteps/-hdivsteps/-vdivsteps x -dispsteps)",
             needs.sources
         ),
-        _ => format!(
+        2 => format!(
             "{} phi steps x {} mosaic domains (-phisteps x -mosaic_domains)",
             needs.phisteps, needs.mosaic_domains
         ),
+        _ => "structure factor grid".into(),
     };
     Err(Error::TooLarge { what, bytes })
 }
@@ -500,8 +516,14 @@ fn check_inputs(cfg: &SimConfig) -> Result<()> {
     Ok(())
 }
 
-/// Refuse runs whose arrays cannot fit, before allocating any of them.
-fn check_run_memory(cfg: &SimConfig, detector: &Detector, phi: &PhiMosaic) -> Result<()> {
+/// Refuse runs whose arrays cannot fit, before allocating any of them;
+/// `grid_bytes` is the structure factor grid about to be built.
+fn check_run_memory(
+    cfg: &SimConfig,
+    detector: &Detector,
+    phi: &PhiMosaic,
+    grid_bytes: u128,
+) -> Result<()> {
     let source_count = match &cfg.beam.sources {
         Some(rows) if !rows.is_empty() => rows.len() as u128,
         _ => {
@@ -521,9 +543,27 @@ fn check_run_memory(cfg: &SimConfig, detector: &Detector, phi: &PhiMosaic) -> Re
             sources: source_count,
             mosaic_domains: phi.mosaic_domains.max(1) as u128,
             phisteps: phi.phisteps as u128,
+            grid_bytes,
         },
-        crate::sf::hkl::physical_memory_bytes(),
+        crate::memory::budget_bytes(),
     )
+}
+
+/// Where [`Plan::resolve`] takes the structure factors from.
+enum StructureFactors {
+    /// Built from the configuration ([`structure_factors`]).
+    Build,
+    /// Not built: only their count, from a plan that has them.
+    Count(usize),
+}
+
+/// Bytes of the grid [`structure_factors`] builds (0 for an Fdump grid,
+/// which is in memory already and shared, not copied).
+fn grid_bytes(cfg: &SimConfig) -> Result<u128> {
+    match &cfg.sf.source {
+        SfSource::Hkl(entries) => crate::sf::hkl::grid_bytes(entries),
+        SfSource::None | SfSource::Dump(_) => Ok(0),
+    }
 }
 
 /// The structure factor grid (from `-hkl` entries or an Fdump grid) and the
@@ -536,6 +576,7 @@ fn structure_factors(cfg: &SimConfig) -> Result<(Option<HklGrid>, usize)> {
         }
         SfSource::Dump(g) => {
             let n = (g.h_range() as i64 * g.k_range() as i64 * g.l_range() as i64).max(0) as usize;
+            // shares the values (see HklGrid::data)
             (Some(g.clone()), n)
         }
     };
@@ -599,7 +640,7 @@ impl Plan {
         seeds: SetupSeeds,
         deltas: &Deltas<R>,
     ) -> Result<(Plan, Leaves<R>)> {
-        Self::resolve(cfg, seeds, deltas, structure_factors)
+        Self::resolve(cfg, seeds, deltas, StructureFactors::Build)
     }
 
     /// [`Plan::with_leaves`] with the structure factors given by `sf`: the
@@ -609,7 +650,7 @@ impl Plan {
         cfg: &SimConfig,
         seeds: SetupSeeds,
         deltas: &Deltas<R>,
-        sf: impl FnOnce(&SimConfig) -> Result<(Option<HklGrid>, usize)>,
+        sf: StructureFactors,
     ) -> Result<(Plan, Leaves<R>)> {
         let c = R::c;
         check_inputs(cfg)?;
@@ -620,7 +661,12 @@ impl Plan {
         let (detector, place) = Detector::resolve_in(&cfg.detector, deltas)?;
         let phi = PhiMosaic::resolve(cfg, &mut warnings)?;
         warnings.extend(detector.warnings.iter().cloned());
-        check_run_memory(cfg, &detector, &phi)?;
+        let new_grid = match sf {
+            // an unusable hkl list is reported where the grid is built
+            StructureFactors::Build => grid_bytes(cfg).unwrap_or(0),
+            StructureFactors::Count(_) => 0,
+        };
+        check_run_memory(cfg, &detector, &phi, new_grid)?;
 
         // interpolation auto-selection uses the -N values, before crystal size is applied
         let (interp_choice, interpolation_auto) = match cfg.sf.interpolate {
@@ -635,7 +681,10 @@ impl Plan {
         warnings.extend(cell.warnings.iter().cloned());
         let size =
             CrystalSize::resolve(cfg, beam.sample, &cell, lambda0_m, &detector, &mut warnings)?;
-        let (grid, hkls) = sf(cfg)?;
+        let (grid, hkls) = match sf {
+            StructureFactors::Build => structure_factors(cfg)?,
+            StructureFactors::Count(n) => (None, n),
+        };
         let interpolation = if interp_choice && hkls > 0 {
             Interpolation::Tricubic
         } else {
@@ -777,6 +826,7 @@ mod tests {
             sources: 1,
             mosaic_domains: 1,
             phisteps: 1,
+            grid_bytes: 0,
         };
         assert_eq!(needs.image_bytes(), 2_000_000 * BYTES_PER_PIXEL + 2000 * 8);
         assert!(check_memory(&needs, 1 << 30).is_ok());
@@ -797,6 +847,18 @@ mod tests {
             Err(Error::TooLarge { what, .. }) => assert!(what.contains("-divsteps"), "{what}"),
             other => panic!("{other:?}"),
         }
+        let grid = MemoryNeeds { grid_bytes: 1 << 40, ..needs };
+        match check_memory(&grid, 1 << 30) {
+            Err(Error::TooLarge { what, bytes }) => {
+                assert_eq!(what, "structure factor grid");
+                assert_eq!(bytes, (1 << 40) + needs.bytes());
+            }
+            other => panic!("{other:?}"),
+        }
+        // the parts add up: each fits alone, not together
+        let half = needs.bytes();
+        assert!(check_memory(&grid_of(half), 2 * half).is_ok());
+        assert!(check_memory(&grid_of(half + 1), 2 * half).is_err());
         // nothing overflows
         let huge = MemoryNeeds {
             fpixels: u128::MAX,
@@ -804,8 +866,20 @@ mod tests {
             sources: u128::MAX,
             mosaic_domains: u128::MAX,
             phisteps: u128::MAX,
+            grid_bytes: u128::MAX,
         };
         assert!(check_memory(&huge, u128::MAX - 1).is_err());
+    }
+
+    fn grid_of(bytes: u128) -> MemoryNeeds {
+        MemoryNeeds {
+            fpixels: 1000,
+            spixels: 2000,
+            sources: 1,
+            mosaic_domains: 1,
+            phisteps: 1,
+            grid_bytes: bytes,
+        }
     }
 
     /// A phi step at exactly 0 keeps the previous rotated step (cyclically

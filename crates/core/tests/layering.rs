@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Layers, low to high. `sf` sits below `config` because a configuration holds
 /// the structure factors it was given (an `-hkl` file's entries, an Fdump grid).
 const LAYERS: &[&[&str]] = &[
-    &["units", "error", "real", "vec3", "rng", "param"],
+    &["units", "error", "real", "vec3", "rng", "param", "memory"],
     &["physics", "psf", "sf"],
     &["config"],
     &["geometry", "crystal", "source"],

@@ -96,15 +96,24 @@ impl Pending {
         &self.target
     }
 
+    /// Opens a device or pipe target for writing now rather than at
+    /// [`Self::write`] (a temporary is open from [`Self::create`]), so that
+    /// a caller can tell a target that cannot be opened from a write that
+    /// fails. Opening a pipe waits for its reader.
+    pub fn open(&mut self) -> Result<(), IoError> {
+        if self.file.is_none() {
+            let opened = File::options().write(true).open(&self.target);
+            self.file = Some(opened.map_err(|e| self.error(e))?);
+        }
+        Ok(())
+    }
+
     /// Writes the content through `fill` (buffered).
     pub fn write<F>(&mut self, fill: F) -> Result<(), IoError>
     where
         F: FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
     {
-        if self.file.is_none() {
-            let opened = File::options().write(true).open(&self.target);
-            self.file = Some(opened.map_err(|e| self.error(e))?);
-        }
+        self.open()?;
         let Some(file) = &self.file else { unreachable!("opened above") };
         let mut w = BufWriter::with_capacity(1 << 20, file);
         fill(&mut w).and_then(|()| w.flush()).map_err(|source| self.error(source))

@@ -990,7 +990,9 @@ mod tests {
         // without -hkl, an existing dump file is read even with -default_F (as in C)
         let SfSource::Hkl(entries) = inv.config.sf.source else { unreachable!() };
         let grid = nanobragg_core::sf::HklGrid::from_entries(&entries, 0.0).unwrap();
-        nanobragg_core::sf::fdump::write_fdump(&dump, &grid).unwrap();
+        let mut bytes = Vec::new();
+        nanobragg_core::sf::fdump::write_fdump_to(&mut bytes, &grid).unwrap();
+        std::fs::write(&dump, bytes).unwrap();
         let inv = parse_args(&args(&format!("-default_F 5 {dump_arg}"))).unwrap();
         assert_eq!(inv.config.sf.source, SfSource::Dump(grid));
 

@@ -7,6 +7,7 @@ use nanobragg_core::render::trace::PixelTrace;
 use nanobragg_core::setup::Plan;
 use nanobragg_core::units::RTD;
 use nanobragg_io::cfmt::{f as cf, f_width, g};
+use std::io::Write;
 
 /// The C program's wording of a setup warning.
 pub fn warning_text(w: &Warning) -> String {
@@ -101,28 +102,29 @@ pub fn setup_lines(plan: &Plan, out: &mut Vec<String>) {
     out.push(format!("approximate MW = {}", g(plan.approx_mw)));
 }
 
-/// Sensor layers, phi steps, sources and domains.
-pub fn sampling_lines(plan: &Plan, out: &mut Vec<String>) {
+/// Sensor layers, phi steps, sources and domains, written to `out` line by
+/// line (there can be millions: none is kept).
+pub fn sampling_lines(plan: &Plan, out: &mut impl Write) -> std::io::Result<()> {
     let d = &plan.detector;
     for t in 0..d.thicksteps {
-        out.push(format!("thick{t} = {} um", g(d.thickstep_m * t as f64 * 1e6)));
+        writeln!(out, "thick{t} = {} um", g(d.thickstep_m * t as f64 * 1e6))?;
     }
     for p in 0..plan.phisteps {
         let phi = plan.phi0_rad + plan.phistep_rad * p as f64;
-        out.push(format!("phi{p} = {}", g(phi * RTD)));
+        writeln!(out, "phi{p} = {}", g(phi * RTD))?;
     }
     let s = &plan.sources;
     for (h, v) in &s.div_points {
-        out.push(format!("divergence deviation: {} {}", g(*h), g(*v)));
+        writeln!(out, "divergence deviation: {} {}", g(*h), g(*v))?;
     }
     for (i, l) in s.lambdas.iter().enumerate() {
-        out.push(format!("lambda{i} = {}", nanobragg_io::cfmt::g_prec(*l, 15)));
+        writeln!(out, "lambda{i} = {}", nanobragg_io::cfmt::g_prec(*l, 15))?;
     }
-    out.push(format!("  created a total of {} sources:", s.list.len()));
+    writeln!(out, "  created a total of {} sources:", s.list.len())?;
     for src in &s.list {
-        out.push(format!("{}   {} {}", v3(src.position), g(src.weight), g(src.lambda_m)));
+        writeln!(out, "{}   {} {}", v3(src.position), g(src.weight), g(src.lambda_m))?;
     }
-    out.push(format!("  created a total of {} mosaic domains", plan.mosaic_domains()));
+    writeln!(out, "  created a total of {} mosaic domains", plan.mosaic_domains())
 }
 
 /// The summary block printed just before rendering.

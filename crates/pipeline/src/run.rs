@@ -19,7 +19,7 @@ use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::response::{noisy_image, Bits, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_core::sf::fdump::write_fdump;
+use nanobragg_core::sf::fdump::write_fdump_to;
 use nanobragg_core::stats::ImageStats;
 use nanobragg_core::stats::{
     image_stats, rmsd, rmsd_from_deviations, roi_rows, row_deviation, stats_but_rmsd,
@@ -407,7 +407,9 @@ pub fn run(inv: Invocation) -> Result<()> {
     Ok(())
 }
 
-/// Prints the setup report (writing the Fdump file where nanoBragg.c does).
+/// Prints the setup report (writing the Fdump file where nanoBragg.c does),
+/// each line as it comes: the per-step lines (one per sensor layer, phi
+/// step, wavelength and source) are never held in memory together.
 fn report(out: &mut impl Write, plan: &Plan, inv: &Invocation, noise_idum: i64) -> Result<()> {
     let mut lines = Vec::new();
     for w in &plan.warnings {
@@ -435,16 +437,14 @@ fn report(out: &mut impl Write, plan: &Plan, inv: &Invocation, noise_idum: i64) 
             }
             lines.push(format!("re-reading {hkl}"));
             if let Some(grid) = &plan.grid {
-                let dump = inv.outputs.dumpfile.display();
-                lines.push(match write_fdump(&inv.outputs.dumpfile, grid) {
-                    Ok(()) => format!("writing dump file for next time: {dump}"),
-                    Err(_) => format!("WARNING: unable to open dump file: {dump}"),
-                });
+                print_lines(out, &mut lines)?;
+                write_dump(out, &inv.outputs.dumpfile, grid)?;
             }
         }
         SfSource::None => {}
     }
-    report::sampling_lines(plan, &mut lines);
+    print_lines(out, &mut lines)?;
+    report::sampling_lines(plan, out)?;
     report::summary_lines(
         plan,
         inv.mask_path.as_ref().map(|p| p.to_str().unwrap_or("mask")),
@@ -456,11 +456,35 @@ fn report(out: &mut impl Write, plan: &Plan, inv: &Invocation, noise_idum: i64) 
         lines.push(format!("  seed: {noise_idum}"));
         lines.push(format!("  water droplet size: {} m", g(plan.water_size_m)));
     }
-    for l in &lines {
-        writeln!(out, "{l}")?;
-    }
+    print_lines(out, &mut lines)?;
     out.flush()?;
     Ok(())
+}
+
+/// Prints `lines` and empties it.
+fn print_lines(out: &mut impl Write, lines: &mut Vec<String>) -> Result<()> {
+    for l in lines.drain(..) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// Writes the Fdump file of `grid` (streamed, through a temporary renamed
+/// into place) with nanoBragg.c's line. A file that cannot be opened is C's
+/// warning and the run goes on; a write that fails after it was opened (a
+/// full disk) is an error naming `-dump` and the file.
+fn write_dump(out: &mut impl Write, path: &Path, grid: &nanobragg_core::sf::HklGrid) -> Result<()> {
+    let shown = path.display();
+    let opened = Pending::create(path).and_then(|mut file| file.open().map(|()| file));
+    let Ok(mut file) = opened else {
+        writeln!(out, "WARNING: unable to open dump file: {shown}")?;
+        return Ok(());
+    };
+    writeln!(out, "writing dump file for next time: {shown}")?;
+    // the line is out before a write error's message
+    out.flush()?;
+    file.write(|w| write_fdump_to(w, grid)).map_err(|e| write_error("-dump", e))?;
+    file.commit().map_err(|e| write_error("-dump", e))
 }
 
 /// The image statistics, with the integer image written on the way (where

@@ -252,9 +252,9 @@ mod tests {
         for &i in order[..6].iter().chain(order[read / 2..read / 2 + 2].iter()).chain(unread) {
             let h = 1e-3;
             let mut up = plan.clone();
-            up.grid.as_mut().unwrap().data[i] += h;
+            std::sync::Arc::make_mut(&mut up.grid.as_mut().unwrap().data)[i] += h;
             let mut dn = plan.clone();
-            dn.grid.as_mut().unwrap().data[i] -= h;
+            std::sync::Arc::make_mut(&mut dn.grid.as_mut().unwrap().data)[i] -= h;
             let fd = (weighted(&up, &v) - weighted(&dn, &v)) / (2.0 * h);
             let scale = g[order[0]].abs();
             assert!((g[i] - fd).abs() <= 1e-7 * scale, "index {i}: {} vs {fd}", g[i]);

@@ -71,7 +71,7 @@ impl<R: DiffReal> Leaves<R> {
         seeds: SetupSeeds,
         deltas: &Deltas<R>,
     ) -> Result<Leaves<R>> {
-        Ok(Plan::resolve(cfg, seeds, deltas, |_| Ok((None, plan.hkls)))?.1)
+        Ok(Plan::resolve(cfg, seeds, deltas, super::StructureFactors::Count(plan.hkls))?.1)
     }
 }
 

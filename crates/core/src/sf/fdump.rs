@@ -1,15 +1,18 @@
 //! The binary structure factor dump (`Fdump.bin`) nanoBragg.c writes after
 //! reading an hkl file and re-reads with `-dump`/when no hkl file is given.
+//! Only the format lives here: the command line writes the file (atomically,
+//! see `nanobragg_io::atomic`) through [`write_fdump_to`].
 //!
 //! Layout: the text `h_min h_max k_min k_max l_min l_max`, a newline and a form
 //! feed, then every value of the padded grid ([`HklGrid::data`]) as
 //! little-endian `f64`, l fastest.
 
-use super::hkl::{grid_len, try_zeros};
+use super::hkl::grid_len;
 use super::HklGrid;
 use crate::error::{Error, Result};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
 
 /// The header line of a dump, without the trailing newline and form feed.
 fn header(grid: &HklGrid) -> String {
@@ -19,84 +22,71 @@ fn header(grid: &HklGrid) -> String {
     )
 }
 
-/// Write `grid` as a dump file byte-identical to the C program's.
-///
-/// The file is written to a temporary name in the same directory and renamed
-/// into place, so a reader never sees a partial dump. Fails with
-/// [`Error::Invalid`] if `grid.data` does not have the size its bounds imply.
-pub fn write_fdump(path: &Path, grid: &HklGrid) -> Result<()> {
-    let n = grid_len(grid.h_range() as i64, grid.k_range() as i64, grid.l_range() as i64)?;
-    if grid.h_range() < 1 || grid.k_range() < 1 || grid.l_range() < 1 || grid.data.len() != n {
-        return Err(Error::Invalid {
-            what: "Fdump",
-            msg: format!(
+/// Values converted per write: a grid of gigabytes goes out in pieces,
+/// never whole in a second buffer.
+const CHUNK: usize = 8192;
+
+/// Writes `grid` as a dump byte-identical to the C program's to `w`,
+/// streaming its values. A grid whose `data` does not have the size its
+/// bounds imply is an [`std::io::ErrorKind::InvalidInput`] error, before
+/// anything is written.
+pub fn write_fdump_to(w: &mut impl Write, grid: &HklGrid) -> std::io::Result<()> {
+    let ranges = [grid.h_range(), grid.k_range(), grid.l_range()];
+    let n = ranges.iter().map(|&r| (r as i128 + 1).max(0) as u128).product::<u128>();
+    if ranges.iter().any(|&r| r < 1) || grid.data.len() as u128 != n {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
                 "grid [{}] holds {} values, its bounds need {n}",
                 header(grid),
                 grid.data.len()
             ),
-        });
+        ));
     }
-    let mut bytes = Vec::with_capacity(64 + 8 * n);
-    bytes.extend_from_slice(header(grid).as_bytes());
-    bytes.extend_from_slice(b"\n\x0c");
-    for v in &grid.data {
-        bytes.extend_from_slice(&v.to_le_bytes());
+    w.write_all(header(grid).as_bytes())?;
+    w.write_all(b"\n\x0c")?;
+    let mut buf = vec![0u8; 8 * CHUNK];
+    for values in grid.data.chunks(CHUNK) {
+        for (b, v) in buf.chunks_exact_mut(8).zip(values) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
+        w.write_all(&buf[..8 * values.len()])?;
     }
-
-    let write_err = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| Error::Write { path: p, source }
-    };
-    // a device or pipe (such as /dev/null) is written in place: a rename would
-    // replace it with a regular file
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        return std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(&bytes))
-            .map_err(write_err(path));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = std::fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(&bytes)?;
-            f.sync_all()
-        })
-        .map_err(write_err(&tmp))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(write_err(path)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    Ok(())
 }
 
-/// Read a dump file written by [`write_fdump`] or by nanoBragg.c.
+/// Read a dump file written by [`write_fdump_to`] or by nanoBragg.c,
+/// streaming its values into the grid (the file is not held in memory).
 ///
 /// The header must be six integers on the first line followed by a form feed;
 /// the rest of the file must hold exactly the number of values the header
 /// implies (C reads whatever is there, silently leaving zeros or ignoring extra
-/// bytes). Any mismatch is an [`Error::Malformed`].
+/// bytes). Any mismatch is an [`Error::Malformed`]; a grid larger than the
+/// memory this process may still allocate is an [`Error::TooLarge`].
 pub fn read_fdump(path: &Path) -> Result<HklGrid> {
-    let bytes =
-        std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    parse_fdump(&bytes, path)
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len() as u128);
+    read_from(BufReader::with_capacity(1 << 20, file), len, path)
 }
 
 /// Parse the contents of a dump file (see [`read_fdump`]); `path` is only used
 /// in error messages.
 pub fn parse_fdump(bytes: &[u8], path: &Path) -> Result<HklGrid> {
+    read_from(bytes, Some(bytes.len() as u128), path)
+}
+
+/// A dump from `r`, whose length (where known) is checked against the
+/// header before the grid is allocated.
+fn read_from(mut r: impl BufRead, len: Option<u128>, path: &Path) -> Result<HklGrid> {
     let bad = |msg: String| Error::Malformed { path: path.to_path_buf(), msg };
-    let nl =
-        bytes.iter().take(256).position(|&b| b == b'\n').ok_or_else(|| {
-            bad("no header line (six integers and a newline) at the start".into())
-        })?;
-    let text =
-        std::str::from_utf8(&bytes[..nl]).map_err(|_| bad("header line is not text".into()))?;
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let mut line = Vec::new();
+    (&mut r).take(256).read_until(b'\n', &mut line).map_err(io)?;
+    if line.pop() != Some(b'\n') {
+        return Err(bad("no header line (six integers and a newline) at the start".into()));
+    }
+    let text = std::str::from_utf8(&line).map_err(|_| bad("header line is not text".into()))?;
     let nums: Vec<i32> = text
         .split_ascii_whitespace()
         .map(|t| t.parse::<i32>())
@@ -105,7 +95,8 @@ pub fn parse_fdump(bytes: &[u8], path: &Path) -> Result<HklGrid> {
     let [h_min, h_max, k_min, k_max, l_min, l_max] = nums[..] else {
         return Err(bad(format!("header {text:?} is not six integers")));
     };
-    if bytes.get(nl + 1) != Some(&0x0c) {
+    let mut ff = [0u8; 1];
+    if r.read(&mut ff).map_err(io)? != 1 || ff[0] != 0x0c {
         return Err(bad("header line is not followed by a form feed".into()));
     }
     let range =
@@ -113,26 +104,42 @@ pub fn parse_fdump(bytes: &[u8], path: &Path) -> Result<HklGrid> {
     if range.iter().any(|&r| r < 1) {
         return Err(bad(format!("header {text:?} has a maximum below its minimum")));
     }
-    let body = &bytes[nl + 2..];
     let expected = [0, 1, 2].iter().map(|&a| range[a] as u128 + 1).product::<u128>() * 8;
-    if body.len() as u128 != expected {
-        return Err(bad(format!(
-            "header {text:?} implies {expected} bytes of values, the file has {}",
-            body.len()
-        )));
+    let body = len.map(|l| l.saturating_sub(line.len() as u128 + 2));
+    let wrong_size = |found: String| {
+        bad(format!("header {text:?} implies {expected} bytes of values, the file has {found}"))
+    };
+    if let Some(body) = body.filter(|&b| b != expected) {
+        return Err(wrong_size(body.to_string()));
     }
     let n = grid_len(range[0], range[1], range[2])?;
-    let mut data = try_zeros(n)?;
-    for (v, chunk) in data.iter_mut().zip(body.chunks_exact(8)) {
-        *v = f64::from_le_bytes(chunk.try_into().expect("chunks of 8"));
+    let mut data = Vec::new();
+    data.try_reserve_exact(n)
+        .map_err(|_| Error::TooLarge { what: "structure factor grid".into(), bytes: expected })?;
+    let mut buf = vec![0u8; 8 * CHUNK];
+    while data.len() < n {
+        let take = (n - data.len()).min(CHUNK);
+        r.read_exact(&mut buf[..8 * take]).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => wrong_size("fewer".into()),
+            _ => io(e),
+        })?;
+        data.extend(
+            buf[..8 * take]
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8"))),
+        );
     }
-    Ok(HklGrid { h_min, h_max, k_min, k_max, l_min, l_max, data })
+    if r.read(&mut ff).map_err(io)? != 0 {
+        return Err(wrong_size("more".into()));
+    }
+    Ok(HklGrid { h_min, h_max, k_min, k_max, l_min, l_max, data: Arc::new(data) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sf::hkl::read_hkl;
+    use std::path::PathBuf;
 
     /// A reference input: from the repository's `tests/golden/inputs`, else from
     /// `$NANOBRAGG_GOLDEN/inputs`; `None` (test skipped) if neither has it.
@@ -150,52 +157,50 @@ mod tests {
         found
     }
 
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("nanobragg-fdump-test-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join(name)
+    fn small_grid() -> HklGrid {
+        let data = (0..3 * 2 * 4).map(|i| i as f64 * 0.5 - 1.0).collect::<Vec<_>>();
+        HklGrid { h_min: -1, h_max: 0, k_min: 2, k_max: 2, l_min: -3, l_max: -1, data: data.into() }
     }
 
-    fn small_grid() -> HklGrid {
-        let mut g =
-            HklGrid { h_min: -1, h_max: 0, k_min: 2, k_max: 2, l_min: -3, l_max: -1, data: vec![] };
-        g.data = (0..3 * 2 * 4).map(|i| i as f64 * 0.5 - 1.0).collect();
-        g
+    fn dump(grid: &HklGrid) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        write_fdump_to(&mut bytes, grid).unwrap();
+        bytes
     }
 
     #[test]
     fn golden_dump_is_reproduced_byte_for_byte() {
-        let (Some(hkl), Some(dump)) = (golden("p1_tric.hkl"), golden("p1_tric.Fdump.bin")) else {
+        let (Some(hkl), Some(path)) = (golden("p1_tric.hkl"), golden("p1_tric.Fdump.bin")) else {
             return;
         };
         let entries = read_hkl(&hkl).unwrap();
         let grid = HklGrid::from_entries(&entries, 0.0).unwrap();
-        let out = scratch("p1_tric.Fdump.bin");
-        write_fdump(&out, &grid).unwrap();
-        let want = std::fs::read(&dump).unwrap();
-        assert_eq!(std::fs::read(&out).unwrap(), want);
-        assert_eq!(read_fdump(&dump).unwrap(), grid);
-        std::fs::remove_file(&out).unwrap();
+        let want = std::fs::read(&path).unwrap();
+        assert!(grid.data.len() > CHUNK, "the grid spans several chunks");
+        assert_eq!(dump(&grid), want);
+        assert_eq!(read_fdump(&path).unwrap(), grid);
     }
 
     #[test]
     fn round_trip_and_header_format() {
         let g = small_grid();
-        let out = scratch("small.bin");
-        write_fdump(&out, &g).unwrap();
-        let bytes = std::fs::read(&out).unwrap();
+        let bytes = dump(&g);
         assert!(bytes.starts_with(b"-1 0 2 2 -3 -1\n\x0c"));
         assert_eq!(bytes.len(), 16 + 8 * 24);
+        assert_eq!(bytes[16..24], (-1.0f64).to_le_bytes());
+        assert_eq!(parse_fdump(&bytes, Path::new("x")).unwrap(), g);
+        // from a file, streamed
+        let d = std::env::temp_dir().join(format!("nanobragg-fdump-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let out = d.join("small.bin");
+        std::fs::write(&out, &bytes).unwrap();
         assert_eq!(read_fdump(&out).unwrap(), g);
-        std::fs::remove_file(&out).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn rejects_bad_files() {
-        let g = small_grid();
-        let out = scratch("bad.bin");
-        write_fdump(&out, &g).unwrap();
-        let good = std::fs::read(&out).unwrap();
+        let good = dump(&small_grid());
         let p = Path::new("x.bin");
         let malformed = |b: &[u8]| matches!(parse_fdump(b, p), Err(Error::Malformed { .. }));
         assert!(malformed(&good[..good.len() - 1]), "truncated");
@@ -209,19 +214,25 @@ mod tests {
         assert!(malformed(&[0u8; 1000]), "no header");
         // A header implying an enormous grid is caught before any allocation.
         assert!(malformed(b"-2000000000 2000000000 -2000000000 2000000000 0 0\n\x0c"));
-        std::fs::remove_file(&out).unwrap();
+        // without a known length, a short or long body is found while reading
+        let streamed = |b: &[u8]| matches!(read_from(b, None, p), Err(Error::Malformed { .. }));
+        assert!(streamed(&good[..good.len() - 8]), "truncated");
+        assert!(streamed(&[&good[..], &[0u8; 1]].concat()), "trailing byte");
+        assert_eq!(read_from(&good[..], None, p).unwrap(), small_grid());
         assert!(matches!(read_fdump(Path::new("/nonexistent/Fdump.bin")), Err(Error::Io { .. })));
     }
 
     #[test]
-    fn write_rejects_inconsistent_grid_and_unwritable_path() {
+    fn write_rejects_inconsistent_grid_and_passes_on_write_errors() {
         let mut g = small_grid();
-        g.data.pop();
-        assert!(matches!(write_fdump(&scratch("x.bin"), &g), Err(Error::Invalid { .. })));
-        let g = small_grid();
-        assert!(matches!(
-            write_fdump(Path::new("/nonexistent/dir/Fdump.bin"), &g),
-            Err(Error::Write { .. })
-        ));
+        std::sync::Arc::make_mut(&mut g.data).pop();
+        let mut out = Vec::new();
+        let e = write_fdump_to(&mut out, &g).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(out.is_empty(), "nothing written");
+        // a sink that fills up after 100 bytes
+        let mut full = [0u8; 100];
+        let e = write_fdump_to(&mut &mut full[..], &small_grid()).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WriteZero);
     }
 }

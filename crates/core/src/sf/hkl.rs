@@ -111,31 +111,21 @@ pub fn non_integer_warnings(entries: &[HklEntry]) -> Vec<NonIntegerIndex> {
     out
 }
 
-/// Total physical memory from `/proc/meminfo`, or 16 GiB if unknown.
-pub(crate) fn physical_memory_bytes() -> u128 {
-    const FALLBACK: u128 = 16 << 30;
-    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else { return FALLBACK };
-    text.lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix("MemTotal:")?;
-            let kib: u128 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
-            Some(kib * 1024)
-        })
-        .unwrap_or(FALLBACK)
-}
-
 /// Number of values in a grid with the given ranges (each padded by one), after
-/// checking that it is addressable and fits in half the physical memory.
+/// checking that it is addressable and fits in the memory this process may
+/// still allocate ([`crate::memory::budget_bytes`]).
 pub(crate) fn grid_len(h_range: i64, k_range: i64, l_range: i64) -> Result<usize> {
-    let n = [h_range, k_range, l_range]
-        .iter()
-        .map(|&r| (r as i128 + 1).max(0) as u128)
-        .product::<u128>();
+    let n = padded_len(h_range, k_range, l_range);
     let bytes = n.saturating_mul(8);
-    if bytes > physical_memory_bytes() / 2 || usize::try_from(n).is_err() {
+    if usize::try_from(n).is_err() || bytes > crate::memory::budget_bytes() {
         return Err(Error::TooLarge { what: "structure factor grid".into(), bytes });
     }
     Ok(n as usize)
+}
+
+/// Number of values in a grid with the given ranges, each padded by one.
+fn padded_len(h_range: i64, k_range: i64, l_range: i64) -> u128 {
+    [h_range, k_range, l_range].iter().map(|&r| (r as i128 + 1).max(0) as u128).product()
 }
 
 /// Allocate `n` zeros without aborting on failure.
@@ -147,6 +137,33 @@ pub(crate) fn try_zeros(n: usize) -> Result<Vec<f64>> {
     })?;
     v.resize(n, 0.0);
     Ok(v)
+}
+
+/// The smallest and largest (truncated) h, k, l of `entries`; the errors of
+/// [`HklGrid::from_entries`] for no entries or an unusable index.
+fn bounds(entries: &[HklEntry]) -> Result<([i32; 3], [i32; 3])> {
+    if entries.is_empty() {
+        return Err(Error::Invalid { what: "hkl", msg: "not enough HKL indices".into() });
+    }
+    let (mut lo, mut hi) = ([i32::MAX; 3], [i32::MIN; 3]);
+    for (n, e) in entries.iter().enumerate() {
+        let hkl = [index_i32(e.h, n)?, index_i32(e.k, n)?, index_i32(e.l, n)?];
+        for a in 0..3 {
+            lo[a] = lo[a].min(hkl[a]);
+            hi[a] = hi[a].max(hkl[a]);
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// Bytes the grid [`HklGrid::from_entries`] builds from `entries` takes
+/// (padding included), and those of its build's index list: what setup
+/// checks against the memory budget before building it.
+pub(crate) fn grid_bytes(entries: &[HklEntry]) -> Result<u128> {
+    let (lo, hi) = bounds(entries)?;
+    let range = [0, 1, 2].map(|a| hi[a] as i64 - lo[a] as i64 + 1);
+    let values = padded_len(range[0], range[1], range[2]);
+    Ok(values.saturating_mul(8).saturating_add(entries.len() as u128 * 12))
 }
 
 /// A Miller index as the C program stores it in an `int`: truncated toward zero.
@@ -173,25 +190,19 @@ impl HklGrid {
     ///
     /// Errors: no entries ([`Error::Invalid`], C's "not enough HKL indices"), an
     /// index that is not finite or does not fit in an `i32` ([`Error::Invalid`]),
-    /// or a grid larger than half the physical memory ([`Error::TooLarge`]).
+    /// or a grid larger than the memory this process may still allocate
+    /// ([`Error::TooLarge`]).
     ///
     /// C reads the values in a second pass with an integer format, which stops
     /// at the first index written with a decimal point or exponent; this port
     /// instead truncates every index.
     pub fn from_entries(entries: &[HklEntry], default_f: f64) -> Result<HklGrid> {
-        if entries.is_empty() {
-            return Err(Error::Invalid { what: "hkl", msg: "not enough HKL indices".into() });
-        }
-        let mut idx = Vec::with_capacity(entries.len());
-        let (mut lo, mut hi) = ([i32::MAX; 3], [i32::MIN; 3]);
-        for (n, e) in entries.iter().enumerate() {
-            let hkl = [index_i32(e.h, n)?, index_i32(e.k, n)?, index_i32(e.l, n)?];
-            for a in 0..3 {
-                lo[a] = lo[a].min(hkl[a]);
-                hi[a] = hi[a].max(hkl[a]);
-            }
-            idx.push(hkl);
-        }
+        let (lo, hi) = bounds(entries)?;
+        let idx = entries
+            .iter()
+            .enumerate()
+            .map(|(n, e)| Ok([index_i32(e.h, n)?, index_i32(e.k, n)?, index_i32(e.l, n)?]))
+            .collect::<Result<Vec<_>>>()?;
         let range = [0, 1, 2].map(|a| hi[a] as i64 - lo[a] as i64 + 1);
         let n = grid_len(range[0], range[1], range[2])?;
         let mut data = try_zeros(n)?;
@@ -216,7 +227,7 @@ impl HklGrid {
             k_max: hi[1],
             l_min: lo[2],
             l_max: hi[2],
-            data,
+            data: std::sync::Arc::new(data),
         })
     }
 }

@@ -6,11 +6,16 @@ pub mod hkl;
 pub mod interp;
 
 pub use hkl::{read_hkl, HklEntry};
+
 pub use interp::{lagrange4, polin2, polin3, polin3_weights, polint};
+use std::sync::Arc;
 
 /// Dense grid of structure factors indexed by Miller indices, as nanoBragg.c
 /// allocates it: `(h_range+1) x (k_range+1) x (l_range+1)` values with l fastest,
 /// where `range = max - min + 1`; the extra last index on each axis is padding (0).
+///
+/// The values are shared: a clone (of the grid, of a plan or a configuration
+/// holding it) does not copy them, so a grid of gigabytes is held once.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HklGrid {
     /// Smallest h present.
@@ -25,8 +30,9 @@ pub struct HklGrid {
     pub l_min: i32,
     /// Largest l present.
     pub l_max: i32,
-    /// Values, l fastest then k then h, padded axes included.
-    pub data: Vec<f64>,
+    /// Values, l fastest then k then h, padded axes included (shared by
+    /// clones; [`Arc::make_mut`] gives a grid its own copy to change).
+    pub data: Arc<Vec<f64>>,
 }
 
 impl HklGrid {
@@ -90,17 +96,16 @@ impl HklGrid {
         if values.len() != (hr * kr * lr).max(0) as usize {
             return None;
         }
-        let mut out = HklGrid { data: vec![0.0; self.data.len()], ..self.clone() };
+        let mut data = vec![0.0; self.data.len()];
         let mut it = values.iter();
         for h in 0..hr {
             for k in 0..kr {
                 for l in 0..lr {
-                    let i = out.index(h, k, l);
-                    out.data[i] = *it.next()?;
+                    data[self.index(h, k, l)] = *it.next()?;
                 }
             }
         }
-        Some(out)
+        Some(HklGrid { data: Arc::new(data), ..*self })
     }
 }
 
