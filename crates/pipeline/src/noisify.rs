@@ -459,6 +459,8 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
             }
         }
     };
+    let file_len = std::fs::metadata(&float_name).map_or(0, |m| m.len()) as u128;
+    fits_in_memory(file_len, || format!("the input float image {float_name}"))?;
     let data = std::fs::read(&float_name).with_context(|| format!("cannot read {float_name}"))?;
     let header = match &o.header_name {
         Some(name) => {
@@ -491,6 +493,8 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     let pixels = x.checked_mul(y).filter(|&n| n <= i32::MAX as i64).with_context(|| {
         format!("an image of {x} x {y} pixels is larger than noisify can hold (2^31 pixels)")
     })? as usize;
+    // the input's bytes, the float, photon and count images, the PSF's, both integer images
+    fits_in_memory(file_len + pixels as u128 * 30, || format!("a {x} x {y} pixel image"))?;
     let (x, y) = (x as usize, y as usize);
     o.detsize_m = [o.pixel_m * x as f64, o.pixel_m * y as f64];
     writeln!(out, "importing {pixels} pixel intensites: {float_name}")?;
@@ -593,6 +597,15 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     writeln!(out, "writing {} as {bytes_per}-byte integers", o.noise_name)?;
     let pixels = noisy.pixels16.into_iter().zip(noisy.pixels32);
     write_smv(&o.noise_name, &header_bytes(&o), o.bits, pixels)?;
+    Ok(())
+}
+
+/// Refuses a run needing `bytes` when this process may not allocate them.
+fn fits_in_memory(bytes: u128, what: impl FnOnce() -> String) -> Result<()> {
+    if bytes > nanobragg_core::memory::budget_bytes() {
+        let gib = bytes as f64 / (1u64 << 30) as f64;
+        bail!("{} needs {gib:.1} GiB, more memory than this process can allocate", what());
+    }
     Ok(())
 }
 
