@@ -70,6 +70,8 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds) -> Result<()
     let start = Instant::now();
     let mut write_shot = |i: usize, image: &[f32]| -> Result<()> {
         let path = shot_path(&inv.outputs.floatfile, i + 1);
+        crate::render::check_finite_image(image, inv, &plans[i])
+            .map_err(|e| anyhow!("-batch shot {}: {e}", i + 1))?;
         let max = image.iter().fold(0.0f32, |m, &v| m.max(v));
         nanobragg_io::float::write_float_image(&path, image)
             .map_err(|e| anyhow!("-floatfile {}: {e}", path.display()))?;
