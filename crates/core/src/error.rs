@@ -76,9 +76,8 @@ pub const SHOWN_CHARS: usize = 60;
 /// gives a short line.
 pub fn shown(value: &str) -> String {
     let mut out = String::new();
-    let mut count = 0;
     let total = value.chars().count();
-    for c in value.chars() {
+    for (count, c) in value.chars().enumerate() {
         if count == SHOWN_CHARS {
             out.push_str(&format!("… ({total} characters)"));
             break;
@@ -90,7 +89,6 @@ pub fn shown(value: &str) -> String {
         } else {
             out.push(c);
         }
-        count += 1;
     }
     out
 }

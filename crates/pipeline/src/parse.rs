@@ -116,17 +116,15 @@ pub enum CliError {
     },
     /// A value in an `-img`/`-mask` SMV header that the flag it stands for
     /// would refuse.
-    #[error("{flag} {}: header {key}={} is not allowed ({why}, as for {stands_for})",
-        shown(&path.display().to_string()), shown(value))]
+    #[error("{flag} {}: header {} is not allowed ({why}, as for {stands_for})",
+        shown(&path.display().to_string()), shown(entry))]
     HeaderValue {
         /// `-img` or `-mask`.
-        flag: String,
+        flag: &'static str,
         /// The image file.
         path: PathBuf,
-        /// The header key.
-        key: &'static str,
-        /// The value read.
-        value: String,
+        /// The header key and the value read, `KEY=VALUE`.
+        entry: String,
         /// The flag the key stands for.
         stands_for: &'static str,
         /// The rule it breaks, e.g. `must be > 0`.
@@ -251,7 +249,7 @@ const HEADER_FLAGS: [(&str, &str); 10] = [
 /// header is one more way to give those values, not a way around the
 /// checks), except where `replaced(key, flag)` says the value is not used.
 fn check_smv_header(
-    flag: &str,
+    flag: &'static str,
     path: &Path,
     img: &nanobragg_io::smv::SmvImage,
     replaced: impl Fn(&str, &str) -> bool,
@@ -273,10 +271,9 @@ fn check_smv_header(
             "must be finite".to_string()
         };
         return Err(CliError::HeaderValue {
-            flag: flag.to_string(),
+            flag,
             path: path.to_path_buf(),
-            key,
-            value: raw[0].clone(),
+            entry: format!("{key}={}", raw[0]),
             stands_for,
             why,
         });

@@ -514,15 +514,14 @@ impl Detector {
                 ),
             });
         }
-        if !(facing > 1e-12) {
+        if facing <= 1e-12 || facing.is_nan() {
             let angle = facing.clamp(-1.0, 1.0).acos() * RTD;
             return Err(Error::Invalid {
                 what: "detector geometry",
                 msg: format!(
-                    "the detector does not face the beam: its normal is {} deg from the beam \
+                    "the detector does not face the beam: its normal is {angle:.3} deg from the beam \
                      (must be below 90; -twotheta {} with -detector_rotx/-detector_roty/-detector_rotz \
                      and -beam_vector/-odet_vector give this)",
-                    format!("{angle:.3}"),
                     cfg.twotheta_deg
                 ),
             });
