@@ -69,6 +69,62 @@ fn human_bytes(bytes: u128) -> String {
     format!("{x:.1} {unit}")
 }
 
+/// Most characters of a value [`shown`] echoes before shortening it.
+pub const SHOWN_CHARS: usize = 60;
+
+/// A value from the command line or a file as error messages echo it: control
+/// characters escaped as Rust writes them (`\n`, `\u{1b}`), invisible ones
+/// (a byte-order mark, zero-width or direction marks) as `\u{feff}`, so that
+/// nothing in it acts on the terminal or hides; longer than [`SHOWN_CHARS`]
+/// characters, its start with `…` and the full length, so that a huge token
+/// gives a short line.
+pub fn shown(value: &str) -> String {
+    let mut out = String::new();
+    let total = value.chars().count();
+    for (count, c) in value.chars().enumerate() {
+        if count == SHOWN_CHARS {
+            out.push_str(&format!("… ({total} characters)"));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else if is_invisible(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Characters that print as nothing (format characters, unusual spaces):
+/// echoed escaped so that a value that looks empty or equal to another says
+/// what it holds.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00a0}'
+            | '\u{00ad}'
+            | '\u{034f}'
+            | '\u{061c}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{17b4}'
+            | '\u{17b5}'
+            | '\u{180b}'..='\u{180e}'
+            | '\u{2000}'..='\u{200f}'
+            | '\u{2028}'..='\u{202f}'
+            | '\u{205f}'..='\u{206f}'
+            | '\u{3000}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fffb}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
+}
+
 /// Result with the library error.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -96,4 +152,22 @@ pub enum Warning {
     ImpossibleReciprocalLengths([f64; 3]),
     /// Sub-pixel sampling coarser than recommended: (xtal size Å, reciprocal pixel Å, recommended).
     Undersampled(f64, f64, i64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_escapes_and_shortens() {
+        assert_eq!(shown("1.5"), "1.5");
+        assert_eq!(shown("Å µm"), "Å µm");
+        assert_eq!(shown("\u{feff}"), "\\u{feff}");
+        assert_eq!(shown("a\u{1b}[31mb\n"), "a\\u{1b}[31mb\\n");
+        assert_eq!(shown("x\u{200b}\u{7f}"), "x\\u{200b}\\u{7f}");
+        let long = "7".repeat(1 << 20);
+        let s = shown(&long);
+        assert_eq!(s, format!("{}… (1048576 characters)", "7".repeat(SHOWN_CHARS)));
+        assert_eq!(shown(&"8".repeat(SHOWN_CHARS)), "8".repeat(SHOWN_CHARS));
+    }
 }

@@ -82,7 +82,11 @@ impl FromStr for Param {
             let names: Vec<_> = Param::ALL.iter().map(|p| p.name()).collect();
             Error::Invalid {
                 what: "-gradient",
-                msg: format!("unknown parameter '{s}' (known: {})", names.join(", ")),
+                msg: format!(
+                    "unknown parameter '{}' (known: {})",
+                    crate::error::shown(s),
+                    names.join(", ")
+                ),
             }
         })
     }

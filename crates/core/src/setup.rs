@@ -477,6 +477,23 @@ impl CrystalSize {
             ));
         }
         if oversample > 10_000 {
+            if oversample_auto {
+                // nothing asked for this many: the geometry did
+                return Err(Error::Invalid {
+                    what: "detector geometry",
+                    msg: format!(
+                        "the automatic oversampling (no -oversample given) for a {} Å crystal \
+                         (-N/-cell/-xtalsize) seen {} mm away with {} mm pixels at {} Å \
+                         (-distance/-close_distance/-twotheta/-beam_vector, -pixel, -lambda) \
+                         would be {oversample} sub-pixels per edge, too many; give -oversample \
+                         or a sensible geometry",
+                        xtal_max * 1e10,
+                        detector.distance_m * 1e3,
+                        detector.pixel_size_m * 1e3,
+                        lambda0_m * 1e10
+                    ),
+                });
+            }
             return Err(Error::Invalid {
                 what: "-oversample",
                 msg: format!("{oversample} sub-pixels per edge is too many"),
@@ -507,6 +524,19 @@ fn check_inputs(cfg: &SimConfig) -> Result<()> {
     check_finite("-distance", cfg.detector.distance_mm)?;
     if cfg.detector.distance_mm <= 0.0 && cfg.detector.close_distance_mm.is_none() {
         return Err(Error::Invalid { what: "-distance", msg: "distance must be positive".into() });
+    }
+    let b = &cfg.beam;
+    if b.flux != 0.0 && b.exposure_s > 0.0 {
+        let fluence = b.flux * b.exposure_s / (b.beamsize_mm / 1000.0) / (b.beamsize_mm / 1000.0);
+        if !fluence.is_finite() {
+            return Err(Error::Invalid {
+                what: "-flux",
+                msg: format!(
+                    "{:e} photons/s x -exposure {:e} s / (-beamsize {:e} mm)² overflows: the fluence is not finite",
+                    b.flux, b.exposure_s, b.beamsize_mm
+                ),
+            });
+        }
     }
     for (what, n) in [("-Na", cfg.crystal.na), ("-Nb", cfg.crystal.nb), ("-Nc", cfg.crystal.nc)] {
         if !(n.is_finite() && n >= 0.0) {

@@ -259,6 +259,17 @@ impl SmvImage {
     /// (or none) means little-endian. The pixels start exactly at `HEADER_BYTES` (the
     /// original rounds an odd value down to even).
     pub fn parse(bytes: &[u8], path: &Path) -> Result<SmvImage, IoError> {
+        Self::parse_with(bytes, path, true).map(|(img, _)| img)
+    }
+
+    /// [`SmvImage::parse`], with pixel data shorter than the header says
+    /// allowed when `!need_pixels`: the image then has no `data` and the
+    /// second value is the bytes the file would need and has.
+    fn parse_with(
+        bytes: &[u8],
+        path: &Path,
+        need_pixels: bool,
+    ) -> Result<(SmvImage, Option<(u64, u64)>), IoError> {
         let len = bytes.len() as u64;
         let bad = |reason: String| IoError::BadHeader { path: path.to_path_buf(), reason };
         if bytes.len() < SMV_BLOCK {
@@ -311,6 +322,10 @@ impl SmvImage {
 
         let pixel_bytes = (width as u64) * (height as u64) * 2;
         let needed = header_bytes as u64 + pixel_bytes;
+        if needed > len && !need_pixels {
+            let img = SmvImage { header, header_bytes, width, height, data: Vec::new() };
+            return Ok((img, Some((needed, len))));
+        }
         if needed > len {
             return Err(IoError::Truncated {
                 path: path.to_path_buf(),
@@ -333,8 +348,17 @@ impl SmvImage {
                 }
             })
             .collect();
-        Ok(SmvImage { header, header_bytes, width, height, data })
+        Ok((SmvImage { header, header_bytes, width, height, data }, None))
     }
+}
+
+/// Reads an SMV file for its header only (what `-img` uses): the checks of
+/// [`SmvImage::parse`] but pixel data shorter than the header says is
+/// accepted, as nanoBragg.c does; the image then has no `data` and the
+/// second value is the bytes the file would need and has.
+pub fn read_smv_header(path: &Path) -> Result<(SmvImage, Option<(u64, u64)>), IoError> {
+    let bytes = crate::read_all(path)?;
+    SmvImage::parse_with(&bytes, path, false)
 }
 
 /// Reads an SMV image file; see [`SmvImage::parse`] for the rules and errors.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::smv::{
-    read_smv, smv_bytes, smv_header_text, write_smv, SmvHeaderFields, SmvImage,
+    read_smv, read_smv_header, smv_bytes, smv_header_text, write_smv, SmvHeaderFields, SmvImage,
 };
 use nanobragg_io::IoError;
 
@@ -180,6 +180,19 @@ fn reader_errors() {
     let err = parse(&full[..full.len() - 1]).unwrap_err();
     assert!(matches!(err, IoError::Truncated { expected: 544, actual: 543, .. }), "{err}");
     assert!(err.to_string().contains("test.img"), "{err}");
+    // for its header alone (-img), short pixel data is reported, not refused
+    let dir = std::env::temp_dir().join(format!("nanobragg-io-short-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("short.img");
+    std::fs::write(&path, &full[..full.len() - 5]).unwrap();
+    let (img, short) = read_smv_header(&path).unwrap();
+    assert_eq!((img.width, img.height, img.data.len()), (4, 4, 0));
+    assert_eq!(short, Some((544, 539)));
+    std::fs::write(&path, &full).unwrap();
+    let (img, short) = read_smv_header(&path).unwrap();
+    assert_eq!((img.data.len(), short), (16, None));
+    assert!(read_smv_header(&dir.join("none.img")).is_err());
+    std::fs::remove_dir_all(&dir).ok();
 
     // shorter than 512 bytes
     let err = parse(&full[..300]).unwrap_err();

@@ -232,6 +232,8 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
     }
     let start = Instant::now();
     let mut write_shot = |i: usize, image: &[f32]| -> Result<()> {
+        crate::render::check_finite_image(image, inv, &plans[i])
+            .map_err(|e| anyhow!("-batch shot {}: {e}", i + 1))?;
         let names = outputs.shot_files(i + 1);
         let mut owned: Vec<Option<Pending>> = Vec::with_capacity(names.len());
         for (flag, path) in &names {

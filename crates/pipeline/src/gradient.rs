@@ -4,7 +4,7 @@
 
 use crate::invocation::{Curvatures, Invocation};
 use anyhow::{anyhow, Result};
-use nanobragg_core::diff::leaves::check_param;
+use nanobragg_core::diff::leaves::{applicable, check_param};
 use nanobragg_core::diff::{hessian_of, jacobian_of, Param};
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
@@ -15,6 +15,25 @@ use std::path::PathBuf;
 /// The parameters of `-gradient`, each checked against the plan; `None`
 /// without the flag. Errors name the flag and the parameter.
 pub fn params(inv: &Invocation, plan: &Plan) -> Result<Option<Vec<Param>>> {
+    Ok(selected(inv, plan)?.map(|(params, _)| params))
+}
+
+/// True for the parameter list `all`.
+pub fn is_all(list: &str) -> bool {
+    list.trim().eq_ignore_ascii_case("all")
+}
+
+/// The line saying which parameters `all` left out and why, if any
+/// (`-gradient all: skipped mosaic: needs ...; osc: ...`).
+pub fn skipped_line(flag: &str, skipped: &[String]) -> Option<String> {
+    if skipped.is_empty() {
+        return None;
+    }
+    Some(format!("{flag} all: skipped {}", skipped.join("; ")))
+}
+
+/// [`params`], with the line saying what `all` left out (see [`skipped_line`]).
+pub fn selected(inv: &Invocation, plan: &Plan) -> Result<Option<(Vec<Param>, Option<String>)>> {
     if inv.gradfile.is_empty() {
         return Err(anyhow!("-gradfile: the file name prefix is empty"));
     }
@@ -28,10 +47,18 @@ pub fn params(inv: &Invocation, plan: &Plan) -> Result<Option<Vec<Param>>> {
         return Err(anyhow!("invalid -gradient: not with -batch"));
     }
     let params = Param::parse_list(list)?;
+    if is_all(list) {
+        // every parameter that applies to this model
+        let (params, skipped) = applicable(&inv.config, plan, &params);
+        if params.is_empty() {
+            return Err(anyhow!("invalid -gradient: no parameter applies to this model"));
+        }
+        return Ok(Some((params, skipped_line("-gradient", &skipped))));
+    }
     for &p in &params {
         check_param(&inv.config, plan, p)?;
     }
-    Ok(Some(params))
+    Ok(Some((params, None)))
 }
 
 /// The file of the derivative image by `p`: `PREFIX_NAME.bin`.

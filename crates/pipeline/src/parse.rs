@@ -20,6 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use nanobragg_core::config::SfSource;
+use nanobragg_core::error::shown;
 use nanobragg_core::SimConfig;
 
 use crate::flags::{self, Arity, Check, Flag, Kind, Occurrence, Value};
@@ -30,7 +31,7 @@ pub use crate::invocation::{Curvatures, Device, Invocation, Outputs};
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// An argument starting with `-` that is no flag.
-    #[error("unknown flag {flag} ({})", match suggestion {
+    #[error("unknown flag {} ({})", shown(flag), match suggestion {
         Some(s) => format!("did you mean {s}?"),
         None => "run nanobragg -h for the list of flags".to_string(),
     })]
@@ -41,7 +42,7 @@ pub enum CliError {
         suggestion: Option<&'static str>,
     },
     /// An argument that is neither a flag nor the value of one.
-    #[error("unexpected argument '{arg}' ({})", if arg.starts_with('-') {
+    #[error("unexpected argument '{}' ({})", shown(arg), if arg.starts_with('-') {
         "a number where a flag should be; note that -cell stops at the first value starting with '-'"
     } else {
         "not a flag, and no flag before it takes a value here"
@@ -59,7 +60,7 @@ pub enum CliError {
         what: String,
     },
     /// A value that should be a number is not one.
-    #[error("{flag}: '{value}' is not a number")]
+    #[error("{flag}: '{}' is not a number", shown(value))]
     NotANumber {
         /// The flag as typed.
         flag: String,
@@ -67,7 +68,7 @@ pub enum CliError {
         value: String,
     },
     /// A value that should be an integer is not one.
-    #[error("{flag}: '{value}' is not an integer")]
+    #[error("{flag}: '{}' is not an integer", shown(value))]
     NotAnInteger {
         /// The flag as typed.
         flag: String,
@@ -75,7 +76,7 @@ pub enum CliError {
         value: String,
     },
     /// A number outside the range that makes sense for the flag.
-    #[error("{flag}: '{value}' is not allowed ({why})")]
+    #[error("{flag}: '{}' is not allowed ({why})", shown(value))]
     OutOfRange {
         /// The flag as typed.
         flag: String,
@@ -85,7 +86,7 @@ pub enum CliError {
         why: String,
     },
     /// A word that is not one of the flag's choices.
-    #[error("{flag}: '{value}' is not one of {choices}")]
+    #[error("{flag}: '{}' is not one of {choices}", shown(value))]
     BadChoice {
         /// The flag as typed.
         flag: String,
@@ -95,7 +96,7 @@ pub enum CliError {
         choices: String,
     },
     /// An input file that does not exist or is not a regular file.
-    #[error("{flag}: cannot open '{}': {why}", path.display())]
+    #[error("{flag}: cannot open '{}': {why}", shown(&path.display().to_string()))]
     MissingFile {
         /// The flag naming the file (or `Fdump` for the default dump file).
         flag: String,
@@ -112,6 +113,22 @@ pub enum CliError {
         /// The reader's error (it names the file). Not exposed as an error
         /// source: the message already includes it.
         error: nanobragg_core::Error,
+    },
+    /// A value in an `-img`/`-mask` SMV header that the flag it stands for
+    /// would refuse.
+    #[error("{flag} {}: header {} is not allowed ({why}, as for {stands_for})",
+        shown(&path.display().to_string()), shown(entry))]
+    HeaderValue {
+        /// `-img` or `-mask`.
+        flag: &'static str,
+        /// The image file.
+        path: PathBuf,
+        /// The header key and the value read, `KEY=VALUE`.
+        entry: String,
+        /// The flag the key stands for.
+        stands_for: &'static str,
+        /// The rule it breaks, e.g. `must be > 0`.
+        why: String,
     },
     /// An SMV image given to `-img` or `-mask` that could not be read.
     #[error("{flag}: {error}")]
@@ -147,15 +164,50 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
     // Pass 2: image headers first, mask then image, whatever their position.
     let last_path =
         |name: &str| occurrences.iter().rev().find(|o| o.flag.name == name).map(|o| o.path(0));
-    if let Some(path) = last_path("-mask") {
-        let img = read_image("-mask", &path)?;
+    let mask = match last_path("-mask") {
+        Some(path) => Some((read_image("-mask", &path)?, path)),
+        None => None,
+    };
+    let image = match last_path("-img") {
+        // nanoBragg.c reads only the header of -img, never its pixels
+        Some(path) => Some((
+            nanobragg_io::smv::read_smv_header(&path)
+                .map_err(|error| CliError::Image { flag: "-img".to_string(), error })?,
+            path,
+        )),
+        None => None,
+    };
+    // a header value that a flag (or, for the mask, the -img header)
+    // replaces is never used, as in nanoBragg.c: only the others are checked
+    let given = |flags: &[&str]| occurrences.iter().any(|o| flags.contains(&o.flag.name));
+    let by_flag = |stands_for: &str| match stands_for {
+        "-lambda" => given(&["-lambda", "-energy"]),
+        f => given(&[f]),
+    };
+    if let Some((img, path)) = &mask {
+        let by_img = |key: &str| {
+            image.as_ref().is_some_and(|((i, _), _)| i.value_of(key).is_some_and(|v| !v.is_nan()))
+        };
+        check_smv_header("-mask", path, img, |key, flag| by_flag(flag) || by_img(key))?;
+    }
+    if let Some(((img, _), path)) = &image {
+        check_smv_header("-img", path, img, |_, flag| by_flag(flag))?;
+    }
+    if let Some((img, path)) = mask {
         apply_smv_header(&mut inv.config, &img, true);
         record_header_values(&mut inv, "-mask", &path, &img);
         inv.config.detector.mask = Some(img.data);
         inv.mask_path = Some(path);
     }
-    if let Some(path) = last_path("-img") {
-        let img = read_image("-img", &path)?;
+    if let Some(((img, short), path)) = image {
+        if let Some((needed, actual)) = short {
+            inv.warnings.push(format!(
+                "-img {}: the pixel data is short ({actual} bytes in the file, {needed} for its {} x {} pixels); only the header is used",
+                shown(&path.display().to_string()),
+                img.width,
+                img.height
+            ));
+        }
         apply_smv_header(&mut inv.config, &img, false);
         record_header_values(&mut inv, "-img", &path, &img);
         inv.img_path = Some(path);
@@ -175,6 +227,58 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
 fn read_image(flag: &str, path: &Path) -> Result<nanobragg_io::smv::SmvImage, CliError> {
     nanobragg_io::smv::read_smv(path)
         .map_err(|error| CliError::Image { flag: flag.to_string(), error })
+}
+
+/// The header keys [`apply_smv_header`] reads and the flags they stand for,
+/// in the order they are checked (`CLOSE_DISTANCE` before `DISTANCE`, which
+/// also matches it, so that the key named is the one in the file).
+const HEADER_FLAGS: [(&str, &str); 10] = [
+    ("PIXEL_SIZE", "-pixel"),
+    ("CLOSE_DISTANCE", "-close_distance"),
+    ("DISTANCE", "-distance"),
+    ("WAVELENGTH", "-lambda"),
+    ("BEAM_CENTER_X", "-Xbeam"),
+    ("BEAM_CENTER_Y", "-Ybeam"),
+    ("ORGX", "-ORGX"),
+    ("ORGY", "-ORGY"),
+    ("PHI", "-phi"),
+    ("OSC_RANGE", "-osc"),
+];
+
+/// Refuses header values that the flags they stand for would refuse (a
+/// header is one more way to give those values, not a way around the
+/// checks), except where `replaced(key, flag)` says the value is not used.
+fn check_smv_header(
+    flag: &'static str,
+    path: &Path,
+    img: &nanobragg_io::smv::SmvImage,
+    replaced: impl Fn(&str, &str) -> bool,
+) -> Result<(), CliError> {
+    for (key, stands_for) in HEADER_FLAGS {
+        if replaced(key, stands_for) {
+            continue;
+        }
+        // NaN (a `nan` in the file) is skipped by apply_smv_header, as an absent key
+        let Some(v) = img.value_of(key).filter(|v| !v.is_nan()) else { continue };
+        let target = flags::lookup(stands_for).expect("header keys stand for table flags");
+        let raw = [format!("{v}")];
+        let why = if v.is_finite() {
+            match check_values(target, stands_for, &raw, &[Value::Num(v)]) {
+                Err(CliError::OutOfRange { why, .. }) => why,
+                _ => continue,
+            }
+        } else {
+            "must be finite".to_string()
+        };
+        return Err(CliError::HeaderValue {
+            flag,
+            path: path.to_path_buf(),
+            entry: format!("{key}={}", raw[0]),
+            stands_for,
+            why,
+        });
+    }
+    Ok(())
 }
 
 /// Notes the header values that, when invalid, a later error should trace
@@ -421,7 +525,10 @@ fn parse_int(spelled: &str, s: &str, warnings: &mut Vec<String>) -> Result<i64, 
     if atoi as f64 != v.trunc() {
         return Err(bad());
     }
-    warnings.push(format!("{spelled}: '{s}' is not an integer; using {atoi}, as nanoBragg does"));
+    warnings.push(format!(
+        "{spelled}: '{}' is not an integer; using {atoi}, as nanoBragg does",
+        shown(s)
+    ));
     Ok(atoi)
 }
 
@@ -935,6 +1042,40 @@ mod tests {
         assert_eq!(inv.config.beam.lambda_a, 1.5);
         assert_eq!(inv.config.detector.fpixels, 30);
         assert_eq!(inv.config.detector.mask.as_ref().map(Vec::len), Some(12));
+
+        // a header value gets the check of the flag it stands for
+        for (keys, needle) in [
+            (
+                "CLOSE_DISTANCE=-85;\nDISTANCE=100;\n",
+                "header CLOSE_DISTANCE=-85 is not allowed (must be > 0, as for -close_distance)",
+            ),
+            ("PHI=inf;\n", "header PHI=inf is not allowed (must be finite, as for -phi)"),
+            (
+                "OSC_RANGE=-inf;\n",
+                "header OSC_RANGE=-inf is not allowed (must be finite, as for -osc)",
+            ),
+            ("WAVELENGTH=0;\n", "header WAVELENGTH=0 is not allowed (must be > 0, as for -lambda)"),
+        ] {
+            let bad = write("bad.img", keys, 4, 3);
+            for flag in ["-img", "-mask"] {
+                let e = err(&format!("{flag} {}", bad.display()));
+                assert!(e.starts_with(&format!("{flag} ")) && e.contains("bad.img"), "{e}");
+                assert!(e.contains(needle), "{e}");
+            }
+        }
+        // a value a flag replaces is never used: not checked (as in nanoBragg.c)
+        let bad = write("bad.img", "WAVELENGTH=0;\n", 4, 3);
+        assert_eq!(
+            ok(&format!("-img {} -energy 12398.42", bad.display())).config.beam.lambda_a,
+            1.0
+        );
+        assert_eq!(ok(&format!("-lambda 2 -mask {}", bad.display())).config.beam.lambda_a, 2.0);
+        // nor a mask header value the -img header replaces
+        let inv = ok(&format!("-mask {} -img {}", bad.display(), img.display()));
+        assert_eq!(inv.config.beam.lambda_a, 1.5);
+        // a NaN is no value, as an absent key
+        let nan = write("nan.img", "PHI=nan;\n", 4, 3);
+        assert_eq!(ok(&format!("-img {}", nan.display())).config.crystal.phi0_deg, 0.0);
 
         // an unreadable image names the flag
         let junk = dir.join("junk.img");

@@ -13,6 +13,7 @@ use argmin::solver::quasinewton::LBFGS;
 use nanobragg_core::config::Misset;
 use nanobragg_core::diff::loss::LossKind;
 use nanobragg_core::diff::Param;
+use nanobragg_core::error::shown;
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ const REFINE_FLAGS: [(&str, &str); 6] = [
 struct Request {
     observed: PathBuf,
     params: Vec<Param>,
+    /// `-refine all`: every parameter that applies to the model.
+    all: bool,
     loss: Option<LossKind>,
     maxiter: u64,
     gtol: f64,
@@ -75,7 +78,7 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
             continue;
         };
         let value = args.get(i + 1).ok_or_else(|| anyhow!("refine: {name} needs a value"))?.clone();
-        let bad = |what: &str| anyhow!("refine: {name}: '{value}' is not {what}");
+        let bad = |what: &str| anyhow!("refine: {name}: '{}' is not {what}", shown(&value));
         match *name {
             "-observed" => observed = Some(PathBuf::from(&value)),
             "-refine" => list = Some(value.clone()),
@@ -97,7 +100,8 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     let observed = observed.ok_or_else(|| anyhow!("refine: -observed FILE is required"))?;
     let list = list.ok_or_else(|| anyhow!("refine: -refine NAME[,NAME...] is required"))?;
     let params = Param::parse_list(&list).map_err(|e| anyhow!("refine: -refine: {}", msg(&e)))?;
-    Ok(Some(Request { observed, params, loss, maxiter, gtol, history, model_args }))
+    let all = crate::gradient::is_all(&list);
+    Ok(Some(Request { observed, params, all, loss, maxiter, gtol, history, model_args }))
 }
 
 /// Read `-observed`: SMV (`.img`, `.smv`, or a `{` header) less the `-adc`
@@ -196,6 +200,10 @@ struct Problem<'a> {
     last: Mutex<Option<(Vec<f64>, Eval)>>,
     best: &'a Mutex<Option<(Vec<f64>, Eval)>>,
     evaluations: &'a Mutex<usize>,
+    /// The iterations so far (to say where a loss stopped being finite).
+    iterations: std::sync::Arc<Mutex<Vec<Step>>>,
+    /// The first evaluation whose loss or gradient was not finite, described.
+    non_finite: &'a Mutex<Option<String>>,
 }
 
 impl Problem<'_> {
@@ -217,6 +225,17 @@ impl Problem<'_> {
             evaluate(self.model, &values, self.job).map_err(|e| ArgminError::msg(e.to_string()))?;
         *self.evaluations.lock().unwrap() += 1;
         *self.last.lock().unwrap() = Some((x.to_vec(), e.clone()));
+        if let Some(why) = not_finite(&e) {
+            let mut first = self.non_finite.lock().unwrap();
+            if first.is_none() {
+                // the observer has recorded iterations 0..n: this is iteration n's search
+                let n = self.iterations.lock().unwrap().len();
+                *first = Some(format!(
+                    "the loss is not finite at iteration {n} ({why}) with {}",
+                    at_values(&self.model.params, &values)
+                ));
+            }
+        }
         let mut best = self.best.lock().unwrap();
         if e.value.is_finite() && best.as_ref().is_none_or(|(_, b)| e.value < b.value) {
             *best = Some((x.to_vec(), e.clone()));
@@ -375,6 +394,19 @@ pub fn refine(
     settings: &Settings,
     print: bool,
 ) -> Result<Refined> {
+    fit(inv, model_args, observed, settings, print, false)
+}
+
+/// [`refine`]; with `drop_flat` (`-refine all`) the parameters that do not
+/// change the pixels used are left out, with a note, instead of refused.
+fn fit(
+    inv: &Invocation,
+    model_args: &[String],
+    observed: Observed,
+    settings: &Settings,
+    print: bool,
+    drop_flat: bool,
+) -> Result<Refined> {
     let (model, observed) = start(inv, observed, settings)?;
     let kind =
         settings.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
@@ -389,9 +421,30 @@ pub fn refine(
     }
     let t0 = Instant::now();
     let first = evaluate(&model, &model.start, &job)?;
+    if let Some(why) = not_finite(&first) {
+        bail!(
+            "refine: the loss is not finite at the start ({why}) with {}; the model or the observed image overflows",
+            at_values(&settings.params, &model.start)
+        );
+    }
+    let np = settings.params.len();
+    let flat =
+        |i: usize| !(first.hessian[i * np + i] > 0.0 && first.hessian[i * np + i].is_finite());
+    if drop_flat && (0..np).any(flat) && !(0..np).all(flat) {
+        let (keep, skip): (Vec<usize>, Vec<usize>) = (0..np).partition(|&i| !flat(i));
+        let names: Vec<&str> = skip.iter().map(|&i| settings.params[i].name()).collect();
+        println!(
+            "note: -refine all: skipped {}: no curvature (does not change the pixels used)",
+            names.join(", ")
+        );
+        let settings = Settings {
+            params: keep.iter().map(|&i| settings.params[i]).collect(),
+            ..settings.clone()
+        };
+        return fit(inv, model_args, job.observed, &settings, print, false);
+    }
     for (i, &p) in settings.params.iter().enumerate() {
-        let h = first.hessian[i * settings.params.len() + i];
-        if !(h > 0.0 && h.is_finite()) {
+        if flat(i) {
             bail!("refine: {p} does not change the pixels used (no curvature); leave it out");
         }
     }
@@ -400,6 +453,8 @@ pub fn refine(
         println!("{} pixels used; start loss {:.12e}", first.pixels, first.value);
     }
     let (best, evaluations) = (Mutex::new(None), Mutex::new(0));
+    let history = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let non_finite = Mutex::new(None);
     let problem = Problem {
         model: &model,
         job: &job,
@@ -407,13 +462,14 @@ pub fn refine(
         last: Mutex::new(None),
         best: &best,
         evaluations: &evaluations,
+        iterations: history.clone(),
+        non_finite: &non_finite,
     };
     let linesearch = MoreThuenteLineSearch::new();
     let solver = LBFGS::new(linesearch, settings.history)
         .with_tolerance_grad(settings.gtol)?
         .with_tolerance_cost(0.0)?;
     let x0 = vec![0.0; settings.params.len()];
-    let history = std::sync::Arc::new(Mutex::new(Vec::new()));
     let progress = Progress { print, history: history.clone() };
     let run = Executor::new(problem, solver)
         .configure(|s| s.param(x0).max_iters(settings.maxiter))
@@ -425,9 +481,21 @@ pub fn refine(
         }
         Err(e) => (0, Some(format!("stopped: {e}"))),
     };
+    // a probe the line search recovered from is no failure; one that ended the run is
+    if run.is_err() {
+        if let Some(what) = non_finite.lock().unwrap().take() {
+            bail!("refine: {what}");
+        }
+    }
     let (bx, _) = best.lock().unwrap().clone().expect("the start was evaluated");
     let values = values_at(&model.start, &map, &bx);
     let fin = evaluate(&model, &values, &job)?;
+    if let Some(why) = not_finite(&fin) {
+        bail!(
+            "refine: the loss is not finite at the refined values ({why}) with {}",
+            at_values(&settings.params, &values)
+        );
+    }
     let np = settings.params.len();
     let standard_errors: Vec<Option<f64>> = match &fin.covariance {
         Some(c) => (0..np).map(|i| Some(c[i * np + i].max(0.0).sqrt())).collect(),
@@ -488,6 +556,17 @@ fn parameters(inv: &Invocation, params: &[Param]) -> Result<Parameters> {
     if inv.gradient.is_some() {
         bail!("refine: -gradient is not supported here (refine computes its own derivatives)");
     }
+    let seeds = seeds(inv)?;
+    Parameters::new(inv.config.clone(), seeds, params.to_vec()).map_err(|e| {
+        match e.downcast_ref::<nanobragg_core::Error>() {
+            Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
+            None => anyhow!("refine: -refine {e}"),
+        }
+    })
+}
+
+/// The seeds of every render of the fit: `-misset random` must not change.
+fn seeds(inv: &Invocation) -> Result<SetupSeeds> {
     let misset_idum = match inv.config.crystal.misset_seed {
         Some(s) => -s,
         None if inv.config.crystal.misset == Misset::Random => {
@@ -495,13 +574,7 @@ fn parameters(inv: &Invocation, params: &[Param]) -> Result<Parameters> {
         }
         None => -1,
     };
-    let seeds = SetupSeeds { misset_idum };
-    Parameters::new(inv.config.clone(), seeds, params.to_vec()).map_err(|e| {
-        match e.downcast_ref::<nanobragg_core::Error>() {
-            Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
-            None => anyhow!("refine: -refine {e}"),
-        }
-    })
+    Ok(SetupSeeds { misset_idum })
 }
 
 /// Run `nanobragg refine ARGS` (the arguments after `refine`).
@@ -515,8 +588,22 @@ pub fn main(args: &[String]) -> Result<()> {
     for w in &inv.warnings {
         eprintln!("warning: {w}");
     }
+    let mut params = req.params.clone();
+    if req.all {
+        // every parameter that applies to this model, saying which are left out
+        let plan =
+            Plan::new(&inv.config, seeds(&inv)?).map_err(|e| crate::render::explain(e, &inv))?;
+        let (keep, skipped) = nanobragg_core::diff::leaves::applicable(&inv.config, &plan, &params);
+        if let Some(line) = crate::gradient::skipped_line("-refine", &skipped) {
+            println!("note: {line}");
+        }
+        if keep.is_empty() {
+            bail!("refine: -refine all: no parameter applies to this model");
+        }
+        params = keep;
+    }
     let settings = Settings {
-        params: req.params.clone(),
+        params,
         loss: req.loss,
         maxiter: req.maxiter,
         gtol: req.gtol,
@@ -526,7 +613,7 @@ pub fn main(args: &[String]) -> Result<()> {
     let model = parameters(&inv, &settings.params)?;
     let mut observed = read_observed(&req.observed, &inv, &model.plan0)?;
     observed.what = format!("{} ({})", req.observed.display(), observed.what);
-    let r = refine(&inv, &req.model_args, observed, &settings, true)?;
+    let r = fit(&inv, &req.model_args, observed, &settings, true, req.all)?;
     println!(
         "{} after {} iterations, {} renders, {:.2} s",
         r.stop, r.iterations, r.evaluations, r.seconds
@@ -561,6 +648,22 @@ pub fn main(args: &[String]) -> Result<()> {
         println!("note: {n}");
     }
     Ok(())
+}
+
+/// Why an evaluation's loss or gradient is not finite, if it is not.
+fn not_finite(e: &Eval) -> Option<String> {
+    if !e.value.is_finite() {
+        return Some(format!("loss {}", e.value));
+    }
+    let bad = e.gradient.iter().filter(|g| !g.is_finite()).count();
+    (bad > 0).then(|| format!("{bad} gradient components not finite"))
+}
+
+/// `name = value` for each parameter, for messages.
+fn at_values(params: &[Param], values: &[f64]) -> String {
+    let each: Vec<String> =
+        params.iter().zip(values).map(|(p, v)| format!("{p} = {v} {}", p.unit())).collect();
+    each.join(", ")
 }
 
 fn values_at(start: &[f64], map: &[f64], x: &[f64]) -> Vec<f64> {

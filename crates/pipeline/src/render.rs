@@ -92,6 +92,35 @@ pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInf
     Ok((image, info))
 }
 
+/// Refuses an image with NaN or infinite pixels, naming the inputs whose
+/// product overflowed (checked before any output is replaced: such an image
+/// is no use to anyone and would hide the cause).
+pub fn check_finite_image(image: &[f32], inv: &Invocation, plan: &Plan) -> Result<()> {
+    let bad = image.iter().filter(|v| !v.is_finite()).count();
+    if bad == 0 {
+        return Ok(());
+    }
+    let g = nanobragg_io::cfmt::g;
+    let b = &inv.config.beam;
+    let fluence = if b.flux != 0.0 && b.exposure_s > 0.0 {
+        format!(
+            "-flux {} x -exposure {} / -beamsize {} mm squared (a fluence of {} photons/m²)",
+            g(b.flux),
+            g(b.exposure_s),
+            g(b.beamsize_mm),
+            g(plan.fluence)
+        )
+    } else {
+        format!("-fluence {}", g(plan.fluence))
+    };
+    Err(anyhow!(
+        "the image has {bad} non-finite pixels (of {}): {fluence} overflows the 4-byte float image \
+         (at most 3.4e+38 photons per pixel) with these structure factors (-default_F/-hkl), \
+         crystal size (-N/-xtalsize) and -water; no image was written",
+        image.len()
+    ))
+}
+
 /// Adds the flag and file a setup error comes from, where the library's
 /// message does not say.
 pub fn explain(e: nanobragg_core::Error, inv: &Invocation) -> anyhow::Error {

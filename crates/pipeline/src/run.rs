@@ -345,7 +345,10 @@ pub fn run(inv: Invocation) -> Result<()> {
         None => -clock,
     };
     let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
-    crate::gradient::params(&inv, &plan)?; // refuse a bad -gradient before writing anything
+    // refuse a bad -gradient before writing anything
+    if let Some((_, Some(skipped))) = crate::gradient::selected(&inv, &plan)? {
+        eprintln!("note: {skipped}");
+    }
     response(&inv.outputs, plan.detector.pixel_size_m)?; // and a bad detector response
     if let Some(batch) = &inv.batch_path {
         let noise_seed = inv.seed.unwrap_or(clock);
@@ -385,6 +388,7 @@ pub fn run(inv: Invocation) -> Result<()> {
         (None, Some(map)) => map,
         (None, None) => unreachable!("a render without a target returns its image"),
     };
+    crate::render::check_finite_image(image, &inv, &plan)?;
     traces(&mut out, &plan, &inv, image, &rendered)?;
     writeln!(out)?;
     let steps = plan.steps as f64;

@@ -266,9 +266,22 @@ impl Cell {
         }
         let v_cell = R::one() / v_star;
         if !(v_cell.val().is_finite() && v_cell.val() != 0.0) {
-            return Err(Error::Invalid {
-                what: "-mat",
-                msg: "the reciprocal vectors are coplanar (zero cell volume)".into(),
+            return Err(match (cfg.mat.is_some(), &cfg.cell) {
+                (false, Some(cell)) => Error::Invalid {
+                    what: "-cell",
+                    msg: format!(
+                        "the cell's volume comes out as {:e} Å³ (edges {:e} {:e} {:e} Å): \
+                         not finite or zero",
+                        v_cell.val(),
+                        cell[0],
+                        cell[1],
+                        cell[2]
+                    ),
+                },
+                _ => Error::Invalid {
+                    what: "-mat",
+                    msg: "the reciprocal vectors are coplanar (zero cell volume)".into(),
+                },
             });
         }
         let a = scale(bsxcs, v_cell);

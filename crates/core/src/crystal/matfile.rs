@@ -39,7 +39,7 @@ pub fn parse_mat(text: &str) -> std::result::Result<[[f64; 3]; 3], String> {
                         return Err(format!(
                         "line {}: '{}' is not a number (expected 9 numbers: the matrix a* b* c*)",
                         lineno + 1,
-                        token
+                        crate::error::shown(token)
                     ))
                     }
                 }

@@ -48,3 +48,18 @@ pub fn check_param(cfg: &SimConfig, plan: &Plan, p: Param) -> Result<()> {
         _ => Ok(()),
     }
 }
+
+/// `params` less those [`check_param`] refuses for this model, and the ones
+/// left out with why (`mosaic: needs -mosaic > 0 ...`): what a list of
+/// `all` parameters means.
+pub fn applicable(cfg: &SimConfig, plan: &Plan, params: &[Param]) -> (Vec<Param>, Vec<String>) {
+    let (mut keep, mut skipped) = (Vec::new(), Vec::new());
+    for &p in params {
+        match check_param(cfg, plan, p) {
+            Ok(()) => keep.push(p),
+            Err(Error::Invalid { msg, .. }) => skipped.push(msg),
+            Err(e) => skipped.push(format!("{p}: {e}")),
+        }
+    }
+    (keep, skipped)
+}

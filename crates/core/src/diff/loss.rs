@@ -59,7 +59,7 @@ impl FromStr for LossKind {
             "poisson" => Ok(LossKind::Poisson),
             _ => Err(Error::Invalid {
                 what: "-loss",
-                msg: format!("unknown loss '{s}' (known: sse, poisson)"),
+                msg: format!("unknown loss '{}' (known: sse, poisson)", crate::error::shown(s)),
             }),
         }
     }

@@ -316,6 +316,16 @@ impl UnitAxes {
                 return Err(Error::Invalid { what: name, msg: "vector has zero length".into() });
             }
         }
+        // pixels laid out along one line have no area and no plane to place
+        if crate::vec3::magnitude(cross(fdet, sdet)) < 1e-9 {
+            return Err(Error::Invalid {
+                what: "-fdet_vector/-sdet_vector",
+                msg: format!(
+                    "the fast axis ({} {} {}) and the slow axis ({} {} {}) are parallel: the detector has no plane",
+                    fdet[0], fdet[1], fdet[2], sdet[0], sdet[1], sdet[2]
+                ),
+            });
+        }
         Ok(UnitAxes { beam, fdet, sdet, odet, polar, spindle, vert, twotheta: axes.twotheta })
     }
 }
@@ -486,8 +496,34 @@ impl Detector {
         let sbeam = dot(sdet, nv).val();
         if !(distance.val().is_finite() && close_distance.val().is_finite()) {
             return Err(Error::Invalid {
-                what: "-distance",
-                msg: "detector geometry gives a non-finite distance".into(),
+                what: "detector geometry",
+                msg: "the distance, beam centre and rotations (-distance/-close_distance, -Xbeam/-Ybeam/-Xclose/-Yclose/-ORGX/-ORGY, -detector_rot*, -twotheta) give a non-finite distance".into(),
+            });
+        }
+        // The direct beam must meet the detector plane in front of the sample:
+        // a normal perpendicular to the beam puts the beam spot at infinity,
+        // one facing away puts the detector behind the sample.
+        let facing = dot(axes.beam, odet.map(R::val));
+        if facing > 1e-12 && close_distance.val() <= 0.0 {
+            return Err(Error::Invalid {
+                what: "detector geometry",
+                msg: format!(
+                    "the detector plane passes {} mm from the sample, behind it or through it \
+                     (-distance/-close_distance with the beam centre and -twotheta give this)",
+                    close_distance.val() * 1000.0
+                ),
+            });
+        }
+        if facing <= 1e-12 || facing.is_nan() {
+            let angle = facing.clamp(-1.0, 1.0).acos() * RTD;
+            return Err(Error::Invalid {
+                what: "detector geometry",
+                msg: format!(
+                    "the detector does not face the beam: its normal is {angle:.3} deg from the beam \
+                     (must be below 90; -twotheta {} with -detector_rotx/-detector_roty/-detector_rotz \
+                     and -beam_vector/-odet_vector give this)",
+                    cfg.twotheta_deg
+                ),
             });
         }
         let (fdet, sdet, odet, pix0) =

@@ -54,7 +54,7 @@ pub fn parse_hkl(bytes: &[u8], path: &Path) -> Result<Vec<HklEntry>> {
             })?;
             *v = tok.parse::<f64>().map_err(|_| Error::Malformed {
                 path: path.to_path_buf(),
-                msg: format!("line {}: {:?} is not a number", n + 1, tok),
+                msg: format!("line {}: '{}' is not a number", n + 1, crate::error::shown(tok)),
             })?;
         }
         let [h, k, l, f] = vals;

@@ -45,7 +45,7 @@ pub fn parse_sources(text: &str) -> std::result::Result<Vec<[f64; 5]>, String> {
                     return Err(format!(
                         "line {}: '{}' is not a number (columns: X Y Z weight lambda)",
                         lineno + 1,
-                        token
+                        crate::error::shown(token)
                     ))
                 }
             };
