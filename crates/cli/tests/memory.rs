@@ -172,7 +172,7 @@ fn fdump_write_failure_is_an_error_open_failure_a_warning() {
 
 /// A hundred million sensor layers: their report lines are printed as they
 /// come (under a 1 GiB limit, where holding them would abort), and a reader
-/// that stops reading ends the run with an error and no file left.
+/// that stops reading ends the run quietly with no file left.
 #[test]
 fn per_layer_report_lines_are_streamed() {
     if !can_limit() {
@@ -198,8 +198,9 @@ fn per_layer_report_lines_are_streamed() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(last.starts_with("thick9999"), "{last:?}: {stderr}");
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("Broken pipe"), "{stderr}");
+    // a reader gone away ends the run quietly, as SIGPIPE ends the C program
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
     assert_eq!(names(&dir), Vec::<String>::new());
     std::fs::remove_dir_all(&dir).unwrap();
 }
