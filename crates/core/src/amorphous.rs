@@ -309,11 +309,12 @@ mod tests {
 
     #[test]
     fn interpolation_reproduces_cubics_and_extrapolates_linearly() {
-        // a cubic through the table is reproduced exactly between rows
+        // a cubic through the table is reproduced wherever two real rows lie
+        // on either side (nearer the ends the guard rows take part)
         let cubic = |x: f64| 1.0 + 2.0 * x - 3.0 * x * x + 0.5 * x * x * x;
         let rows: Vec<[f64; 2]> = (0..8).map(|i| i as f64 * 0.1).map(|x| [x, cubic(x)]).collect();
         let mut t = StolTable::new(&rows, 1.0).unwrap();
-        for x in [0.15, 0.33, 0.47, 0.61] {
+        for x in [0.15, 0.33, 0.47, 0.55] {
             assert!((t.lookup(x) - cubic(x)).abs() < 1e-12, "{x}");
         }
         // beyond the last row: the straight line through the last two rows
