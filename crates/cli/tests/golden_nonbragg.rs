@@ -225,6 +225,9 @@ fn nonbragg_bad_input() {
         (&["-stol", "inputs/water.stol", "-detpixels_x", "-5"][..], "-detpixels"),
         (&["-stol", "inputs/water.stol", "-thick", "-1"][..], "-thickness"),
         (&["-stol", "inputs/water.stol", "-sourcefile", "nofile.txt"][..], "-sourcefile"),
+        (&["-stol", "inputs/water.stol", "-distance", "0"][..], "-distance"),
+        (&["-stol", "inputs/water.stol", "-fluence", "nan"][..], "-fluence"),
+        (&["-stol", "inputs/water.stol", "-density", "-1"][..], "-density"),
         (&["-stol", "inputs/water.stol", "-img", "inputs/water.stol"][..], "-img"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))

@@ -859,7 +859,22 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     let (mut disp, mut dstep, mut dsteps) = (o.dispersion, o.dispstep, o.dispsteps);
     sampling(&mut disp, &mut dstep, &mut dsteps);
 
+    if !(o.fluence.is_finite() && o.fluence >= 0.0) {
+        bail!(
+            "-fluence/-flux/-exposure/-beamsize: a fluence of {} photons/m^2 is not allowed",
+            g(o.fluence)
+        );
+    }
+    if !(molecules.is_finite() && molecules >= 0.0) {
+        bail!("-density/-molecules/-MW: {} molecules is not allowed", g(molecules));
+    }
     let geo = geometry(&o, xclose0, yclose0, xbeam0, ybeam0);
+    if !(geo.close_distance.is_finite() && geo.close_distance != 0.0 && geo.distance.is_finite()) {
+        bail!(
+            "-distance/-close_distance: the detector plane passes through the sample (distance {} m)",
+            g(geo.distance)
+        );
+    }
     match o.pivot {
         Pivot::Sample => writeln!(out, "pivoting detector around sample")?,
         Pivot::Beam => writeln!(out, "pivoting detector around direct beam spot")?,
