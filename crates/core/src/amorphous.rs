@@ -11,7 +11,7 @@
 //! distance (far field), so every molecule sees the same pixel direction.
 
 use crate::physics::polarization::polarization_factor;
-use crate::vec3::{rotate_axis, unitize, V3};
+use crate::vec3::{cross, dot, rotate, rotate_axis, unitize, V3};
 
 /// r_e², the Thomson cross section per steradian of one electron (m²).
 pub const R_E_SQR: f64 = 7.94079248018965e-30;
@@ -100,6 +100,135 @@ fn lagrange4(xa: &[f64], ya: &[f64], x: f64) -> f64 {
             / ((xa[k] - xa[a]) * (xa[k] - xa[b]) * (xa[k] - xa[c]))
     };
     term(0, [1, 2, 3]) + term(1, [0, 2, 3]) + term(2, [0, 1, 3]) + term(3, [0, 1, 2])
+}
+
+/// The reference's choice of a sampling grid (divergence, dispersion) from
+/// a range, a step and a count, each negative when not given: returns
+/// `(range, step, count)`, with "one step, no range" whenever one of them
+/// ends up not positive.
+pub fn step_grid(mut range: f64, mut step: f64, mut steps: i32) -> (f64, f64, i32) {
+    if steps <= 0 {
+        if range < 0.0 {
+            if step <= 0.0 {
+                (steps, range, step) = (1, 0.0, 0.0);
+            } else {
+                (range, steps) = (step, 2);
+            }
+        } else if step <= 0.0 {
+            (step, steps) = (range, 2);
+        } else {
+            steps = (range / step).ceil() as i32;
+        }
+    } else if range < 0.0 {
+        if step <= 0.0 {
+            range = 1.0;
+            step = range / steps as f64;
+        } else {
+            (range, steps) = (step, 2);
+        }
+    } else if step <= 0.0 {
+        if steps <= 1 {
+            steps = 2;
+        }
+        step = range / (steps - 1) as f64;
+    }
+    if range <= 0.0 || step <= 0.0 || steps <= 0 {
+        (range, step, steps) = (0.0, 0.0, 1);
+    }
+    (range, step, steps)
+}
+
+/// Where the detector goes, as the command line gives it (m, radians;
+/// direction vectors unit length).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DetectorPlacement {
+    /// Beam direction.
+    pub beam: V3<f64>,
+    /// Fast axis before rotation.
+    pub fdet: V3<f64>,
+    /// Slow axis before rotation.
+    pub sdet: V3<f64>,
+    /// Rotations about the lab x, y, z axes, applied in that order.
+    pub rot: V3<f64>,
+    /// Axis of the two-theta swing.
+    pub twotheta_axis: V3<f64>,
+    /// Two-theta angle.
+    pub twotheta: f64,
+    /// Rotate about the sample (keeping `xclose`, `yclose`) rather than
+    /// about the direct-beam spot (keeping `xbeam`, `ybeam`).
+    pub pivot_sample: bool,
+    /// Distance along the beam; used when `close_distance` is NaN.
+    pub distance: f64,
+    /// Distance of the detector plane from the sample, or NaN.
+    pub close_distance: f64,
+    /// Point of closest approach on the detector, fast coordinate.
+    pub xclose: f64,
+    /// Point of closest approach on the detector, slow coordinate.
+    pub yclose: f64,
+    /// Direct-beam spot on the detector, fast coordinate.
+    pub xbeam: f64,
+    /// Direct-beam spot on the detector, slow coordinate.
+    pub ybeam: f64,
+}
+
+/// The detector after [`place_detector`], with the beam centre, closest
+/// point and distances recomputed from the final vectors.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlacedDetector {
+    /// Corner of pixel (0, 0).
+    pub pix0: V3<f64>,
+    /// Fast axis.
+    pub fdet: V3<f64>,
+    /// Slow axis.
+    pub sdet: V3<f64>,
+    /// Distance along the beam to the detector plane.
+    pub distance: f64,
+    /// Distance of the detector plane from the sample.
+    pub close_distance: f64,
+    /// Direct-beam spot, fast coordinate.
+    pub xbeam: f64,
+    /// Direct-beam spot, slow coordinate.
+    pub ybeam: f64,
+    /// Point of closest approach, fast coordinate.
+    pub xclose: f64,
+    /// Point of closest approach, slow coordinate.
+    pub yclose: f64,
+}
+
+/// Places the detector as nonBragg.c does: the normal is f × s; the sample
+/// pivot puts the closest point at (`xclose`, `yclose`) before rotating the
+/// whole detector, the beam pivot puts the direct-beam spot at (`xbeam`,
+/// `ybeam`) after rotating the axes.
+pub fn place_detector(p: &DetectorPlacement) -> PlacedDetector {
+    let [rx, ry, rz] = p.rot;
+    let turn = |v: V3<f64>| rotate_axis(rotate(v, rx, ry, rz), p.twotheta_axis, p.twotheta);
+    let normal = unitize(cross(p.fdet, p.sdet)).0;
+    let ratio = dot(p.beam, rotate(normal, rx, ry, rz));
+    // a detector parallel to the beam: the reference's smallest double
+    let ratio = if ratio == 0.0 { f64::MIN_POSITIVE } else { ratio };
+    let close = if p.close_distance.is_nan() { ratio * p.distance } else { p.close_distance };
+    let distance = close / ratio;
+    let (fdet, sdet, odet) = (turn(p.fdet), turn(p.sdet), turn(normal));
+    let pix0: V3<f64> = if p.pivot_sample {
+        turn(std::array::from_fn(|k| {
+            -p.xclose * p.fdet[k] - p.yclose * p.sdet[k] + close * normal[k]
+        }))
+    } else {
+        std::array::from_fn(|k| -p.xbeam * fdet[k] - p.ybeam * sdet[k] + distance * p.beam[k])
+    };
+    let close_distance = dot(pix0, odet);
+    let to_beam: V3<f64> = std::array::from_fn(|k| close_distance / ratio * p.beam[k] - pix0[k]);
+    PlacedDetector {
+        pix0,
+        fdet,
+        sdet,
+        distance: close_distance / ratio,
+        close_distance,
+        xbeam: dot(fdet, to_beam),
+        ybeam: dot(sdet, to_beam),
+        xclose: -dot(pix0, fdet),
+        yclose: -dot(pix0, sdet),
+    }
 }
 
 /// One source: a point whose direction from the sample gives the incident
@@ -322,6 +451,46 @@ mod tests {
         let lin = StolTable::new(&[[0.0, 5.0], [1.0, 4.0], [2.0, 2.0]], 1.0).unwrap().lookup(3.0);
         assert!((lin - 0.0).abs() < 1e-9, "{lin}");
         assert_eq!(t.len(), 12);
+    }
+
+    #[test]
+    fn step_grid_choices() {
+        assert_eq!(step_grid(-1.0, -1.0, -1), (0.0, 0.0, 1));
+        assert_eq!(step_grid(0.03, 0.01, -1).2, 3);
+        assert_eq!(step_grid(-1.0, -1.0, 4), (1.0, 0.25, 4));
+        assert_eq!(step_grid(0.02, -1.0, 3), (0.02, 0.01, 3));
+        assert_eq!(step_grid(0.0, -1.0, -1), (0.0, 0.0, 1));
+    }
+
+    /// Both pivots agree for an unrotated detector; a two-theta swing about
+    /// the sample keeps the closest point and distance.
+    #[test]
+    fn detector_pivots() {
+        let mut p = DetectorPlacement {
+            beam: [1.0, 0.0, 0.0],
+            fdet: [0.0, 0.0, 1.0],
+            sdet: [0.0, -1.0, 0.0],
+            rot: [0.0; 3],
+            twotheta_axis: [0.0, 1.0, 0.0],
+            twotheta: 0.0,
+            pivot_sample: false,
+            distance: 0.1,
+            close_distance: f64::NAN,
+            xclose: 0.02,
+            yclose: 0.03,
+            xbeam: 0.02,
+            ybeam: 0.03,
+        };
+        let beam = place_detector(&p);
+        p.pivot_sample = true;
+        let sample = place_detector(&p);
+        assert_eq!(beam.pix0, [0.1, 0.03, -0.02]);
+        assert_eq!(beam, sample);
+        p.twotheta = 0.3;
+        let swung = place_detector(&p);
+        assert!((swung.close_distance - 0.1).abs() < 1e-15);
+        assert!((swung.xclose - 0.02).abs() < 1e-15 && (swung.yclose - 0.03).abs() < 1e-15);
+        assert!(swung.xbeam.abs() > 0.02);
     }
 
     #[test]

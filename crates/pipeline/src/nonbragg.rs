@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use nanobragg_core::amorphous::{
-    render_amorphous, AmorphousDetector, AmorphousSample, AmorphousSource, PixelTrace, StolTable,
-    AVOGADRO, R_E_SQR,
+    place_detector, render_amorphous, step_grid, AmorphousDetector, AmorphousSample,
+    AmorphousSource, DetectorPlacement, PixelTrace, PlacedDetector, StolTable, AVOGADRO, R_E_SQR,
 };
 use nanobragg_core::noise::noise_image;
 use nanobragg_core::rng::NoiseRng;
-use nanobragg_core::vec3::{cross, dot, rotate, rotate_axis, unitize, V3};
+use nanobragg_core::vec3::{cross, dot, rotate_axis, unitize, V3};
 use nanobragg_io::atomic::write_atomic;
 use nanobragg_io::cfmt::{f, g, g_prec, g_width};
 use nanobragg_io::smv::{atof, atoi, read_smv};
@@ -610,39 +610,6 @@ fn read_input_image(name: &str, o: &mut Options, out: &mut impl Write) -> Result
     Ok(InputImage { pixels: img.data })
 }
 
-/// The reference's choice of range, step and count from what was given
-/// (negative = not given), then "one step, no range" when any is not positive.
-fn sampling(range: &mut f64, step: &mut f64, steps: &mut i32) {
-    if *steps <= 0 {
-        if *range < 0.0 {
-            if *step <= 0.0 {
-                (*steps, *range, *step) = (1, 0.0, 0.0);
-            } else {
-                (*range, *steps) = (*step, 2);
-            }
-        } else if *step <= 0.0 {
-            (*step, *steps) = (*range, 2);
-        } else {
-            *steps = (*range / *step).ceil() as i32;
-        }
-    } else if *range < 0.0 {
-        if *step <= 0.0 {
-            *range = 1.0;
-            *step = *range / *steps as f64;
-        } else {
-            (*range, *steps) = (*step, 2);
-        }
-    } else if *step <= 0.0 {
-        if *steps <= 1 {
-            *steps = 2;
-        }
-        *step = *range / (*steps - 1) as f64;
-    }
-    if *range <= 0.0 || *step <= 0.0 || *steps <= 0 {
-        (*steps, *range, *step) = (1, 0.0, 0.0);
-    }
-}
-
 /// The oscillation range written to the header (radians), from `-osc`,
 /// `-phistep` and `-phisteps` as the reference settles them.
 fn header_osc(o: &Options) -> f64 {
@@ -660,56 +627,6 @@ fn header_osc(o: &Options) -> f64 {
         }
     } else {
         osc
-    }
-}
-
-/// The detector after the geometry setup, and the values the console and
-/// header report.
-struct Geometry {
-    pix0: V3<f64>,
-    fdet: V3<f64>,
-    sdet: V3<f64>,
-    distance: f64,
-    close_distance: f64,
-    xbeam: f64,
-    ybeam: f64,
-    xclose: f64,
-    yclose: f64,
-}
-
-/// Places the detector: beam centre or closest point, rotations, two-theta
-/// swing, and the pivot the last pivot-selecting flag chose.
-fn geometry(o: &Options, xclose: f64, yclose: f64, xbeam: f64, ybeam: f64) -> Geometry {
-    let [rx, ry, rz] = o.rot;
-    let mut odet = unitize(cross(o.fdet, o.sdet)).0;
-    let ratio = dot(o.beam, rotate(odet, rx, ry, rz));
-    let ratio = if ratio == 0.0 { f64::MIN_POSITIVE } else { ratio };
-    let close = if o.close_distance.is_nan() { ratio * o.distance } else { o.close_distance };
-    let distance = close / ratio;
-    let axis = o.twotheta_axis;
-    let mut pix0 = [0.0; 3];
-    if o.pivot == Pivot::Sample {
-        pix0 = std::array::from_fn(|k| -xclose * o.fdet[k] - yclose * o.sdet[k] + close * odet[k]);
-        pix0 = rotate_axis(rotate(pix0, rx, ry, rz), axis, o.twotheta);
-    }
-    let turn = |v: V3<f64>| rotate_axis(rotate(v, rx, ry, rz), axis, o.twotheta);
-    let (fdet, sdet) = (turn(o.fdet), turn(o.sdet));
-    odet = turn(odet);
-    if o.pivot == Pivot::Beam {
-        pix0 = std::array::from_fn(|k| -xbeam * fdet[k] - ybeam * sdet[k] + distance * o.beam[k]);
-    }
-    let close_distance = dot(pix0, odet);
-    let to_beam: V3<f64> = std::array::from_fn(|k| close_distance / ratio * o.beam[k] - pix0[k]);
-    Geometry {
-        pix0,
-        fdet,
-        sdet,
-        distance: close_distance / ratio,
-        close_distance,
-        xbeam: dot(fdet, to_beam),
-        ybeam: dot(sdet, to_beam),
-        xclose: -dot(pix0, fdet),
-        yclose: -dot(pix0, sdet),
     }
 }
 
@@ -854,10 +771,10 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     let [mut hrange, mut hstep] = o.hdiv;
     let [mut vrange, mut vstep] = o.vdiv;
     let (mut hsteps, mut vsteps) = (o.hdivsteps, o.vdivsteps);
-    sampling(&mut hrange, &mut hstep, &mut hsteps);
-    sampling(&mut vrange, &mut vstep, &mut vsteps);
+    (hrange, hstep, hsteps) = step_grid(hrange, hstep, hsteps);
+    (vrange, vstep, vsteps) = step_grid(vrange, vstep, vsteps);
     let (mut disp, mut dstep, mut dsteps) = (o.dispersion, o.dispstep, o.dispsteps);
-    sampling(&mut disp, &mut dstep, &mut dsteps);
+    (disp, dstep, dsteps) = step_grid(disp, dstep, dsteps);
 
     if !(o.fluence.is_finite() && o.fluence >= 0.0) {
         bail!(
@@ -868,7 +785,21 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     if !(molecules.is_finite() && molecules >= 0.0) {
         bail!("-density/-molecules/-MW: {} molecules is not allowed", g(molecules));
     }
-    let geo = geometry(&o, xclose0, yclose0, xbeam0, ybeam0);
+    let geo = place_detector(&DetectorPlacement {
+        beam: o.beam,
+        fdet: o.fdet,
+        sdet: o.sdet,
+        rot: o.rot,
+        twotheta_axis: o.twotheta_axis,
+        twotheta: o.twotheta,
+        pivot_sample: o.pivot == Pivot::Sample,
+        distance: o.distance,
+        close_distance: o.close_distance,
+        xclose: xclose0,
+        yclose: yclose0,
+        xbeam: xbeam0,
+        ybeam: ybeam0,
+    });
     if !(geo.close_distance.is_finite() && geo.close_distance != 0.0 && geo.distance.is_finite()) {
         bail!(
             "-distance/-close_distance: the detector plane passes through the sample (distance {} m)",
@@ -1286,7 +1217,13 @@ fn extract_bins(
 }
 
 /// The SMV header nonBragg writes (values through C `%g`, padded to 512 bytes).
-fn smv_header(o: &Options, geo: &Geometry, fpixels: usize, spixels: usize, osc: f64) -> Vec<u8> {
+fn smv_header(
+    o: &Options,
+    geo: &PlacedDetector,
+    fpixels: usize,
+    spixels: usize,
+    osc: f64,
+) -> Vec<u8> {
     let mut h = format!(
         "{{\nHEADER_BYTES=512;\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE=unsigned_short;\n\
          SIZE1={fpixels};\nSIZE2={spixels};\nPIXEL_SIZE={};\nDISTANCE={};\nWAVELENGTH={};\n\
