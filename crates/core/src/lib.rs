@@ -7,6 +7,7 @@
 //! Nothing here prints; the CLI reports what [`setup::Plan`] records.
 #![warn(missing_docs)]
 
+pub mod amorphous;
 pub mod config;
 pub mod crystal;
 pub mod diff;

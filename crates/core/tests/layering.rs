@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &["geometry", "crystal", "source"],
     &["setup"],
-    &["render", "stats", "noise", "response"],
+    &["render", "stats", "noise", "response", "amorphous"],
     &["diff"],
 ];
 

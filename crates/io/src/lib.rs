@@ -5,6 +5,7 @@
 //! * [`smv`]: SMV (ADSC) image header generation, writing and reading.
 //! * [`float`]: raw little-endian `f32` images.
 //! * [`le`]: little-endian byte views of pixel slices (no copy on little-endian hosts).
+//! * [`stol`]: nonBragg's `.stol` tables (F against sin(θ)/λ).
 //! * [`pgm`]: binary PGM (`P5`) preview images and the integer image conversion.
 //! * [`atomic`]: every output goes to a temporary file beside its target, renamed over
 //!   the target when complete: a failed or interrupted run leaves the old file as it was.
@@ -20,6 +21,7 @@ mod interrupt;
 pub mod le;
 pub mod pgm;
 pub mod smv;
+pub mod stol;
 
 use std::path::PathBuf;
 
@@ -106,6 +108,14 @@ pub enum IoError {
         /// The file that was to be written.
         path: PathBuf,
         /// What is inconsistent.
+        reason: String,
+    },
+    /// A text input (a `.stol` table) holds something its format does not allow.
+    #[error("{}: {reason}", path.display())]
+    Malformed {
+        /// The file being read.
+        path: PathBuf,
+        /// What is wrong, with the line number.
         reason: String,
     },
 }

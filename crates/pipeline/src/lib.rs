@@ -15,6 +15,7 @@ pub mod gradient;
 pub mod invocation;
 pub mod memory;
 pub mod noisify;
+pub mod nonbragg;
 pub mod parameters;
 pub mod parse;
 pub mod refine;
@@ -29,22 +30,24 @@ pub use parse::{parse_args, CliError};
 pub use render::{Rendered, Seeds};
 
 /// Runs the program as invoked: under the name `noisify` (a link to the
-/// binary) as that program, else as `nanobragg` (see [`main_with_args`]).
+/// binary) or `nonBragg` as that program, else as `nanobragg` (see [`main_with_args`]).
 pub fn main_as(program: &str, args: &[String]) -> anyhow::Result<()> {
     let name = std::path::Path::new(program).file_name().and_then(|n| n.to_str());
     match name {
         Some("noisify") => noisify::run(args, &mut std::io::stdout().lock()),
+        Some("nonBragg") => nonbragg::run(args, &mut std::io::stdout().lock()),
         _ => main_with_args(args),
     }
 }
 
 /// Runs the command line `args` (without the program name): a render, or
-/// the subcommands `refine`, `noisify` and `add`.
+/// the subcommands `refine`, `noisify`, `nonbragg` and `add`.
 pub fn main_with_args(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("refine") => refine::main(&args[1..]),
         Some("noisify") => noisify::run(&args[1..], &mut std::io::stdout().lock()),
         Some("add") => add::run(&args[1..], &mut std::io::stdout().lock()),
+        Some("nonbragg") => nonbragg::run(&args[1..], &mut std::io::stdout().lock()),
         _ => parse_args(args).map_err(anyhow::Error::from).and_then(run::run),
     }
 }
