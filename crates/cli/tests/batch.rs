@@ -181,7 +181,9 @@ fn an_interrupted_batch_leaves_no_temporary() {
     use std::io::BufRead;
     use std::os::unix::process::ExitStatusExt;
     let dir = scratch("batch", "signal");
-    let shots: String = (0..400).map(|i| format!("0 0 {i}\n")).collect();
+    // more shots than the run can finish before the signal (and whose lines
+    // overflow the pipe, so the run waits for a reader that never comes)
+    let shots: String = (0..5000).map(|i| format!("0 0 {i}\n")).collect();
     std::fs::write(dir.join("shots.txt"), shots).unwrap();
     let outs =
         ["-floatfile", "s.bin", "-intfile", "s.img", "-pgmfile", "s.pgm", "-noisefile", "n.img"];
