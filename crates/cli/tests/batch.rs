@@ -189,7 +189,7 @@ fn an_interrupted_batch_leaves_no_temporary() {
         ["-floatfile", "s.bin", "-intfile", "s.img", "-pgmfile", "s.pgm", "-noisefile", "n.img"];
     let signals = [("-TERM", 15), ("-INT", 2), ("-HUP", 1)];
     for (round, (signal, number)) in signals.iter().cycle().take(15).enumerate() {
-        if ignored(*number) {
+        if common::signal_ignored(*number as u32) {
             // inherited by the run, which keeps an ignored signal ignored (nohup)
             continue;
         }
@@ -218,17 +218,4 @@ fn an_interrupted_batch_leaves_no_temporary() {
         assert!(left.is_empty(), "{signal}: temporaries left: {left:?}");
     }
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// Whether this process ignores `signal` (as under `nohup`, or a shell's
-/// background job for SIGINT): a child started from here then ignores it too.
-#[cfg(unix)]
-fn ignored(signal: u32) -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let mask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .unwrap_or(0);
-    mask >> (signal - 1) & 1 == 1
 }

@@ -548,3 +548,15 @@ pub fn agreement(a: &[f32], b: &[f32], const_tol: f64) -> (f64, f64, usize) {
     };
     (corr, rel, worst)
 }
+
+/// Whether this process ignores `signal` (as under `nohup`, or a shell's
+/// background job for SIGINT): a child started from here then ignores it too.
+pub fn signal_ignored(signal: u32) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or(0);
+    mask >> (signal - 1) & 1 == 1
+}
