@@ -6,37 +6,9 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{read_zst, Case};
-
-fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden-noisify")
-}
-
-fn cases() -> Vec<Case> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        case: Vec<Case>,
-    }
-    let text = fs::read_to_string(golden_dir().join("cases.toml")).unwrap();
-    toml::from_str::<File>(&text).unwrap().case
-}
-
-/// A fresh directory holding a link to the golden inputs.
-fn scratch(id: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("noisify-{}-{id}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    std::os::unix::fs::symlink(
-        golden_dir().join("inputs").canonicalize().unwrap(),
-        dir.join("inputs"),
-    )
-    .unwrap();
-    dir
-}
+use common::{read_zst, set_cases, set_dir, set_scratch};
 
 /// Header length of an SMV file (its HEADER_BYTES).
 fn header_len(bytes: &[u8]) -> usize {
@@ -86,10 +58,10 @@ fn compare(name: &str, ours: &[u8], theirs: &[u8], bits32: bool) -> Result<Strin
 #[test]
 fn noisify_matches_reference() {
     let mut failures = Vec::new();
-    let cases = cases();
+    let cases = set_cases("golden-noisify");
     assert_eq!(cases.len(), 31);
     for case in &cases {
-        let dir = scratch(&case.id);
+        let dir = set_scratch("golden-noisify", &case.id);
         let args: Vec<&str> = case.args.split_whitespace().collect();
         let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
             .arg("noisify")
@@ -98,8 +70,10 @@ fn noisify_matches_reference() {
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let want =
-            fs::read_to_string(golden_dir().join("out").join(&case.id).join("stdout.txt")).unwrap();
+        let want = fs::read_to_string(
+            set_dir("golden-noisify").join("out").join(&case.id).join("stdout.txt"),
+        )
+        .unwrap();
         let mut notes = Vec::new();
         if !out.status.success() {
             failures.push(format!(
@@ -115,9 +89,10 @@ fn noisify_matches_reference() {
             failures.push(format!("{}: stdout differs, first: {first:?}", case.id));
         }
         for name in &case.outputs {
-            let theirs =
-                read_zst(&golden_dir().join("out").join(&case.id).join(format!("{name}.zst")))
-                    .unwrap();
+            let theirs = read_zst(
+                &set_dir("golden-noisify").join("out").join(&case.id).join(format!("{name}.zst")),
+            )
+            .unwrap();
             match fs::read(dir.join(name)) {
                 Err(e) => failures.push(format!("{}: {name} not written: {e}", case.id)),
                 Ok(ours) => match compare(name, &ours, &theirs, case.args.contains("-bits 32")) {
@@ -135,7 +110,7 @@ fn noisify_matches_reference() {
 /// The binary invoked under the name `noisify` (a link) is noisify.
 #[test]
 fn link_named_noisify_runs_noisify() {
-    let dir = scratch("link");
+    let dir = set_scratch("golden-noisify", "link");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_nanobragg"), dir.join("noisify")).unwrap();
     let out = Command::new(dir.join("noisify"))
         .args(["-floatfile", "inputs/zeros64.bin", "-seed", "1", "-nopgm"])
@@ -152,7 +127,7 @@ fn link_named_noisify_runs_noisify() {
 /// Bad input: one clear error and a non-zero exit, nothing written.
 #[test]
 fn noisify_bad_input() {
-    let dir = scratch("bad");
+    let dir = set_scratch("golden-noisify", "bad");
     fs::write(dir.join("empty.bin"), b"").unwrap();
     for (args, want) in [
         (&["-floatfile", "missing.bin"][..], "cannot read the input float image missing.bin"),

@@ -8,37 +8,9 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{read_zst, Case};
-
-fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden-nonbragg")
-}
-
-fn cases() -> Vec<Case> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        case: Vec<Case>,
-    }
-    let text = fs::read_to_string(golden_dir().join("cases.toml")).unwrap();
-    toml::from_str::<File>(&text).unwrap().case
-}
-
-/// A fresh directory holding a link to the golden inputs.
-fn scratch(id: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("nonbragg-{}-{id}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    std::os::unix::fs::symlink(
-        golden_dir().join("inputs").canonicalize().unwrap(),
-        dir.join("inputs"),
-    )
-    .unwrap();
-    dir
-}
+use common::{read_zst, set_cases, set_dir, set_scratch};
 
 fn floats(b: &[u8]) -> Vec<f64> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect()
@@ -134,11 +106,11 @@ fn compare(
 #[test]
 fn nonbragg_matches_reference() {
     let mut failures = Vec::new();
-    let cases = cases();
+    let cases = set_cases("golden-nonbragg");
     assert_eq!(cases.len(), 36);
     let mut worst = 1.0f64;
     for case in &cases {
-        let dir = scratch(&case.id);
+        let dir = set_scratch("golden-nonbragg", &case.id);
         let args: Vec<&str> = case.args.split_whitespace().collect();
         let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
             .arg("nonbragg")
@@ -156,8 +128,10 @@ fn nonbragg_matches_reference() {
             continue;
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let want =
-            fs::read_to_string(golden_dir().join("out").join(&case.id).join("stdout.txt")).unwrap();
+        let want = fs::read_to_string(
+            set_dir("golden-nonbragg").join("out").join(&case.id).join("stdout.txt"),
+        )
+        .unwrap();
         // the reference prints a heap address after reading -img
         let want: String =
             want.lines().filter(|l| !l.starts_with("mmap(")).map(|l| format!("{l}\n")).collect();
@@ -167,9 +141,10 @@ fn nonbragg_matches_reference() {
         }
         let mut notes = Vec::new();
         for name in &case.outputs {
-            let theirs =
-                read_zst(&golden_dir().join("out").join(&case.id).join(format!("{name}.zst")))
-                    .unwrap();
+            let theirs = read_zst(
+                &set_dir("golden-nonbragg").join("out").join(&case.id).join(format!("{name}.zst")),
+            )
+            .unwrap();
             match fs::read(dir.join(name)) {
                 Err(e) => failures.push(format!("{}: {name} not written: {e}", case.id)),
                 Ok(ours) => match compare(name, &ours, &theirs, case.npix(), &mut worst) {
@@ -188,7 +163,7 @@ fn nonbragg_matches_reference() {
 /// The binary invoked under the name `nonBragg` (a link) is nonBragg.
 #[test]
 fn link_named_nonbragg_runs_nonbragg() {
-    let dir = scratch("link");
+    let dir = set_scratch("golden-nonbragg", "link");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_nanobragg"), dir.join("nonBragg")).unwrap();
     let out = Command::new(dir.join("nonBragg"))
         .args(["-stol", "inputs/unity.stol", "-detpixels", "32", "-nonoise", "-noprogress"])
@@ -207,7 +182,7 @@ fn link_named_nonbragg_runs_nonbragg() {
 /// Bad input: one clear error naming the input and a non-zero exit, nothing written.
 #[test]
 fn nonbragg_bad_input() {
-    let dir = scratch("bad");
+    let dir = set_scratch("golden-nonbragg", "bad");
     fs::write(dir.join("bad.stol"), "0 2.57\n0.1 2.2\n0.2 two\n").unwrap();
     fs::write(dir.join("empty.stol"), "\n \n").unwrap();
     fs::write(dir.join("noF.stol"), "0\n0.1\n").unwrap();
@@ -253,7 +228,7 @@ fn nonbragg_bad_input() {
 /// (and no progress meter).
 #[test]
 fn printout_every_pixel() {
-    let dir = scratch("printout");
+    let dir = set_scratch("golden-nonbragg", "printout");
     let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
         .args(["nonbragg", "-stol", "inputs/water.stol", "-detpixels", "4", "-pixel", "1"])
         .args(["-printout", "-nonoise"])

@@ -4,6 +4,9 @@
 
 #![cfg(unix)]
 
+mod common;
+
+use common::signal_ignored;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -314,16 +317,4 @@ fn a_closed_stdout_ends_the_run_quietly() {
     assert!(stderr.is_empty(), "{stderr}");
     assert!(snapshot(&dir) == before, "the old outputs changed: {:?}", names(&dir));
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Whether this process ignores `signal` (as under `nohup`, or a shell's
-/// background job for SIGINT): a child started from here then ignores it too.
-pub fn signal_ignored(signal: u32) -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let mask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .unwrap_or(0);
-    mask >> (signal - 1) & 1 == 1
 }

@@ -560,3 +560,34 @@ pub fn signal_ignored(signal: u32) -> bool {
         .unwrap_or(0);
     mask >> (signal - 1) & 1 == 1
 }
+
+/// `tests/<set>` at the workspace root: a golden set of another program of
+/// the suite (`golden-noisify`, `golden-nonbragg`), laid out as `tests/golden`.
+pub fn set_dir(set: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests").join(set)
+}
+
+/// All cases of the golden set `set`, in file order.
+pub fn set_cases(set: &str) -> Vec<Case> {
+    let path = set_dir(set).join("cases.toml");
+    let text =
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let parsed: CasesFile =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", path.display()));
+    parsed.case
+}
+
+/// A fresh directory for case `id` of the golden set `set`, holding a link
+/// to the set's inputs.
+pub fn set_scratch(set: &str, id: &str) -> PathBuf {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{set}-{}-{id}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(
+        set_dir(set).join("inputs").canonicalize().unwrap(),
+        dir.join("inputs"),
+    )
+    .unwrap();
+    dir
+}
