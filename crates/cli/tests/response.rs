@@ -110,6 +110,32 @@ fn in_run_response_equals_noisify() {
     fs::remove_dir_all(&dir).ok();
 }
 
+/// `-bits 32`: the noise image in 32-bit pixels, noisify's `-bits 32` pixel
+/// for pixel, keeping the counts a 16-bit image clips at 65535.
+#[test]
+fn bits32_noise_image_equals_noisify() {
+    let dir = scratch("bits32");
+    let response = ["-seed", "9", "-gain", "40000", "-adc", "10"];
+    let mut args = MODEL.to_vec();
+    args.extend(response);
+    args.extend(["-bits", "32", "-floatfile", "f.bin", "-noisefile", "n32.img"]);
+    let text = String::from_utf8_lossy(&run(&dir, &args).stdout).into_owned();
+    assert!(text.contains("as 4-byte integers"), "{text}");
+    let mut args = vec!["noisify", "-floatfile", "f.bin", "-pixel", "0.1", "-bits", "32"];
+    args.extend(response);
+    args.extend(["-calibration", "0", "-nopgm", "-intfile", "i.img", "-noisefile", "m32.img"]);
+    run(&dir, &args);
+    let header =
+        String::from_utf8_lossy(&fs::read(dir.join("n32.img")).unwrap()[..512]).into_owned();
+    assert!(header.contains("TYPE=long_integer;"), "{header}");
+    let (n, m) = (pixels(&dir.join("n32.img")), pixels(&dir.join("m32.img")));
+    assert_eq!(n.len(), 4 * 96 * 96);
+    assert_eq!(n, m, "the in-run 32-bit image differs from noisify's");
+    let max = n.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).max();
+    assert!(max.unwrap() > 65535, "nothing above 16 bits: {max:?}");
+    fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn response_options_that_need_another_are_refused() {
     let dir = scratch("refused");

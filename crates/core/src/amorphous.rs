@@ -70,6 +70,22 @@ impl StolTable {
         self.nearest
     }
 
+    /// Whether sin θ/λ increases strictly from row to row (guard rows
+    /// included): then [`Self::lookup_at`] gives what [`Self::lookup`]
+    /// gives, whatever lookups came before.
+    pub fn is_increasing(&self) -> bool {
+        self.x.windows(2).all(|w| w[0] < w[1])
+    }
+
+    /// F at `stol` (m⁻¹) without a search position: the row [`Self::lookup`]
+    /// settles on in an increasing table is the last one at or below `stol`.
+    pub fn lookup_at(&self, stol: f64) -> f64 {
+        let top = self.x.len() - 1;
+        let nearest = self.x.partition_point(|&x| x <= stol).saturating_sub(1).clamp(1, top);
+        let i = nearest.clamp(1, self.x.len() - 3) - 1;
+        lagrange4(&self.x[i..i + 4], &self.f[i..i + 4], stol)
+    }
+
     /// F at `stol` (m⁻¹): the cubic through rows `nearest-1 ..= nearest+2`.
     ///
     /// The search starts where the previous lookup ended (moving up while
@@ -274,6 +290,9 @@ pub struct AmorphousDetector {
     pub point_pixel: bool,
     /// Rendered pixels: fast min, fast max, slow min, slow max, inclusive.
     pub roi: [i64; 4],
+    /// The sensor's absorption (`None`: every photon counts, as in
+    /// nonBragg.c).
+    pub sensor: Option<AmorphousSensor>,
 }
 
 /// The sample and the beam's polarization.
@@ -331,6 +350,10 @@ pub struct AmorphousImage {
 /// `sign(F) F² P Ω w` and scales the sum by `r_e² · fluence · molecules /
 /// (sources · oversample²)`. A negative F (extrapolated or tabulated) gives
 /// negative intensity. `visit` sees each rendered pixel after it is stored.
+///
+/// One pixel after the other, the table's search position carrying over as
+/// in the reference; [`Background`] renders rows independently (same values
+/// for a table whose sin θ/λ increases).
 pub fn render_amorphous(
     det: &AmorphousDetector,
     sources: &[AmorphousSource],
@@ -338,9 +361,9 @@ pub fn render_amorphous(
     table: &mut StolTable,
     mut visit: impl FnMut(&PixelTrace),
 ) -> AmorphousImage {
-    let (nf, ns, os) = (det.fpixels, det.spixels, det.oversample.max(1));
-    let steps = (sources.len() * os * os) as f64;
-    let sub = det.pixel_size / os as f64;
+    let (nf, ns) = (det.fpixels, det.spixels);
+    let scale = pixel_scale(det, sources, sample);
+    let incident = incident_directions(sources);
     let [xmin, xmax, ymin, ymax] = det.roi;
     let mut pixels = vec![0.0f32; nf * ns];
     let mut omega_sum = 0.0;
@@ -361,63 +384,18 @@ pub fn render_amorphous(
             if fi < xmin || fi > xmax || si < ymin || si > ymax {
                 continue;
             }
-            let mut sum = 0.0f64;
-            for sub_s in 0..os {
-                for sub_f in 0..os {
-                    let fdet = sub * (fpixel * os + sub_f) as f64 + sub / 2.0;
-                    let sdet = sub * (spixel * os + sub_s) as f64 + sub / 2.0;
-                    let mut pos: V3<f64> = std::array::from_fn(|k| {
-                        fdet * det.fdet[k] + sdet * det.sdet[k] + det.pix0[k]
-                    });
-                    if det.curved {
-                        let radial = det.beam.map(|b| det.distance * b);
-                        let turned = rotate_axis(radial, det.sdet, pos[1] / det.distance);
-                        pos = rotate_axis(turned, det.fdet, pos[2] / det.distance);
-                    }
-                    let (mut diffracted, airpath) = unitize(pos);
-                    let mut omega = det.pixel_size * det.pixel_size / airpath / airpath
-                        * det.close_distance
-                        / airpath;
-                    if det.point_pixel {
-                        omega = 1.0 / airpath / airpath;
-                    }
-                    omega_sum += omega;
-                    for src in sources {
-                        let incident = unitize(src.position.map(|c| -c)).0;
-                        let q: V3<f64> =
-                            std::array::from_fn(|k| (diffracted[k] - incident[k]) / src.lambda);
-                        let stol = 0.5 * (q[0] * q[0] + q[1] * q[1] + q[2] * q[2]).sqrt();
-                        let f = table.lookup(stol);
-                        let sign = if f < 0.0 { -1.0 } else { 1.0 };
-                        let polar = if sample.nopolar {
-                            1.0
-                        } else {
-                            let p = polarization_factor(
-                                sample.kahn,
-                                incident,
-                                diffracted,
-                                sample.polar_vector,
-                            );
-                            // the reference normalises the diffracted direction
-                            // in place here, and the next source sees that copy
-                            diffracted = unitize(diffracted).0;
-                            p
-                        };
-                        sum += sign * f * f * polar * omega * src.weight * 1.0;
-                        trace.stol = stol;
-                        trace.f = f;
-                        trace.polar = polar;
-                    }
-                    trace.omega = omega;
-                    trace.position = pos;
-                }
-            }
+            let sum = pixel_sum(
+                det,
+                sources,
+                &incident,
+                sample,
+                |stol| table.lookup(stol),
+                [fpixel, spixel],
+                &mut omega_sum,
+                Some(&mut trace),
+            );
             let j = spixel * nf + fpixel;
-            pixels[j] = if sample.fmap {
-                trace.f as f32
-            } else {
-                (sum * R_E_SQR * sample.fluence * sample.molecules / steps) as f32
-            };
+            pixels[j] = if sample.fmap { trace.f as f32 } else { (sum * scale) as f32 };
             trace.fpixel = fpixel;
             trace.spixel = spixel;
             trace.nearest = table.nearest();
@@ -426,6 +404,215 @@ pub fn render_amorphous(
         }
     }
     AmorphousImage { pixels, omega_sum }
+}
+
+/// `r_e² · fluence · molecules / (sources · oversample²)`: what turns a
+/// pixel's sum into photons.
+fn pixel_scale(det: &AmorphousDetector, sources: &[AmorphousSource], s: &AmorphousSample) -> f64 {
+    let os = det.oversample.max(1);
+    let steps = (sources.len() * os * os) as f64;
+    R_E_SQR * s.fluence * s.molecules / steps
+}
+
+/// The unit vector along each source's beam (from the source towards the
+/// sample).
+fn incident_directions(sources: &[AmorphousSource]) -> Vec<V3<f64>> {
+    sources.iter().map(|s| unitize(s.position.map(|c| -c)).0).collect()
+}
+
+/// The sum `Σ sign(F) F² P Ω w` over the sub-pixels and sources of pixel
+/// `[fpixel, spixel]`, its sub-pixels' solid angles added to `omega_sum`
+/// one by one. `lookup` gives F at sin θ/λ; `trace`, when given, is left
+/// with the last sample.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn pixel_sum(
+    det: &AmorphousDetector,
+    sources: &[AmorphousSource],
+    incident: &[V3<f64>],
+    sample: &AmorphousSample,
+    mut lookup: impl FnMut(f64) -> f64,
+    [fpixel, spixel]: [usize; 2],
+    omega_sum: &mut f64,
+    mut trace: Option<&mut PixelTrace>,
+) -> f64 {
+    let os = det.oversample.max(1);
+    let sub = det.pixel_size / os as f64;
+    let mut sum = 0.0f64;
+    for sub_s in 0..os {
+        for sub_f in 0..os {
+            let fdet = sub * (fpixel * os + sub_f) as f64 + sub / 2.0;
+            let sdet = sub * (spixel * os + sub_s) as f64 + sub / 2.0;
+            let mut pos: V3<f64> =
+                std::array::from_fn(|k| fdet * det.fdet[k] + sdet * det.sdet[k] + det.pix0[k]);
+            if det.curved {
+                let radial = det.beam.map(|b| det.distance * b);
+                let turned = rotate_axis(radial, det.sdet, pos[1] / det.distance);
+                pos = rotate_axis(turned, det.fdet, pos[2] / det.distance);
+            }
+            let (mut diffracted, airpath) = unitize(pos);
+            let mut omega =
+                det.pixel_size * det.pixel_size / airpath / airpath * det.close_distance / airpath;
+            if det.point_pixel {
+                omega = 1.0 / airpath / airpath;
+            }
+            if let Some(sensor) = &det.sensor {
+                // every layer together: what the whole thickness absorbs
+                let parallax = dot(diffracted, sensor.odet);
+                omega *= 1.0 - (-sensor.thickness_m * sensor.mu_per_m / parallax).exp();
+            }
+            *omega_sum += omega;
+            for (src, &incident) in sources.iter().zip(incident) {
+                let q: V3<f64> =
+                    std::array::from_fn(|k| (diffracted[k] - incident[k]) / src.lambda);
+                let stol = 0.5 * (q[0] * q[0] + q[1] * q[1] + q[2] * q[2]).sqrt();
+                let f = lookup(stol);
+                let sign = if f < 0.0 { -1.0 } else { 1.0 };
+                let polar = if sample.nopolar {
+                    1.0
+                } else {
+                    let p =
+                        polarization_factor(sample.kahn, incident, diffracted, sample.polar_vector);
+                    // the reference normalises the diffracted direction
+                    // in place here, and the next source sees that copy
+                    diffracted = unitize(diffracted).0;
+                    p
+                };
+                sum += sign * f * f * polar * omega * src.weight * 1.0;
+                if let Some(t) = trace.as_deref_mut() {
+                    t.stol = stol;
+                    t.f = f;
+                    t.polar = polar;
+                }
+            }
+            if let Some(t) = trace.as_deref_mut() {
+                t.omega = omega;
+                t.position = pos;
+            }
+        }
+    }
+    sum
+}
+
+/// The sensor's absorption applied to the background: the fraction of the
+/// scattered photons that a sensor of this thickness stops, per sub-pixel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AmorphousSensor {
+    /// Sensor thickness (m).
+    pub thickness_m: f64,
+    /// Attenuation coefficient (1/m).
+    pub mu_per_m: f64,
+    /// Sensor normal (unit), pointing away from the sample.
+    pub odet: V3<f64>,
+}
+
+/// An amorphous background ready to render row by row, in any order and on
+/// any thread: the table's lookup is stateless, which needs its sin θ/λ
+/// to increase from row to row (then the values are those of
+/// [`render_amorphous`]).
+#[derive(Debug, Clone)]
+pub struct Background {
+    det: AmorphousDetector,
+    sources: Vec<AmorphousSource>,
+    incident: Vec<V3<f64>>,
+    sample: AmorphousSample,
+    table: StolTable,
+    scale: f64,
+}
+
+impl Background {
+    /// The background of `sample` seen by `det` under `sources`; `None`
+    /// when the table's sin θ/λ does not increase from row to row (or
+    /// there are no sources).
+    pub fn new(
+        det: AmorphousDetector,
+        sources: Vec<AmorphousSource>,
+        sample: AmorphousSample,
+        table: StolTable,
+    ) -> Option<Background> {
+        if !table.is_increasing() || sources.is_empty() {
+            return None;
+        }
+        let scale = pixel_scale(&det, &sources, &sample);
+        let incident = incident_directions(&sources);
+        Some(Background { det, sources, incident, sample, table, scale })
+    }
+
+    /// The detector it is rendered on.
+    pub fn detector(&self) -> &AmorphousDetector {
+        &self.det
+    }
+
+    /// The sample.
+    pub fn sample(&self) -> &AmorphousSample {
+        &self.sample
+    }
+
+    /// The table.
+    pub fn table(&self) -> &StolTable {
+        &self.table
+    }
+
+    /// Photons in pixel `[fpixel, spixel]` (F with `fmap`), its
+    /// sub-pixels' solid angles added to `omega_sum`. Pixels outside the
+    /// ROI are not special here: the caller skips them.
+    #[inline]
+    pub fn pixel(&self, fpixel: usize, spixel: usize, omega_sum: &mut f64) -> f64 {
+        let mut last_f = 0.0;
+        let sum = pixel_sum(
+            &self.det,
+            &self.sources,
+            &self.incident,
+            &self.sample,
+            |stol| {
+                last_f = self.table.lookup_at(stol);
+                last_f
+            },
+            [fpixel, spixel],
+            omega_sum,
+            None,
+        );
+        if self.sample.fmap {
+            last_f
+        } else {
+            sum * self.scale
+        }
+    }
+
+    /// Whether pixel `[fpixel, spixel]` lies in the ROI.
+    #[inline]
+    pub fn in_roi(&self, fpixel: usize, spixel: usize) -> bool {
+        let [xmin, xmax, ymin, ymax] = self.det.roi;
+        let (f, s) = (fpixel as i64, spixel as i64);
+        f >= xmin && f <= xmax && s >= ymin && s <= ymax
+    }
+
+    /// The whole image as [`render_amorphous`] gives it, rows in parallel
+    /// (rayon's current pool).
+    pub fn render(&self) -> AmorphousImage {
+        use rayon::prelude::*;
+        let nf = self.det.fpixels;
+        let mut pixels = vec![0.0f32; nf * self.det.spixels];
+        if nf == 0 {
+            return AmorphousImage { pixels, omega_sum: 0.0 };
+        }
+        let omega: Vec<f64> = pixels
+            .par_chunks_mut(nf)
+            .enumerate()
+            .map(|(s, row)| {
+                let mut omega_sum = 0.0;
+                for (f, v) in row.iter_mut().enumerate() {
+                    if self.in_roi(f, s) {
+                        *v = self.pixel(f, s, &mut omega_sum) as f32;
+                    }
+                }
+                omega_sum
+            })
+            .collect();
+        // the serial render's order of additions
+        let omega_sum = omega.iter().fold(0.0, |a, b| a + b);
+        AmorphousImage { pixels, omega_sum }
+    }
 }
 
 #[cfg(test)]
@@ -505,6 +692,113 @@ mod tests {
         assert_ne!(from_below, from_above);
     }
 
+    /// In an increasing table the stateless lookup lands where the
+    /// searching one does, from any earlier position: exactly on rows,
+    /// between them, beyond both ends.
+    #[test]
+    fn stateless_lookup_equals_search_in_increasing_tables() {
+        let rows: Vec<[f64; 2]> =
+            (0..30).map(|i| [i as f64 * 0.05, 3.0 + (i as f64 * 0.7).sin()]).collect();
+        let mut t = StolTable::new(&rows, 1e10).unwrap();
+        assert!(t.is_increasing());
+        let probes: Vec<f64> = (0..400)
+            .map(|i| (i as f64 * 0.37).sin().abs() * 1.8e10)
+            .chain(rows.iter().map(|r| r[0] * 1e10).chain([0.0, 2.5e10, 1e12]))
+            .collect();
+        for &x in &probes {
+            assert_eq!(t.lookup(x).to_bits(), t.lookup_at(x).to_bits(), "{x}");
+        }
+        let down = StolTable::new(&[[0.0, 1.0], [0.2, 2.0], [0.1, 3.0]], 1.0).unwrap();
+        assert!(!down.is_increasing());
+    }
+
+    /// The row-parallel render gives the serial one's pixels bit for bit.
+    #[test]
+    fn background_rows_equal_the_serial_render() {
+        let det = AmorphousDetector {
+            fpixels: 23,
+            spixels: 17,
+            pixel_size: 2e-3,
+            oversample: 2,
+            pix0: [0.08, 0.02, -0.03],
+            fdet: [0.0, 0.0, 1.0],
+            sdet: [0.0, -1.0, 0.0],
+            beam: [1.0, 0.0, 0.0],
+            distance: 0.08,
+            close_distance: 0.08,
+            curved: false,
+            point_pixel: false,
+            roi: [2, 20, 1, 15],
+            sensor: None,
+        };
+        let sample = AmorphousSample {
+            kahn: 0.6,
+            nopolar: false,
+            polar_vector: [0.0, 0.0, 1.0],
+            fluence: 1e22,
+            molecules: 1e17,
+            fmap: false,
+        };
+        let sources = [
+            AmorphousSource { position: [-10.0, 0.0, 0.0], weight: 1.0, lambda: 1e-10 },
+            AmorphousSource { position: [-10.0, 0.01, 0.0], weight: 0.5, lambda: 1.1e-10 },
+        ];
+        let rows: Vec<[f64; 2]> =
+            (0..20).map(|i| [i as f64 * 0.1, 5.0 / (1.0 + i as f64)]).collect();
+        let mut table = StolTable::new(&rows, 1e10).unwrap();
+        let bg = Background::new(det, sources.to_vec(), sample, table.clone()).unwrap();
+        let serial = render_amorphous(&det, &sources, &sample, &mut table, |_| {});
+        let rows = bg.render();
+        assert!(serial.pixels.iter().filter(|&&v| v > 0.0).count() == 19 * 15);
+        assert_eq!(serial.pixels, rows.pixels);
+        assert!((serial.omega_sum - rows.omega_sum).abs() <= 1e-14 * serial.omega_sum);
+    }
+
+    /// With a sensor, each sub-pixel's share is what the whole thickness
+    /// stops: 1 − exp(−μ t / cos), against the sensor-less render.
+    #[test]
+    fn sensor_absorbs_the_closed_form_fraction() {
+        let mut det = AmorphousDetector {
+            fpixels: 8,
+            spixels: 8,
+            pixel_size: 5e-3,
+            oversample: 1,
+            pix0: [0.05, 0.02, -0.02],
+            fdet: [0.0, 0.0, 1.0],
+            sdet: [0.0, -1.0, 0.0],
+            beam: [1.0, 0.0, 0.0],
+            distance: 0.05,
+            close_distance: 0.05,
+            curved: false,
+            point_pixel: false,
+            roi: [0, 7, 0, 7],
+            sensor: None,
+        };
+        let sample = AmorphousSample {
+            kahn: 0.0,
+            nopolar: true,
+            polar_vector: [0.0, 0.0, 1.0],
+            fluence: 1e22,
+            molecules: 1e17,
+            fmap: false,
+        };
+        let src = vec![AmorphousSource { position: [-10.0, 0.0, 0.0], weight: 1.0, lambda: 1e-10 }];
+        let bare = Background::new(det, src.clone(), sample, flat_table(2.0)).unwrap().render();
+        let (t, mu) = (450e-6, 2.3e3);
+        det.sensor = Some(AmorphousSensor { thickness_m: t, mu_per_m: mu, odet: [1.0, 0.0, 0.0] });
+        let thick = Background::new(det, src, sample, flat_table(2.0)).unwrap().render();
+        for s in 0..8 {
+            for f in 0..8 {
+                let y = 0.02 - (s as f64 + 0.5) * 5e-3;
+                let z = -0.02 + (f as f64 + 0.5) * 5e-3;
+                let cos = 0.05 / (0.05f64 * 0.05 + y * y + z * z).sqrt();
+                let want = 1.0 - (-mu * t / cos).exp();
+                let got = thick.pixels[s * 8 + f] as f64 / bare.pixels[s * 8 + f] as f64;
+                assert!((got - want).abs() < 1e-6 * want, "{f},{s}: {got} vs {want}");
+            }
+        }
+    }
+
     /// A flat table (F constant) on an unpolarized beam: every pixel holds
     /// the thin-sample closed form
     /// `I = r_e² F² · fluence · n · Ω · (1 + cos² 2θ)/2`, with
@@ -528,6 +822,7 @@ mod tests {
             curved: false,
             point_pixel: false,
             roi: [0, n as i64, 0, n as i64],
+            sensor: None,
         };
         let sample = AmorphousSample {
             kahn: 0.0,
@@ -584,6 +879,7 @@ mod tests {
             curved: false,
             point_pixel: true,
             roi: [1, 2, 1, 1],
+            sensor: None,
         };
         let mut sample = AmorphousSample {
             kahn: 0.0,

@@ -381,4 +381,45 @@ pub struct SimConfig {
     pub sf: SfConfig,
     /// Sampling.
     pub sampling: SamplingConfig,
+    /// An amorphous sample whose diffuse scattering is added to the image
+    /// (`-stol` and the sample flags); `None`: no such background.
+    pub amorphous: Option<AmorphousConfig>,
+}
+
+/// The amorphous sample around the crystal (water, air, ice, oil), as the
+/// user gave it: a table of its structure factor against sin θ/λ and its
+/// size and composition. Its scattering is computed as nonBragg.c does
+/// (see [`crate::amorphous`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AmorphousConfig {
+    /// Table rows `[x, F]` as read (x in the file's unit), F NaN where
+    /// missing.
+    pub rows: Vec<[f64; 2]>,
+    /// What turns the file's x into sin θ/λ in 1/m: 1e10 for sin θ/λ in
+    /// Å⁻¹ (`-stol`), 1e10/4 for 4 sin θ/λ... (as nonBragg.c's flags).
+    pub to_stol: f64,
+    /// Thickness along the beam, height and width (mm); height and width
+    /// are clipped to `-beamsize`.
+    pub size_mm: [f64; 3],
+    /// Density (g/cm³).
+    pub density_g_cm3: f64,
+    /// Molecular weight (g/mol).
+    pub molecular_weight: f64,
+    /// Number of molecules in the beam; replaces the density when given.
+    pub molecules: Option<f64>,
+}
+
+impl AmorphousConfig {
+    /// A table with nonBragg.c's default sample: a 0.1 mm cube of
+    /// 1 g/cm³, 18 g/mol (water).
+    pub fn new(rows: Vec<[f64; 2]>, to_stol: f64) -> Self {
+        AmorphousConfig {
+            rows,
+            to_stol,
+            size_mm: [0.1; 3],
+            density_g_cm3: 1.0,
+            molecular_weight: 18.0,
+            molecules: None,
+        }
+    }
 }

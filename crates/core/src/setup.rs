@@ -8,7 +8,10 @@ mod leaves;
 
 pub use leaves::{LeafSource, Leaves};
 
-use crate::config::{CrystalShape, SfSource, SimConfig};
+use crate::amorphous::{
+    AmorphousDetector, AmorphousSample, AmorphousSensor, AmorphousSource, Background, StolTable,
+};
+use crate::config::{AmorphousConfig, CrystalShape, SfSource, SimConfig};
 use crate::crystal::cell::Cell;
 use crate::error::{Error, Result, Warning};
 use crate::geometry::Detector;
@@ -19,6 +22,7 @@ use crate::sf::HklGrid;
 use crate::source::{SourceIn, Sources};
 use crate::units::{AVOGADRO, RTD, R_E_SQR, WATER_F, WATER_MW};
 use crate::vec3::{lift, rotate_axis, rotate_umat, V3};
+use std::sync::Arc;
 
 /// How structure factors are looked up between grid points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +130,9 @@ pub struct Plan {
     pub corrected: bool,
     /// Mask (non-zero = render), fast index fastest.
     pub mask: Option<Vec<u16>>,
+    /// The amorphous sample's scattering, added to the float image
+    /// (`-stol`); `None` without one.
+    pub background: Option<Arc<Background>>,
     /// Warnings in the order nanoBragg.c prints them.
     pub warnings: Vec<Warning>,
     /// The numbers the render kernel reads, as [`Plan::with_leaves`] computed
@@ -787,7 +794,7 @@ impl Plan {
             default_f: deltas.apply(Param::DefaultF, c(cfg.sf.default_f), 1.0),
         };
         let value_leaves = leaves.map(R::val);
-        let plan = Plan {
+        let mut plan = Plan {
             steps: sources.list.len()
                 * phi.mosaic_domains
                 * phi.phisteps
@@ -832,9 +839,13 @@ impl Plan {
             corrected: cfg.sampling.corrected,
             first_sweep_cells,
             mask: cfg.detector.mask.clone(),
+            background: None,
             warnings,
             leaves: value_leaves,
         };
+        if let Some(a) = &cfg.amorphous {
+            plan.background = Some(Arc::new(amorphous_background(a, &plan)?));
+        }
         Ok((plan, leaves))
     }
 
@@ -842,6 +853,76 @@ impl Plan {
     pub fn mosaic_domains(&self) -> usize {
         self.mosaic_umats.len()
     }
+}
+
+/// The amorphous sample's background on the plan's detector, under its
+/// sources, polarization and fluence, sampled on its sub-pixel grid: what
+/// nonBragg.c renders for the same geometry. The sensor's absorption
+/// (`-detector_thick`) applies to it as a whole (every layer together).
+fn amorphous_background(a: &AmorphousConfig, plan: &Plan) -> Result<Background> {
+    let invalid = |msg: String| Error::Invalid { what: "-stol", msg };
+    let table = StolTable::new(&a.rows, a.to_stol)
+        .ok_or_else(|| invalid("the table has no structure factors".into()))?;
+    if !table.is_increasing() {
+        return Err(invalid("sin(theta)/lambda must increase from one row to the next".into()));
+    }
+    let mut size = a.size_mm.map(|v| v / 1000.0);
+    if plan.beamsize_m > 0.0 {
+        // the beam only lights this much of the sample's height and width
+        size[1] = size[1].min(plan.beamsize_m);
+        size[2] = size[2].min(plan.beamsize_m);
+    }
+    let molecules = match a.molecules {
+        Some(n) => n,
+        None => {
+            let volume = size[0] * size[1] * size[2];
+            volume * a.density_g_cm3 * 1e6 * crate::amorphous::AVOGADRO / a.molecular_weight
+        }
+    };
+    if !(molecules.is_finite() && molecules >= 0.0) {
+        return Err(Error::Invalid {
+            what: "-density",
+            msg: format!("{molecules} molecules in the amorphous sample (-density, -MW, -molecules, -amorphous_*)"),
+        });
+    }
+    let d = &plan.detector;
+    let sensor = (d.thick_m > 0.0).then_some(AmorphousSensor {
+        thickness_m: d.thick_m,
+        mu_per_m: d.mu_per_m,
+        odet: d.odet,
+    });
+    let det = AmorphousDetector {
+        fpixels: d.fpixels,
+        spixels: d.spixels,
+        pixel_size: d.pixel_size_m,
+        oversample: plan.oversample,
+        pix0: d.pix0,
+        fdet: d.fdet,
+        sdet: d.sdet,
+        beam: d.beam,
+        distance: d.distance_m,
+        close_distance: d.close_distance_m,
+        curved: d.curved,
+        point_pixel: d.point_pixel,
+        roi: d.roi,
+        sensor,
+    };
+    let sources = plan
+        .sources
+        .list
+        .iter()
+        .map(|s| AmorphousSource { position: s.position, weight: s.weight, lambda: s.lambda_m })
+        .collect();
+    let sample = AmorphousSample {
+        kahn: plan.kahn_factor,
+        nopolar: plan.nopolar,
+        polar_vector: d.polar,
+        fluence: plan.fluence,
+        molecules,
+        fmap: false,
+    };
+    Background::new(det, sources, sample, table)
+        .ok_or_else(|| invalid("no sources to scatter".into()))
 }
 
 #[cfg(test)]

@@ -77,6 +77,7 @@ impl Backend for Cuda {
         }
         let (rendered, mut info) = out.into_parts();
         image.copy_from_slice(&rendered);
+        nanobragg_core::render::cpu::add_background(plan, image);
         put_first_sweep(plan, precision, image, Some(&mut info.rows));
         Ok(info)
     }

@@ -26,6 +26,13 @@ impl LePixel for u16 {
     }
 }
 
+impl LePixel for u32 {
+    const SIZE: usize = 4;
+    fn push_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
 impl LePixel for u8 {
     const SIZE: usize = 1;
     fn push_le(self, out: &mut Vec<u8>) {
@@ -37,7 +44,7 @@ impl LePixel for u8 {
 pub fn write_le<T: LePixel>(w: &mut impl Write, values: &[T]) -> io::Result<()> {
     #[cfg(target_endian = "little")]
     {
-        // SAFETY: f32, u16 and u8 have no padding and no invalid bit patterns
+        // SAFETY: f32, u32, u16 and u8 have no padding and no invalid bit patterns
         // as bytes; the view covers exactly the slice's memory, and on a
         // little-endian host that memory is the little-endian encoding.
         let bytes = unsafe {

@@ -66,11 +66,11 @@ pub struct SmvHeaderFields {
 }
 
 /// The header text up to and including the closing `}\f`, claiming `header_bytes`.
-fn header_body(h: &SmvHeaderFields, header_bytes: usize) -> String {
+fn header_body(h: &SmvHeaderFields, header_bytes: usize, type_name: &str) -> String {
     let g = cfmt::g;
     let mut s = String::with_capacity(SMV_BLOCK);
     s.push_str(&format!(
-        "{{\nHEADER_BYTES={header_bytes};\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE=unsigned_short;\n"
+        "{{\nHEADER_BYTES={header_bytes};\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE={type_name};\n"
     ));
     s.push_str(&format!(
         "SIZE1={};\nSIZE2={};\nPIXEL_SIZE={};\nDISTANCE={};\n",
@@ -126,9 +126,14 @@ fn header_body(h: &SmvHeaderFields, header_bytes: usize) -> String {
 /// header. Longer text is padded to the next multiple of 512 and `HEADER_BYTES` gives
 /// that size (the original would write `HEADER_BYTES=512` regardless).
 pub fn smv_header_text(fields: &SmvHeaderFields) -> String {
+    header_text_typed(fields, "unsigned_short")
+}
+
+/// [`smv_header_text`] with another `TYPE`.
+fn header_text_typed(fields: &SmvHeaderFields, type_name: &str) -> String {
     let mut header_bytes = SMV_BLOCK;
     loop {
-        let mut text = header_body(fields, header_bytes);
+        let mut text = header_body(fields, header_bytes, type_name);
         let needed = text.len().div_ceil(SMV_BLOCK).max(1) * SMV_BLOCK;
         if needed == header_bytes {
             text.push_str(&" ".repeat(header_bytes - text.len()));
@@ -168,6 +173,31 @@ pub fn write_smv(
         });
     }
     let header = smv_header_text(fields);
+    file.write(|w| {
+        w.write_all(header.as_bytes())?;
+        crate::le::write_le(w, pixels)
+    })
+}
+
+/// Writes an SMV image of 32-bit pixels into `file` (`TYPE=long_integer`,
+/// as noisify.c's `-bits 32`). `pixels.len()` must be `fpixels * spixels`.
+pub fn write_smv32(
+    file: &mut Pending,
+    fields: &SmvHeaderFields,
+    pixels: &[u32],
+) -> Result<(), IoError> {
+    if Some(pixels.len()) != fields.fpixels.checked_mul(fields.spixels) {
+        return Err(IoError::InvalidInput {
+            path: file.target().to_path_buf(),
+            reason: format!(
+                "SMV image of {}x{} pixels given {} pixel values",
+                fields.fpixels,
+                fields.spixels,
+                pixels.len()
+            ),
+        });
+    }
+    let header = header_text_typed(fields, "long_integer");
     file.write(|w| {
         w.write_all(header.as_bytes())?;
         crate::le::write_le(w, pixels)

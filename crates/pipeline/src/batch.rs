@@ -302,13 +302,19 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         let shots: Vec<nanobragg_cuda::Shot> =
             plans.iter().map(nanobragg_cuda::Shot::from_plan).collect();
         let mut failure = None;
+        // the same for every shot (the orientation does not change it)
+        let background = cpu::background_image(&plans[0]);
         renderer
             .render_batch_with(&shots, |i, img| {
                 if failure.is_none() {
                     // the pixel of C's first phi sweep, where there is one
                     let mut fixed = None;
-                    if plans[i].first_sweep_cells.is_some() {
+                    if plans[i].first_sweep_cells.is_some() || background.is_some() {
                         let mut copy = img.to_vec();
+                        for (v, b) in copy.iter_mut().zip(background.iter().flatten()) {
+                            *v = (*v as f64 + b) as f32;
+                        }
+                        // (which puts the background back on its pixel)
                         cpu::put_first_sweep(&plans[i], inv.precision, &mut copy, None);
                         fixed = Some(copy);
                     }

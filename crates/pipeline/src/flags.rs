@@ -445,6 +445,13 @@ fn ignored(inv: &mut Invocation, o: &Occurrence) {
     inv.warnings.push(format!("flag {} has no effect in nanoBragg; ignored", o.spelled));
 }
 
+/// The amorphous sample the flags describe, created with nonBragg's
+/// defaults on the first of its flags.
+fn amorphous(inv: &mut Invocation) -> &mut nanobragg_core::config::AmorphousConfig {
+    inv.amorphous
+        .get_or_insert_with(|| nanobragg_core::config::AmorphousConfig::new(Vec::new(), 1e10))
+}
+
 /// Sets the convention and the pivot that goes with it (as the original does).
 fn convention(inv: &mut Invocation, c: Convention, pivot: Pivot) {
     inv.config.detector.convention = c;
@@ -831,6 +838,34 @@ pub static FLAGS: &[Flag] = &[
     Flag::num("-water", S, "µm", Check::NonNegative, "thickness of water around the crystal, added as background",
         |inv, o| inv.config.sampling.water_um = o.num(0))
         .dflt("0"),
+    Flag::file("-stol", S, Kind::InFile,
+        "amorphous sample (water, air, ice, oil) around the crystal: text table of sin(θ)/λ (Å⁻¹) and F per line; its scattering is added to the image as nonBragg computes it",
+        |inv, o| inv.stol = Some((o.path(0), "-stol", 1e10))),
+    Flag::file("-4stol", S, Kind::InFile, "as -stol, the table's first column 4·sin(θ)/λ (Å⁻¹)",
+        |inv, o| inv.stol = Some((o.path(0), "-4stol", 1e10 / 4.0))),
+    Flag::file("-Q", S, Kind::InFile, "as -stol, the table's first column Q = 4π·sin(θ)/λ (Å⁻¹)",
+        |inv, o| inv.stol = Some((o.path(0), "-Q", 1e10 / std::f64::consts::PI / 4.0))),
+    Flag::num("-amorphous_thick", S, "mm", Check::NonNegative, "thickness of the -stol sample along the beam",
+        |inv, o| amorphous(inv).size_mm[0] = o.num(0))
+        .dflt("0.1"),
+    Flag::num("-amorphous_height", S, "mm", Check::NonNegative, "height of the -stol sample (clipped to -beamsize)",
+        |inv, o| amorphous(inv).size_mm[1] = o.num(0))
+        .dflt("0.1"),
+    Flag::num("-amorphous_width", S, "mm", Check::NonNegative, "width of the -stol sample (clipped to -beamsize)",
+        |inv, o| amorphous(inv).size_mm[2] = o.num(0))
+        .dflt("0.1"),
+    Flag::num("-amorphous_size", S, "mm", Check::NonNegative, "thickness, height and width of the -stol sample at once",
+        |inv, o| amorphous(inv).size_mm = [o.num(0); 3]),
+    Flag::num("-density", S, "g/cm³", Check::Positive, "density of the -stol sample",
+        |inv, o| amorphous(inv).density_g_cm3 = o.num(0))
+        .aka(&["-sample_density", "-sample_den"])
+        .dflt("1"),
+    Flag::num("-MW", S, "g/mol", Check::Positive, "molecular weight of the -stol sample's molecules",
+        |inv, o| amorphous(inv).molecular_weight = o.num(0))
+        .aka(&["-molecular_weight"])
+        .dflt("18"),
+    Flag::num("-molecules", S, "", Check::NonNegative, "molecules of the -stol sample in the beam (instead of its size and density)",
+        |inv, o| amorphous(inv).molecules = Some(o.num(0))),
     Flag::switch("-exact", S, "render f64 with the C program's formulas, libm and operation order: bit-identical to nanoBragg.c (the default fast f64 path agrees to ~1e-10 of the peak)",
         |inv, _| if inv.precision != Precision::Fast32 { inv.precision = Precision::Exact64 }),
     Flag::switch("-corrected", S, "use corrected physics where nanoBragg.c has known errors (default: reproduce nanoBragg.c)",
@@ -895,6 +930,9 @@ pub static FLAGS: &[Flag] = &[
     Flag::num("-psf_fwhm", O, "µm", Check::Positive, "full width at half maximum of -psf",
         |inv, o| inv.outputs.response.psf_fwhm_um = Some(o.num(0)))
         .dflt("46"),
+    Flag::word("-bits", O, &["16", "32"], "detector response: bits per pixel of the noise image (32: no clipping at 65535)",
+        |inv, o| inv.outputs.response.bits32 = o.text(0) == "32")
+        .dflt("16"),
     Flag::int("-psf_radius", O, Check::AtMost(1 << 20), "radius of the -psf kernel in pixels (0: automatic)",
         |inv, o| inv.outputs.response.psf_radius = Some(o.int(0)))
         .dflt("automatic"),
@@ -947,18 +985,8 @@ pub static FLAGS: &[Flag] = &[
         .dflt("cpu"),
     Flag::switch("-h", M, "print this help and exit", |inv, _| inv.help = true)
         .aka(&["--help", "-help"]),
-    Flag::word("-stol", M, &[], "amorphous-scattering file; read by nanoBragg.c but never used: ignored with a warning", ignored)
-        .vals("file"),
-    Flag::word("-4stol", M, &[], "as -stol; ignored with a warning", ignored).vals("file"),
-    Flag::word("-Q", M, &[], "as -stol; ignored with a warning", ignored).vals("file"),
     Flag::word("-stolout", M, &[], "never written by nanoBragg.c; ignored with a warning", ignored).vals("file"),
     Flag::switch("-coherent", M, "unused by nanoBragg.c; ignored with a warning", ignored),
-    Flag::word("-density", M, &[], "unused by nanoBragg.c; ignored with a warning", ignored)
-        .aka(&["-sample_density", "-sample_den"])
-        .vals("g/cm³"),
-    Flag::word("-MW", M, &[], "unused by nanoBragg.c; ignored with a warning", ignored)
-        .aka(&["-molecules", "-molecular_weight"])
-        .vals("value"),
 ];
 
 // ------------------------------------------------------------------- help

@@ -61,6 +61,8 @@ pub struct ResponseOptions {
     pub psf_fwhm_um: Option<f64>,
     /// `-psf_radius`: kernel radius in pixels (0: automatic).
     pub psf_radius: Option<i64>,
+    /// `-bits 32`: a 32-bit noise image (noisify's `-bits`).
+    pub bits32: bool,
 }
 
 impl Default for ResponseOptions {
@@ -74,6 +76,7 @@ impl Default for ResponseOptions {
             psf: None,
             psf_fwhm_um: None,
             psf_radius: None,
+            bits32: false,
         }
     }
 }
@@ -86,6 +89,7 @@ impl ResponseOptions {
             || self.calibration_noise > 0.0
             || self.gain.is_some()
             || self.psf.is_some()
+            || self.bits32
     }
 }
 
@@ -146,6 +150,12 @@ pub struct Invocation {
     pub mat_path: Option<PathBuf>,
     /// `-sourcefile` (already read into `config.beam.sources`).
     pub source_path: Option<PathBuf>,
+    /// `-stol`/`-4stol`/`-Q`: the amorphous sample's table, the flag and
+    /// what turns its x into sin θ/λ in 1/m.
+    pub stol: Option<(PathBuf, &'static str, f64)>,
+    /// The amorphous sample as its flags describe it (no table yet); `None`
+    /// when no sample flag was given.
+    pub amorphous: Option<nanobragg_core::config::AmorphousConfig>,
     /// `-batch`: file of misset angles, one shot per line.
     pub batch_path: Option<PathBuf>,
     /// `-img` file whose header was applied (the last `-img` given).
@@ -195,6 +205,8 @@ impl Default for Invocation {
             hkl_path: None,
             mat_path: None,
             source_path: None,
+            stol: None,
+            amorphous: None,
             batch_path: None,
             img_path: None,
             img_size: None,

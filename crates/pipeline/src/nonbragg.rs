@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use nanobragg_core::amorphous::{
     place_detector, render_amorphous, step_grid, AmorphousDetector, AmorphousSample,
-    AmorphousSource, DetectorPlacement, PixelTrace, PlacedDetector, StolTable, AVOGADRO, R_E_SQR,
+    AmorphousSource, Background, DetectorPlacement, PixelTrace, PlacedDetector, StolTable,
+    AVOGADRO, R_E_SQR,
 };
 use nanobragg_core::noise::noise_image;
 use nanobragg_core::rng::NoiseRng;
@@ -951,6 +952,7 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         curved: o.curved,
         point_pixel: o.point_pixel,
         roi: roi.map(i64::from),
+        sensor: None,
     };
     let sample = AmorphousSample {
         kahn: o.kahn,
@@ -998,14 +1000,45 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         }
         Ok(())
     };
-    let image = render_amorphous(&det, &sources, &sample, &mut table, |t| {
-        if console.is_ok() {
-            console = report(t, out);
+    // rows in parallel where nothing needs the pixels one by one in order
+    // (a trace, -img's bins) and the table's order makes lookups independent
+    let parallel = (!o.printout && input.is_none())
+        .then(|| Background::new(det, sources.clone(), sample, table.clone()))
+        .flatten();
+    let image = match parallel {
+        Some(bg) => {
+            let image = bg.render();
+            let [xmin, xmax, ymin, ymax] = det.roi;
+            let pixel_trace = PixelTrace {
+                fpixel: 0,
+                spixel: 0,
+                stol: 0.0,
+                f: 0.0,
+                polar: 0.0,
+                omega: 0.0,
+                position: [0.0; 3],
+                nearest: 0,
+                value: 0.0,
+            };
+            // the progress lines, as the pixels are counted
+            for s in 0..spixels as i64 {
+                for f in 0..fpixels as i64 {
+                    if f >= xmin && f <= xmax && s >= ymin && s <= ymax && console.is_ok() {
+                        console = report(&pixel_trace, out);
+                    }
+                }
+            }
+            image
         }
-        if let Some(slot) = traces.get_mut(t.spixel * fpixels + t.fpixel) {
-            *slot = Some(*t);
-        }
-    });
+        None => render_amorphous(&det, &sources, &sample, &mut table, |t| {
+            if console.is_ok() {
+                console = report(t, out);
+            }
+            if let Some(slot) = traces.get_mut(t.spixel * fpixels + t.fpixel) {
+                *slot = Some(*t);
+            }
+        }),
+    };
     console?;
     writeln!(out)?;
     writeln!(

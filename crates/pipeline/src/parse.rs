@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nanobragg_core::config::SfSource;
+use nanobragg_core::config::{AmorphousConfig, SfSource};
 use nanobragg_core::error::shown;
 use nanobragg_core::SimConfig;
 
@@ -113,6 +113,20 @@ pub enum CliError {
         /// The reader's error (it names the file). Not exposed as an error
         /// source: the message already includes it.
         error: nanobragg_core::Error,
+    },
+    /// A table given to `-stol` (`-4stol`, `-Q`) that could not be read.
+    #[error("{flag}: {error}")]
+    Table {
+        /// The flag naming the file.
+        flag: String,
+        /// The reader's error (it names the file and line).
+        error: nanobragg_io::IoError,
+    },
+    /// Flags that only mean something with another one that is missing.
+    #[error("{what}")]
+    Unused {
+        /// What is missing.
+        what: String,
     },
     /// A value in an `-img`/`-mask` SMV header that the flag it stands for
     /// would refuse.
@@ -371,6 +385,20 @@ fn read_inputs(inv: &mut Invocation) -> Result<(), CliError> {
         let rows = nanobragg_core::source::sourcefile::read_source_file(path)
             .map_err(input("-sourcefile"))?;
         inv.config.beam.sources = Some(rows);
+    }
+    match (&inv.stol, inv.amorphous.take()) {
+        (Some((path, flag, to_stol)), sample) => {
+            let rows = nanobragg_io::stol::read_stol(path)
+                .map_err(|error| CliError::Table { flag: flag.to_string(), error })?;
+            let mut sample = sample.unwrap_or_else(|| AmorphousConfig::new(Vec::new(), 1e10));
+            sample.rows = rows;
+            sample.to_stol = *to_stol;
+            inv.config.amorphous = Some(sample);
+        }
+        (None, Some(_)) => return Err(CliError::Unused {
+            what: "-amorphous_*, -density, -MW and -molecules describe the amorphous sample of -stol: give -stol FILE (or -4stol, -Q)".into(),
+        }),
+        (None, None) => {}
     }
     Ok(())
 }

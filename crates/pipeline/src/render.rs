@@ -84,7 +84,9 @@ pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInf
     if inv.uses_gpu() {
         let r = nanobragg_cuda::render(plan, inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
-        return Ok(r.into_parts());
+        let (mut image, info) = r.into_parts();
+        nanobragg_core::render::cpu::add_background(plan, &mut image);
+        return Ok((image, info));
     }
     let mut image = vec![0.0f32; plan.detector.fpixels * plan.detector.spixels];
     let cpu = Cpu { opts: RenderOptions { threads: inv.threads } };

@@ -203,7 +203,8 @@ fn render_with_progress(
         if gpu {
             return nanobragg_cuda::render(plan, precision)
                 .map(|r| {
-                    let (image, info) = r.into_parts();
+                    let (mut image, info) = r.into_parts();
+                    cpu::add_background(plan, &mut image);
                     (Some(image), info)
                 })
                 .map_err(|e| anyhow!("-device cuda: {e}"));
@@ -570,7 +571,7 @@ fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response>> {
         flicker_noise: r.flicker_noise,
         calibration_noise: r.calibration_noise,
         psf,
-        bits: Bits::U16,
+        bits: if r.bits32 { Bits::U32 } else { Bits::U16 },
     }))
 }
 
@@ -618,6 +619,7 @@ pub(crate) fn write_images(
         pgm::write_pgm(file, fp, sp, pgm_scale, &bytes).map_err(|e| write_error("-pgmfile", e))?;
     }
     if let Some(file) = files.noise {
+        let mut pixels32 = None;
         let pixels = match response(o, d.pixel_size_m)? {
             None => {
                 let mut rng = NoiseRng::new(noise_idum);
@@ -641,12 +643,23 @@ pub(crate) fn write_images(
                 }
                 let photons = nanobragg_io::cfmt::f(noisy.photons, 0);
                 writeln!(out, "{photons} photons on noise image ({} overloads)", noisy.overloads)?;
+                if response.bits == Bits::U32 {
+                    pixels32 = Some(noisy.pixels32);
+                }
                 noisy.pixels16
             }
         };
-        writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
-        smv::write_smv(file, &smv_header(plan), &pixels)
-            .map_err(|e| write_error("-noisefile", e))?;
+        let written = match &pixels32 {
+            Some(p32) => {
+                writeln!(out, "writing {} as 4-byte integers", o.noisefile.display())?;
+                smv::write_smv32(file, &smv_header(plan), p32)
+            }
+            None => {
+                writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
+                smv::write_smv(file, &smv_header(plan), &pixels)
+            }
+        };
+        written.map_err(|e| write_error("-noisefile", e))?;
     }
     Ok(())
 }

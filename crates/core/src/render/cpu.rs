@@ -164,7 +164,7 @@ mod x86 {
 /// Render into `image` (`fpixels * spixels` long; pixels not rendered are
 /// set to 0), gathering each row's statistics.
 fn render_with<T: Pixel, K: RowKernel<T>>(plan: &Plan, rows: &K, image: &mut [T]) -> RenderInfo {
-    let out = render_planes(plan, rows, &mut [image], true);
+    let out = render_planes(plan, rows, &mut [image], true, plan.background.as_deref());
     RenderInfo { omega_sum: out.omega_sum, interpolation_fallback: out.fallback, rows: out.rows }
 }
 
@@ -184,6 +184,37 @@ pub(crate) fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> 
         }
     }
     f()
+}
+
+/// The plan's amorphous background (`-stol`) as an image (0 outside the ROI
+/// and under the mask), rows in parallel; `None` without one. The CPU
+/// renders include it already: this is for images rendered elsewhere.
+pub fn background_image(plan: &Plan) -> Option<Vec<f64>> {
+    use rayon::prelude::*;
+    let bg = plan.background.as_deref()?;
+    let fp = plan.detector.fpixels;
+    let mut image = vec![0.0f64; fp * plan.detector.spixels];
+    if fp > 0 {
+        image
+            .par_chunks_mut(fp)
+            .enumerate()
+            .for_each(|(s, row)| super::rows::add_background(plan, bg, s, row));
+    }
+    Some(image)
+}
+
+/// Adds the plan's amorphous background (`-stol`), if any, to an image
+/// rendered elsewhere (the GPU); the CPU renders include it already.
+pub fn add_background(plan: &Plan, image: &mut [f32]) {
+    use rayon::prelude::*;
+    let Some(bg) = plan.background.as_deref() else { return };
+    let fp = plan.detector.fpixels;
+    if fp > 0 {
+        image
+            .par_chunks_mut(fp)
+            .enumerate()
+            .for_each(|(s, row)| super::rows::add_background(plan, bg, s, row));
+    }
 }
 
 /// Render the float image of a plan with a chosen precision, on the best
@@ -268,7 +299,8 @@ fn render_on_into<T: Pixel>(
 /// ([`Plan::first_sweep_cells`]), where the plan has one: the first pixel
 /// rendered (raster order, in the ROI and not masked) with a source that
 /// passes `-dmin`, computed again in `precision`, and with `rows` its row's
-/// statistics. Every renderer of an image calls it after the render.
+/// statistics. Every renderer of an image calls it after the render (after
+/// the amorphous background, which it adds to that pixel again).
 pub fn put_first_sweep<T: Pixel>(
     plan: &Plan,
     precision: Precision,
@@ -280,6 +312,11 @@ pub fn put_first_sweep<T: Pixel>(
         Precision::Exact64 => first_sweep::<f64, Exact>(plan).map(|(i, v)| put_at(i, v, image)),
         Precision::Fast32 => first_sweep::<f32, Fast>(plan).map(|(i, v)| put_at(i, v, image)),
     };
+    if let (Some(i), Some(bg)) = (put, plan.background.as_deref()) {
+        // the pixel as the render left it: with the background
+        let fp = plan.detector.fpixels;
+        image[i] = image[i].plus(bg.pixel(i % fp, i / fp, &mut 0.0));
+    }
     if let (Some(i), Some(rows)) = (put, rows) {
         let fp = plan.detector.fpixels;
         let s = i / fp;

@@ -16,6 +16,7 @@
 //! target features of a SIMD level chosen at run time.
 
 use super::kernel::{Fallback, Kernel, MathMode};
+use crate::amorphous::Background;
 use crate::real::{Mask, Num, Real};
 use crate::setup::Plan;
 use crate::stats::{row_stats, RowStats};
@@ -31,6 +32,8 @@ pub trait Pixel: Copy + Default + Send + Sync + 'static {
     fn part_lane<V: Num>(v: &V, o: usize, i: usize) -> Self;
     /// [`row_stats`] of a row of this type.
     fn row_stats(row: &[Self], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats;
+    /// This value plus `x`.
+    fn plus(self, x: f64) -> Self;
 }
 
 impl Pixel for f32 {
@@ -44,6 +47,10 @@ impl Pixel for f32 {
     }
     fn row_stats(row: &[f32], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats {
         row_stats(row, s, roi, mask)
+    }
+    #[inline(always)]
+    fn plus(self, x: f64) -> f32 {
+        (self as f64 + x) as f32
     }
 }
 
@@ -63,6 +70,10 @@ impl Pixel for f64 {
     fn row_stats(row: &[f64], s: usize, roi: [i64; 4], mask: Option<&[u16]>) -> RowStats {
         let rounded: Vec<f32> = row.iter().map(|&x| x as f32).collect();
         row_stats(&rounded, s, roi, mask)
+    }
+    #[inline(always)]
+    fn plus(self, x: f64) -> f64 {
+        self + x
     }
 }
 
@@ -112,6 +123,7 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
     kernel: &K,
     planes: &mut [&mut [T]],
     stats: bool,
+    background: Option<&Background>,
 ) -> PlanesOut {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
     for p in planes.iter() {
@@ -123,14 +135,15 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
         return PlanesOut { omega_sum: 0.0, fallback: None, rows };
     }
     let mut fallback = None;
-    if let Some((p, point)) = render_rows(plan, kernel, planes, &mut omega, &mut rows, 0, None) {
+    let job = |limit| Rows { plan, kernel, limit, grain: 1, background };
+    if let Some((p, point)) = render_rows(job(None), planes, &mut omega, &mut rows, 0) {
         fallback = point;
         if kernel.interpolates() {
             // pixels up to p start interpolating (and give the same values
             // as before), later ones start in nearest mode
             let r = p / fp;
             let rows_from = if stats { &mut rows[r..] } else { &mut rows[..] };
-            render_rows(plan, kernel, planes, &mut omega[r..], rows_from, r, Some(p));
+            render_rows(job(Some(p)), planes, &mut omega[r..], rows_from, r);
         }
     }
     PlanesOut { omega_sum: omega.iter().sum(), fallback, rows }
@@ -178,7 +191,7 @@ pub(crate) fn render_images<T: Pixel>(
 ) -> Vec<Vec<T>> {
     let mut images = zeroed_planes(plan, outputs);
     let mut planes: Vec<&mut [T]> = images.iter_mut().map(|i| &mut i[..]).collect();
-    render_planes(plan, rows, &mut planes, false);
+    render_planes(plan, rows, &mut planes, false, None);
     images
 }
 
@@ -188,19 +201,16 @@ type First = Option<(usize, Option<Fallback>)>;
 /// Rows `first_row..` of `planes` in parallel; returns the first fallback
 /// (raster order).
 fn render_rows<T: Pixel, K: RowKernel<T>>(
-    plan: &Plan,
-    kernel: &K,
+    mut job: Rows<'_, K>,
     planes: &mut [&mut [T]],
     omega: &mut [f64],
     stats: &mut [RowStats],
     first_row: usize,
-    limit: Option<usize>,
 ) -> First {
-    let fp = plan.detector.fpixels;
+    let fp = job.plan.detector.fpixels;
     let mut rest: Vec<&mut [T]> = planes.iter_mut().map(|p| &mut p[first_row * fp..]).collect();
     // a few pieces per thread (rows differ in cost), as rayon's own splitting
-    let grain = omega.len().div_ceil(16 * rayon::current_num_threads()).max(1);
-    let job = Rows { plan, kernel, limit, grain };
+    job.grain = omega.len().div_ceil(16 * rayon::current_num_threads()).max(1);
     job.split(&mut rest, omega, stats, first_row)
 }
 
@@ -213,6 +223,8 @@ struct Rows<'a, K> {
     kernel: &'a K,
     limit: Option<usize>,
     grain: usize,
+    /// Added to the first plane's rendered pixels.
+    background: Option<&'a Background>,
 }
 
 impl<K> Rows<'_, K> {
@@ -253,6 +265,9 @@ impl<K> Rows<'_, K> {
                 clear_unrendered(plan, s, plane);
             }
             let out = self.kernel.row(s, &mut row, self.limit);
+            if let Some(bg) = self.background {
+                add_background(plan, bg, s, row[0]);
+            }
             *omega = out.omega;
             if let Some(st) = stats.get_mut(r) {
                 // while the row is in cache
@@ -261,6 +276,21 @@ impl<K> Rows<'_, K> {
             first = first.or(out.fallback);
         }
         first
+    }
+}
+
+/// Adds the amorphous background to the rendered pixels of row `s` (inside
+/// the ROI, not masked).
+pub(crate) fn add_background<T: Pixel>(plan: &Plan, bg: &Background, s: usize, row: &mut [T]) {
+    let Some((lo, hi)) = roi_row(plan, s) else { return };
+    let fp = plan.detector.fpixels;
+    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
+    // the background's own solid-angle sum is not the render's
+    let mut omega = 0.0;
+    for f in lo..=hi {
+        if mask.is_none_or(|m| m[f] != 0) {
+            row[f] = row[f].plus(bg.pixel(f, s, &mut omega));
+        }
     }
 }
 

@@ -71,6 +71,12 @@ impl<R: DiffReal> Leaves<R> {
         seeds: SetupSeeds,
         deltas: &Deltas<R>,
     ) -> Result<Leaves<R>> {
+        if plan.background.is_some() {
+            return Err(crate::error::Error::Invalid {
+                what: "-stol",
+                msg: "the amorphous background has no derivatives: leave -stol out of -gradient, refine and the Python derivatives".into(),
+            });
+        }
         Ok(Plan::resolve(cfg, seeds, deltas, super::StructureFactors::Count(plan.hkls))?.1)
     }
 }
