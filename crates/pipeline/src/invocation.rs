@@ -146,6 +146,8 @@ pub struct Invocation {
     pub mat_path: Option<PathBuf>,
     /// `-sourcefile` (already read into `config.beam.sources`).
     pub source_path: Option<PathBuf>,
+    /// `-spectrum` (already read into `config.beam.spectrum`).
+    pub spectrum_path: Option<PathBuf>,
     /// `-batch`: file of misset angles, one shot per line.
     pub batch_path: Option<PathBuf>,
     /// `-img` file whose header was applied (the last `-img` given).
@@ -195,6 +197,7 @@ impl Default for Invocation {
             hkl_path: None,
             mat_path: None,
             source_path: None,
+            spectrum_path: None,
             batch_path: None,
             img_path: None,
             img_size: None,
