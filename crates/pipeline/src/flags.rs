@@ -683,6 +683,7 @@ pub static FLAGS: &[Flag] = &[
     Flag::num("-lambda_scale", B, "", Check::Positive,
         "multiplies every source wavelength (spectrum, dispersion, source file or -lambda)",
         |inv, o| inv.config.beam.lambda_scale = o.num(0))
+        .vals("s")
         .dflt("1"),
     Flag::num("-source_distance", B, "mm", Check::Positive,
         "distance from the sample to generated sources and to file sources without a position (nanoBragg.c ignores this flag)",
