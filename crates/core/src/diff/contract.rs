@@ -953,7 +953,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
             };
             let mut t = f_cell * f_cell * f_latt * f_latt;
             if lat.weighted {
-                t = t * weight;
+                t *= weight;
             }
             s.i_acc = B::select(hit, s.i_acc + t.re, s.i_acc);
             let g: [B; 3] = std::array::from_fn(|i| B::select(hit, t.eps[i], zero));
