@@ -247,7 +247,7 @@ pub fn check_memory(needs: &MemoryNeeds, memory: u128) -> Result<()> {
             format!("a {} x {} pixel detector (-detpixels/-detsize)", needs.fpixels, needs.spixels)
         }
         1 => format!(
-            "{} source points (-divsteps/-hdivsteps/-vdivsteps x -dispsteps)",
+            "{} source points (-divsteps/-hdivsteps/-vdivsteps x -dispsteps or -spectrum lines)",
             needs.sources
         ),
         2 => format!(
