@@ -228,6 +228,33 @@ fn source_file_with_bad_columns() {
 }
 
 #[test]
+fn spectrum_file_errors_and_conflicts() {
+    let mut s = Scratch::new("spectrum");
+    s.file("neg.lam", "# wavelengths, weights\n1.0,1\n1.1,-2\n");
+    s.fails_with(&["-spectrum", "neg.lam"], &["-spectrum", "neg.lam", "line 3", "negative"]);
+    s.file("word.lam", "1.0,1\n1.1,heavy\n");
+    s.fails_with(&["-spectrum", "word.lam"], &["-spectrum", "word.lam", "line 2", "'heavy'"]);
+    s.file("zero.lam", "1.0,0\n1.1,0\n");
+    s.fails_with(&["-spectrum", "zero.lam"], &["-spectrum", "zero.lam", "every weight is 0"]);
+    s.file("lambda0.lam", "0,1\n");
+    s.fails_with(&["-spectrum", "lambda0.lam"], &["-spectrum", "lambda0.lam", "not positive"]);
+    s.fails_with(&["-spectrum", "none.lam"], &["-spectrum", "none.lam"]);
+    s.file("ok.lam", "# wavelengths, weights\n1.0,1\n1.1,2\n");
+    s.fails_with(&["-spectrum", "ok.lam", "-dispersion", "1"], &["-spectrum", "-dispersion"]);
+    s.file("src.txt", "-10 0 0 1 1e-10\n");
+    s.fails_with(
+        &["-spectrum", "ok.lam", "-sourcefile", "src.txt"],
+        &["-spectrum", "ok.lam", "-sourcefile"],
+    );
+    // the report names the spectrum
+    let args: Vec<&str> = OK.iter().chain(&["-spectrum", "ok.lam"]).copied().collect();
+    let out = s.succeeds(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("spectrum: 2 wavelengths"), "{stdout}");
+    assert!(stdout.contains("created a total of 2 sources"), "{stdout}");
+}
+
+#[test]
 fn truncated_or_garbled_smv_headers() {
     for flag in ["-img", "-mask"] {
         let mut s = Scratch::new("smv");

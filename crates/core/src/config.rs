@@ -215,6 +215,15 @@ pub struct BeamConfig {
     pub sources: Option<Vec<[f64; 5]>>,
     /// `-source_distance` (m) for generated and defaulted sources.
     pub source_distance_m: f64,
+    /// `-spectrum` lines: wavelength (Å) and weight (a fraction of the
+    /// fluence once normalised by the sum of the weights).
+    pub spectrum: Option<Vec<[f64; 2]>>,
+    /// `-lambda_offset` (Å): added to every source wavelength after
+    /// `-lambda_scale` (λ' = offset + scale · λ, diffBragg's two wavelength
+    /// coefficients).
+    pub lambda_offset_a: f64,
+    /// `-lambda_scale`: multiplies every source wavelength (1 = unchanged).
+    pub lambda_scale: f64,
 }
 
 impl Default for BeamConfig {
@@ -238,6 +247,9 @@ impl Default for BeamConfig {
             dispsteps: -1,
             sources: None,
             source_distance_m: 10.0,
+            spectrum: None,
+            lambda_offset_a: 0.0,
+            lambda_scale: 1.0,
         }
     }
 }

@@ -66,6 +66,8 @@ params! {
     Water = "water", "µm", "`-water` droplet size.";
     DefaultF = "default_F", "1", "`-default_F` (where the lookup returns it, not inside an HKL grid).";
     Fudge = "fudge", "1", "`-fudge` spot-size factor.";
+    LambdaOffset = "lambda_offset", "Å", "`-lambda_offset`: added to every source wavelength (λ' = offset + scale · λ).";
+    LambdaScale = "lambda_scale", "1", "`-lambda_scale`: multiplies every source wavelength.";
 }
 
 impl fmt::Display for Param {

@@ -254,7 +254,7 @@ pub fn check_memory(needs: &MemoryNeeds, memory: u128) -> Result<()> {
             format!("a {} x {} pixel detector (-detpixels/-detsize)", needs.fpixels, needs.spixels)
         }
         1 => format!(
-            "{} source points (-divsteps/-hdivsteps/-vdivsteps x -dispsteps)",
+            "{} source points (-divsteps/-hdivsteps/-vdivsteps x -dispsteps or -spectrum lines)",
             needs.sources
         ),
         2 => format!(
@@ -533,6 +533,26 @@ fn check_inputs(cfg: &SimConfig) -> Result<()> {
         return Err(Error::Invalid { what: "-distance", msg: "distance must be positive".into() });
     }
     let b = &cfg.beam;
+    if let Some(lines) = &b.spectrum {
+        let clash = if b.sources.is_some() {
+            Some("-sourcefile (whose sources carry their own wavelengths)")
+        } else if b.dispersion_pct != 0.0 || b.dispsteps >= 0 {
+            Some("-dispersion/-dispsteps (the spectrum's lines are the wavelengths)")
+        } else {
+            None
+        };
+        if let Some(clash) = clash {
+            return Err(Error::Invalid {
+                what: "-spectrum",
+                msg: format!("cannot be combined with {clash}"),
+            });
+        }
+        if lines.is_empty() {
+            return Err(Error::Invalid { what: "-spectrum", msg: "no spectral lines".into() });
+        }
+    }
+    check_finite("-lambda_offset", b.lambda_offset_a)?;
+    check_finite("-lambda_scale", b.lambda_scale)?;
     if b.flux != 0.0 && b.exposure_s > 0.0 {
         let fluence = b.flux * b.exposure_s / (b.beamsize_mm / 1000.0) / (b.beamsize_mm / 1000.0);
         if !fluence.is_finite() {
@@ -568,9 +588,13 @@ fn check_run_memory(
                 crate::source::auto_steps(range, step, steps).2.max(1) as u128
             };
             let b = &cfg.beam;
+            let wavelengths = match &b.spectrum {
+                Some(lines) => lines.len().max(1) as u128,
+                None => count(b.dispersion_pct / 100.0, -1.0, b.dispsteps),
+            };
             count(b.hdivrange_mrad / 1000.0, b.hdivstep_mrad / 1000.0, b.hdivsteps)
                 * count(b.vdivrange_mrad / 1000.0, b.vdivstep_mrad / 1000.0, b.vdivsteps)
-                * count(b.dispersion_pct / 100.0, -1.0, b.dispsteps)
+                * wavelengths
         }
     };
     check_memory(
@@ -634,14 +658,26 @@ fn resolve_sources<R: DiffReal>(
     deltas: &Deltas<R>,
 ) -> Result<(Sources, Vec<SourceIn<R>>)> {
     let d = detector;
-    Sources::resolve_in(&cfg.beam, lambda0, d.beam, d.polar, d.vert, deltas).map_err(|e| match e {
-        // a bad wavelength here comes from the source file's fifth column
-        Error::Invalid { what: "-lambda", msg } if cfg.beam.sources.is_some() => Error::Invalid {
-            what: "-sourcefile",
-            msg: format!("{msg} (a source's wavelength column)"),
-        },
-        e => e,
-    })
+    let moved = cfg.beam.lambda_offset_a != 0.0 || cfg.beam.lambda_scale != 1.0;
+    let (mut sources, inputs) =
+        Sources::resolve_in(&cfg.beam, lambda0, d.beam, d.polar, d.vert, deltas).map_err(|e| {
+            match e {
+                Error::Invalid { what: "-lambda", msg } if moved => Error::Invalid {
+                    what: "-lambda_offset",
+                    msg: format!("{msg} (after -lambda_offset and -lambda_scale)"),
+                },
+                // a bad wavelength here comes from the source file's fifth column
+                Error::Invalid { what: "-lambda", msg } if cfg.beam.sources.is_some() => {
+                    Error::Invalid {
+                        what: "-sourcefile",
+                        msg: format!("{msg} (a source's wavelength column)"),
+                    }
+                }
+                e => e,
+            }
+        })?;
+    sources.apply_weights(cfg.sampling.corrected)?;
+    Ok((sources, inputs))
 }
 
 /// The rotation `-misset random` draws from its seed.
@@ -778,7 +814,12 @@ impl Plan {
             polar_axis: lift(detector.polar),
             sources: source_leaves
                 .iter()
-                .map(|s| LeafSource { incident: s.dir.map(|x| -x), lambda: s.lambda })
+                .zip(sources.kernel_weights())
+                .map(|(s, weight)| LeafSource {
+                    incident: s.dir.map(|x| -x),
+                    lambda: s.lambda,
+                    weight,
+                })
                 .collect(),
             cells: cells
                 .iter()
@@ -907,11 +948,18 @@ fn amorphous_background(a: &AmorphousConfig, plan: &Plan) -> Result<Background> 
         roi: d.roi,
         sensor,
     };
-    let sources = plan
-        .sources
-        .list
+    // weights as fractions of the fluence (nonBragg.c divides their sum by
+    // the number of sources instead, which only agrees when they average 1)
+    let list = &plan.sources.list;
+    let total: f64 = list.iter().map(|s| s.weight).sum();
+    let norm = if total > 0.0 { list.len() as f64 / total } else { 1.0 };
+    let sources = list
         .iter()
-        .map(|s| AmorphousSource { position: s.position, weight: s.weight, lambda: s.lambda_m })
+        .map(|s| AmorphousSource {
+            position: s.position,
+            weight: s.weight * norm,
+            lambda: s.lambda_m,
+        })
         .collect();
     let sample = AmorphousSample {
         kahn: plan.kahn_factor,

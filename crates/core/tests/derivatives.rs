@@ -497,3 +497,48 @@ fn tilted_detector_leaves() {
     let plan = Plan::new(&cfg, SEEDS).unwrap();
     assert!(check_param(&cfg, &plan, Param::Na).is_err());
 }
+
+/// The cubic model with a three-line weighted spectrum.
+fn spectrum_image() -> SimConfig {
+    let mut cfg = cubic_image();
+    cfg.beam.spectrum = Some(vec![[0.98, 0.2], [1.0, 1.0], [1.03, 0.5]]);
+    cfg
+}
+
+#[test]
+fn spectrum_images() {
+    let cfg = spectrum_image();
+    let plan = Plan::new(&cfg, SEEDS).unwrap();
+    assert!(plan.sources.weighted);
+    // the spectrum sets the wavelengths: -lambda and -dispersion do not move them
+    assert!(check_param(&cfg, &plan, Param::Lambda).is_err());
+    assert!(check_param(&cfg, &plan, Param::Dispersion).is_err());
+    let params = image_params(&cfg, &[]);
+    assert!(params.contains(&Param::LambdaOffset) && params.contains(&Param::LambdaScale));
+    let w = check_images("spectrum", &cfg, &[], 1.0, 1e-5);
+    eprintln!("spectrum images: worst {w:e}");
+}
+
+#[test]
+fn spectrum_leaves_and_f32_derivatives() {
+    let mut cfg = spectrum_image();
+    cfg.beam.lambda_offset_a = 0.01;
+    cfg.beam.lambda_scale = 1.02;
+    let w = check(&cfg, 1e-6);
+    eprintln!("spectrum leaves: worst {w:e}");
+    let w = check_f32("spectrum", &spectrum_image(), 1e-3);
+    eprintln!("spectrum f32: worst {w:e}");
+}
+
+#[test]
+fn tilted_spectrum_images() {
+    // sensor layers, oversampling and divergence: the parameter-carrying
+    // renderer, its sources weighted
+    let mut cfg = tilted_image();
+    (cfg.beam.dispersion_pct, cfg.beam.dispsteps) = (0.0, -1);
+    cfg.beam.spectrum = Some(vec![[0.99, 0.4], [1.01, 1.0]]);
+    let only = [Param::LambdaOffset, Param::LambdaScale, Param::Distance, Param::CellA];
+    let skip: Vec<Param> = Param::ALL.into_iter().filter(|p| !only.contains(p)).collect();
+    let w = check_images("tilted spectrum", &cfg, &skip, 0.1, 1e-5);
+    eprintln!("tilted spectrum images: worst {w:e}");
+}

@@ -21,8 +21,13 @@ typedef long long i64;
 //   [0, 4n)   per source: -dir (incident), lambda      (C order, used by the exact path)
 //   [4n, 5n)  1/lambda, sorted ascending within each run of equal directions
 //   [5n, 6n)  at the first source of each such run: its length
+//   [6n, 7n)  per source: the factor on its photons (weight / mean weight; read
+//             only when p.weighted), C order
+//   [7n, 8n)  the same factors in the order of the sorted 1/lambda
 #define NB_SRC_INV(n) (4 * (n))
 #define NB_SRC_RUN(n) (5 * (n))
+#define NB_SRC_WEIGHT(n) (6 * (n))
+#define NB_SRC_WEIGHT_SORTED(n) (7 * (n))
 
 // Launch bounds (blocks of 128 threads): the minimum number of resident blocks
 // per SM caps the registers (65536 / (128 * N)); the host may override them
@@ -388,6 +393,8 @@ __device__ NB_FAST_INLINE void nb_fast_subpixel(const Params& p, const float* __
     const int ncells = p.ncells;
     const float* __restrict__ inv = sources + NB_SRC_INV(ns);
     const float* __restrict__ run = sources + NB_SRC_RUN(ns);
+    const float* __restrict__ wsorted = sources + NB_SRC_WEIGHT_SORTED(ns);
+    const bool weighted = p.weighted != 0;
     const float dmin = p.fast_dmin;
     const float kahn = p.fast_kahn;
     const float na = p.fast_n[0], nb = p.fast_n[1], nc = p.fast_n[2];
@@ -416,6 +423,7 @@ __device__ NB_FAST_INLINE void nb_fast_subpixel(const Params& p, const float* __
             for (int i = 0; i < 3; i++) dm[i] = diffracted[i] - inc[i];
         }
         const float* __restrict__ il_run = inv + g;
+        const float* __restrict__ w_run = wsorted + g;
         for (int c = 0; npass > 0 && c < ncells; c++) {
             const float* __restrict__ cell = cells + 9 * c;
             const float ha = cell[0] * dm[0] + cell[1] * dm[1] + cell[2] * dm[2];
@@ -448,6 +456,7 @@ __device__ NB_FAST_INLINE void nb_fast_subpixel(const Params& p, const float* __
                     f_latt = lattice(p, h, k, l, h0, k0, l0);
                     latt_sq = f_latt * f_latt;
                 }
+                if (weighted) latt_sq *= w_run[s];
                 if constexpr (GRID) {
                     if (f_latt != 0.0f) {
                         const float f_cell =
@@ -614,7 +623,11 @@ __device__ __forceinline__ void nb_pixel(const Params& p, const T* __restrict__ 
                         } else {
                             f_cell = structure_factor(p, grid, h, k, l, h0, k0, l0, interpolate, oor, oor_info);
                         }
-                        i_acc += f_cell * f_cell * f_latt * f_latt;
+                        if (p.weighted) {
+                            i_acc += f_cell * f_cell * f_latt * f_latt * sources[NB_SRC_WEIGHT(p.nsources) + src];
+                        } else {
+                            i_acc += f_cell * f_cell * f_latt * f_latt;
+                        }
                         if (os_thick) i_acc *= capture_fraction;
                         if (os_polar) i_acc *= polar;
                         if (os_omega) i_acc *= omega_pixel;

@@ -178,7 +178,8 @@ c_struct! {
         l_min: i32,
         l_max: i32,
         write_omega: i32,
-        pad_: i32,
+        /// each source's photons times its weight factor (sources [6n, 8n))
+        weighted: i32,
         /// f32 grouped-source path (nb_fast_subpixel): per axis a, b, c, P(y)'s
         /// ascending coefficients
         lat_coef: [f32; 3 * LAT_TERMS],
@@ -294,11 +295,14 @@ pub(crate) fn lattice_poly(n: f64) -> Option<(Vec<f64>, bool)> {
 /// The sources as the kernel reads them (see the layout note in kernel.cu):
 /// per source the incident direction and wavelength, in the plan's order;
 /// then 1/lambda sorted within each run of sources that share a direction;
-/// then each run's length at its first source.
+/// then each run's length at its first source; then each source's weight
+/// factor in the plan's order, and in the order of the sorted 1/lambda.
 pub(crate) fn source_values(plan: &Plan) -> Vec<f64> {
     let list = &plan.sources.list;
     let n = list.len();
-    let mut out = vec![0.0; 6 * n];
+    let weights = plan.sources.kernel_weights();
+    let mut out = vec![0.0; 8 * n];
+    out[6 * n..7 * n].copy_from_slice(&weights);
     for (i, s) in list.iter().enumerate() {
         out[4 * i..4 * i + 4].copy_from_slice(&[-s.dir[0], -s.dir[1], -s.dir[2], s.lambda_m]);
     }
@@ -309,9 +313,13 @@ pub(crate) fn source_values(plan: &Plan) -> Vec<f64> {
         while end < n && list[end].dir.iter().zip(&dir).all(|(a, b)| a.to_bits() == b.to_bits()) {
             end += 1;
         }
-        let mut inv: Vec<f64> = list[g..end].iter().map(|s| 1.0 / s.lambda_m).collect();
-        inv.sort_by(f64::total_cmp);
-        out[4 * n + g..4 * n + end].copy_from_slice(&inv);
+        let mut inv: Vec<(f64, f64)> =
+            (g..end).map(|i| (1.0 / list[i].lambda_m, weights[i])).collect();
+        inv.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (k, (il, w)) in inv.into_iter().enumerate() {
+            out[4 * n + g + k] = il;
+            out[7 * n + g + k] = w;
+        }
         out[5 * n + g] = (end - g) as f64;
         g = end;
     }
@@ -371,6 +379,7 @@ pub(crate) fn base_params(plan: &Plan) -> Params {
         hkls_pos: (plan.hkls > 0) as i32,
         interpolate: (plan.interpolation == Interpolation::Tricubic) as i32,
         has_mask: plan.mask.is_some() as i32,
+        weighted: plan.sources.weighted as i32,
         ..Default::default()
     };
     if let Some(g) = &plan.grid {
@@ -486,7 +495,9 @@ mod tests {
         let n = plan.sources.list.len();
         assert_eq!(n, 12);
         let v = source_values(&plan);
-        assert_eq!(v.len(), 6 * n);
+        assert_eq!(v.len(), 8 * n);
+        // unweighted: every factor 1
+        assert!(v[6 * n..].iter().all(|&w| w == 1.0));
         for (i, s) in plan.sources.list.iter().enumerate() {
             assert_eq!(v[4 * i..4 * i + 4], [-s.dir[0], -s.dir[1], -s.dir[2], s.lambda_m]);
         }

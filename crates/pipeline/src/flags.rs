@@ -680,6 +680,18 @@ pub static FLAGS: &[Flag] = &[
     Flag::file("-sourcefile", B, Kind::InFile,
         "text file of sources, one per line: X Y Z (m) weight wavelength (m); missing columns take the defaults",
         |inv, o| inv.source_path = Some(o.path(0))),
+    Flag::file("-spectrum", B, Kind::InFile,
+        "spectrum file (simtbx/diffBragg format): lines of wavelength (Å) and weight; the weights, normalised by their sum, are fractions of the fluence. Replaces -lambda for the beam (-lambda still scales -mat); with -divergence, every direction takes every line",
+        |inv, o| inv.spectrum_path = Some(o.path(0))),
+    Flag::num("-lambda_offset", B, "Å", Check::Any,
+        "added to every source wavelength after -lambda_scale: lambda' = offset + scale * lambda (diffBragg's wavelength coefficients)",
+        |inv, o| inv.config.beam.lambda_offset_a = o.num(0))
+        .dflt("0"),
+    Flag::num("-lambda_scale", B, "", Check::Positive,
+        "multiplies every source wavelength (spectrum, dispersion, source file or -lambda)",
+        |inv, o| inv.config.beam.lambda_scale = o.num(0))
+        .vals("s")
+        .dflt("1"),
     Flag::num("-source_distance", B, "mm", Check::Positive,
         "distance from the sample to generated sources and to file sources without a position (nanoBragg.c ignores this flag)",
         |inv, o| inv.config.beam.source_distance_m = o.num(0) / 1000.0)

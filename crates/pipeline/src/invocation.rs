@@ -156,6 +156,8 @@ pub struct Invocation {
     /// The amorphous sample as its flags describe it (no table yet); `None`
     /// when no sample flag was given.
     pub amorphous: Option<nanobragg_core::config::AmorphousConfig>,
+    /// `-spectrum` (already read into `config.beam.spectrum`).
+    pub spectrum_path: Option<PathBuf>,
     /// `-batch`: file of misset angles, one shot per line.
     pub batch_path: Option<PathBuf>,
     /// `-img` file whose header was applied (the last `-img` given).
@@ -207,6 +209,7 @@ impl Default for Invocation {
             source_path: None,
             stol: None,
             amorphous: None,
+            spectrum_path: None,
             batch_path: None,
             img_path: None,
             img_size: None,

@@ -292,6 +292,8 @@ fn start_value(cfg: &SimConfig, plan: &Plan, p: Param) -> Result<f64> {
         Param::Water => cfg.sampling.water_um,
         Param::DefaultF => cfg.sf.default_f,
         Param::Fudge => cr.fudge,
+        Param::LambdaOffset => cfg.beam.lambda_offset_a,
+        Param::LambdaScale => cfg.beam.lambda_scale,
     })
 }
 

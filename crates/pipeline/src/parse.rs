@@ -386,6 +386,11 @@ fn read_inputs(inv: &mut Invocation) -> Result<(), CliError> {
             .map_err(input("-sourcefile"))?;
         inv.config.beam.sources = Some(rows);
     }
+    if let Some(path) = &inv.spectrum_path {
+        let lines = nanobragg_core::source::spectrum::read_spectrum_file(path)
+            .map_err(input("-spectrum"))?;
+        inv.config.beam.spectrum = Some(lines);
+    }
     match (&inv.stol, inv.amorphous.take()) {
         (Some((path, flag, to_stol)), sample) => {
             let rows = nanobragg_io::stol::read_stol(path)

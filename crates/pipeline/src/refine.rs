@@ -845,6 +845,8 @@ fn refined_command_line(
                     Param::Polar => "-polar",
                     Param::Water => "-water",
                     Param::DefaultF => "-default_F",
+                    Param::LambdaOffset => "-lambda_offset",
+                    Param::LambdaScale => "-lambda_scale",
                     _ => "-fudge",
                 };
                 put(flag, vec![fmt(v, i)]);

@@ -152,6 +152,7 @@ pub fn explain(e: nanobragg_core::Error, inv: &Invocation) -> anyhow::Error {
         E::Invalid { what: "hkl", .. } => sf_file(),
         E::Invalid { what: "-mask", .. } => flag_file("-mask", &inv.mask_path),
         E::Invalid { what: "-sourcefile", .. } => flag_file("-sourcefile", &inv.source_path),
+        E::Invalid { what: "-spectrum", .. } => flag_file("-spectrum", &inv.spectrum_path),
         E::Invalid { what: "-mat", .. } => flag_file("-mat", &inv.mat_path),
         _ => None,
     };

@@ -141,12 +141,31 @@ pub fn summary_lines(plan: &Plan, mask_name: Option<&str>, out: &mut Vec<String>
     };
     let n = plan.n_cells;
     out.push(format!("  {shape} xtal: {}x{}x{} cells", cf(n[0], 0), cf(n[1], 0), cf(n[2], 0)));
-    out.push(format!(
-        "  wave={} meters +/- {}% in {} steps",
-        g(plan.lambda0_m),
-        g(s.dispersion * 100.0),
-        s.dispsteps
-    ));
+    if s.spectrum {
+        let (lo, hi) =
+            s.lambdas.iter().fold((f64::MAX, f64::MIN), |(a, b), &l| (a.min(l), b.max(l)));
+        let (sum_w, sum_wl) = s
+            .list
+            .iter()
+            .fold((0.0, 0.0), |(w, wl), src| (w + src.weight, wl + src.weight * src.lambda_m));
+        out.push(format!(
+            "  spectrum: {} wavelengths from {} to {} meters, weighted mean {} meters",
+            s.dispsteps,
+            g(lo),
+            g(hi),
+            g(sum_wl / sum_w)
+        ));
+    } else {
+        out.push(format!(
+            "  wave={} meters +/- {}% in {} steps",
+            g(plan.lambda0_m),
+            g(s.dispersion * 100.0),
+            s.dispsteps
+        ));
+    }
+    if s.from_file && s.weighted {
+        out.push("  source weights applied (-corrected)".into());
+    }
     if plan.nopolar {
         out.push("  polarization effect disabled".into());
     } else {

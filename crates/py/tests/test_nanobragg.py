@@ -176,6 +176,22 @@ def test_the_parameters_a_model_has():
     assert "mosaic" not in names  # no -mosaic spread to move
 
 
+def test_a_spectrum_is_the_weighted_sum_of_its_lines(tmp_path):
+    spec = tmp_path / "beam.lam"
+    spec.write_text("# wavelengths, weights\n6.2,0.25\n6.3,0.75\n")
+    base = MODEL.replace("-lambda 6.2 ", "")
+    model = nanobragg.from_args(base + f" -spectrum {spec}")
+    got = nanobragg.simulate(model, dtype="float64").astype(np.float64)
+    lines = [nanobragg.simulate(nanobragg.from_args(base + f" -lambda {l}")).astype(np.float64)
+             for l in (6.2, 6.3)]
+    want = 0.25 * lines[0] + 0.75 * lines[1]
+    assert np.allclose(got, want, rtol=1e-6, atol=0)
+    names = model.parameters
+    assert {"lambda_offset", "lambda_scale"} <= set(names) and "lambda" not in names
+    model["lambda_offset"] = 0.1
+    assert model["lambda_offset"] == 0.1
+
+
 def test_refine_is_the_command_lines(tmp_path):
     truth = nanobragg.from_args(MODEL.replace("-distance 100", "-distance 100.3"))
     observed = nanobragg.simulate(truth)

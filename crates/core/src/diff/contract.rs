@@ -878,7 +878,8 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
         interp: &mut u32,
         _out_of_range: &mut Option<(usize, Fallback)>,
     ) {
-        let d_q = self.cells(q, active, interp);
+        let weight = Lat::<B, L>::splat(self.rows.lat.sources[src].weight);
+        let d_q = self.cells(q, active, weight, interp);
         let c = self.rows.c;
         let [fpos, spos] = self.at;
         let s = &mut self.sums;
@@ -902,10 +903,17 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
 impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
     Contracted<'_, '_, '_, B, G, A, L>
 {
-    /// Every cell's photons for scattering `q` in the lanes of `active`,
+    /// Every cell's photons for scattering `q` in the lanes of `active`
+    /// (times the source's `weight` where the kernel weights the sources),
     /// their derivatives by the lattice dual's parts; returns d I / d q.
     #[inline(always)]
-    fn cells(&mut self, q: V3<Geo<B, G>>, active: B::Mask, interp: &mut u32) -> [B; 3] {
+    fn cells(
+        &mut self,
+        q: V3<Geo<B, G>>,
+        active: B::Mask,
+        weight: Lat<B, L>,
+        interp: &mut u32,
+    ) -> [B; 3] {
         let (lat, c) = (&self.rows.lat, self.rows.c);
         let plan = lat.plan();
         let zero = B::zero();
@@ -943,7 +951,10 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
                 }
                 f
             };
-            let t = f_cell * f_cell * f_latt * f_latt;
+            let mut t = f_cell * f_cell * f_latt * f_latt;
+            if lat.weighted {
+                t *= weight;
+            }
             s.i_acc = B::select(hit, s.i_acc + t.re, s.i_acc);
             let g: [B; 3] = std::array::from_fn(|i| B::select(hit, t.eps[i], zero));
             for j in 0..3 {
@@ -960,7 +971,9 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
             }
             if lat.grid.is_none() {
                 let fl = f_latt.re;
-                s.d_f += B::select(hit, B::c(2.0) * f_cell.re * fl * fl, zero);
+                let d_f = B::c(2.0) * f_cell.re * fl * fl;
+                let d_f = if lat.weighted { d_f * weight.re } else { d_f };
+                s.d_f += B::select(hit, d_f, zero);
             }
         }
         d_q

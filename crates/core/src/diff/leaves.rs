@@ -35,8 +35,15 @@ pub fn check_param(cfg: &SimConfig, plan: &Plan, p: Param) -> Result<()> {
         Param::Osc if !(cfg.crystal.osc_deg >= 0.0 && cfg.crystal.phistep_deg < 0.0) => {
             no("needs -osc given without -phistep (the step is osc / phisteps)")
         }
-        Param::Dispersion if plan.sources.dispsteps < 2 || cfg.beam.sources.is_some() => {
-            no("needs -dispersion > 0 (and no -sourcefile)")
+        Param::Lambda if cfg.beam.spectrum.is_some() => {
+            no("-spectrum sets the wavelengths: use lambda_offset or lambda_scale")
+        }
+        Param::Dispersion
+            if plan.sources.dispsteps < 2
+                || cfg.beam.sources.is_some()
+                || cfg.beam.spectrum.is_some() =>
+        {
+            no("needs -dispersion > 0 (and no -sourcefile or -spectrum)")
         }
         Param::Divergence
             if plan.sources.hdivsteps * plan.sources.vdivsteps < 2

@@ -80,6 +80,8 @@ impl Param {
             Param::Water => c.sampling.water_um += h,
             Param::DefaultF => c.sf.default_f += h,
             Param::Fudge => c.crystal.fudge += h,
+            Param::LambdaOffset => c.beam.lambda_offset_a += h,
+            Param::LambdaScale => c.beam.lambda_scale += h,
         }
         Ok(c)
     }

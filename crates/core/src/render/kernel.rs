@@ -107,6 +107,9 @@ pub struct KSource<R> {
     pub polarization: Polarization<R>,
     /// The unit incident, E and B directions (exact mode).
     pub basis: PolarBasis<R>,
+    /// Factor on this source's photons (weight over the mean weight; read
+    /// only where the kernel weights the sources).
+    pub weight: R,
 }
 
 /// One rotated cell (phi step × mosaic domain): real-space a, b, c (m).
@@ -175,6 +178,10 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     may_reach_sample: bool,
     mu: V::Scalar,
     pub(crate) sources: Vec<KSource<V::Scalar>>,
+    /// Each source's photons are multiplied by its `weight` (a spectrum, or
+    /// source-file weights under `-corrected`); otherwise the sum is
+    /// nanoBragg.c's, unweighted.
+    pub(crate) weighted: bool,
     pub(crate) cells: Vec<KCell<V::Scalar>>,
     a_star: V3<V::Scalar>,
     b_star: V3<V::Scalar>,
@@ -336,9 +343,11 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                             Polarization::new(l.kahn.val(), val(s.incident), val(l.polar_axis))
                         },
                         basis,
+                        weight: k(s.weight),
                     }
                 })
                 .collect(),
+            weighted: plan.sources.weighted,
             cells: l.cells.iter().map(|&[a, b, c]| KCell { a: v(a), b: v(b), c: v(c) }).collect(),
             a_star: v(l.recip[0]),
             b_star: v(l.recip[1]),
@@ -501,6 +510,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 scattering,
                 active,
                 factors,
+                src.weight,
                 i_acc,
                 interp,
                 &mut out_of_range,
@@ -513,7 +523,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     }
 
     /// `i_acc` with every cell's term added ([`Kernel::add_cell`]), cells in
-    /// order: the phi × mosaic loop of one sample and source.
+    /// order: the phi × mosaic loop of one sample and source, whose photons
+    /// are multiplied by `weight` where the kernel weights the sources.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn add_cells(
@@ -521,6 +532,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         scattering: V3<V>,
         active: V::Mask,
         factors: [V; 3],
+        weight: V::Scalar,
         mut i_acc: V,
         interp: &mut u32,
         out_of_range: &mut Option<(usize, Fallback)>,
@@ -532,6 +544,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 scattering,
                 active,
                 factors,
+                weight,
                 i_acc,
                 interp,
                 out_of_range,
@@ -542,7 +555,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     }
 
     /// `i_acc` with the lanes of `active` where `cell` scatters increased by
-    /// F_cell² F_latt² (times the `oversample_*` factors that compound).
+    /// F_cell² F_latt² (times the source's `weight` where the kernel weights
+    /// the sources, and the `oversample_*` factors that compound).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn add_cell(
@@ -551,6 +565,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         scattering: V3<V>,
         active: V::Mask,
         [capture_fraction, polar, omega_pixel]: [V; 3],
+        weight: V::Scalar,
         i_acc: V,
         interp: &mut u32,
         out_of_range: &mut Option<(usize, Fallback)>,
@@ -567,7 +582,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             // leaves I as the skip would (the mask only tells the probe)
             let f_cell = V::splat(self.default_f);
             probe.structure_factor(f_cell, active & f_latt.cmp_ne(zero));
-            return i_acc + f_cell * f_cell * f_latt * f_latt;
+            let term = f_cell * f_cell * f_latt * f_latt;
+            return i_acc + if self.weighted { term * V::splat(weight) } else { term };
         }
         let mut hit = active;
         if plan.water_size_m == 0.0 {
@@ -583,7 +599,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             self.structure_factor([h, k, l], hit, interp, out_of_range)
         };
         probe.structure_factor(f_cell, hit);
-        let mut i_new = i_acc + f_cell * f_cell * f_latt * f_latt;
+        let term = f_cell * f_cell * f_latt * f_latt;
+        let mut i_new = i_acc + if self.weighted { term * V::splat(weight) } else { term };
         if plan.oversample_thick {
             i_new *= capture_fraction;
         }

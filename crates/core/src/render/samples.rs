@@ -196,15 +196,16 @@ impl<V: Num, M: MathMode, P: Probe<V>> Samples<V, M> for Photons<'_, V, P> {
     fn source(
         &mut self,
         kernel: &Kernel<V, M>,
-        _src: (usize, &V3<V>),
+        (src, _): (usize, &V3<V>),
         q: V3<V>,
         active: V::Mask,
         factors: [V; 3],
         interp: &mut u32,
         out_of_range: &mut Option<(usize, Fallback)>,
     ) {
+        let w = kernel.sources[src].weight;
         self.i_acc =
-            kernel.add_cells(q, active, factors, self.i_acc, interp, out_of_range, self.probe);
+            kernel.add_cells(q, active, factors, w, self.i_acc, interp, out_of_range, self.probe);
     }
 }
 
@@ -224,7 +225,7 @@ impl<V: Num, M: MathMode> Samples<V, M> for FirstSweep<'_, '_, V, M> {
     fn source(
         &mut self,
         kernel: &Kernel<V, M>,
-        _src: (usize, &V3<V>),
+        (src, _): (usize, &V3<V>),
         q: V3<V>,
         active: V::Mask,
         factors: [V; 3],
@@ -233,7 +234,8 @@ impl<V: Num, M: MathMode> Samples<V, M> for FirstSweep<'_, '_, V, M> {
     ) {
         let cells = if self.swept { kernel } else { self.first };
         self.swept = true;
+        let (w, acc) = (kernel.sources[src].weight, self.i_acc);
         self.i_acc =
-            cells.add_cells(q, active, factors, self.i_acc, interp, out_of_range, &mut NoProbe);
+            cells.add_cells(q, active, factors, w, acc, interp, out_of_range, &mut NoProbe);
     }
 }

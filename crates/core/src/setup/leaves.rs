@@ -16,6 +16,10 @@ pub struct LeafSource<R> {
     pub incident: V3<R>,
     /// Wavelength (m).
     pub lambda: R,
+    /// Factor on the source's photons: its weight over the mean weight
+    /// (1 where the render does not weight the sources; see
+    /// [`crate::source::Sources::kernel_weights`]). Not a parameter.
+    pub weight: f64,
 }
 
 /// Everything the render kernel reads from a [`Plan`] that a [`crate::param::Param`] can
@@ -99,7 +103,11 @@ impl<R: Copy> Leaves<R> {
             sources: self
                 .sources
                 .iter()
-                .map(|s| LeafSource { incident: v(s.incident), lambda: f(s.lambda) })
+                .map(|s| LeafSource {
+                    incident: v(s.incident),
+                    lambda: f(s.lambda),
+                    weight: s.weight,
+                })
                 .collect(),
             cells: self.cells.iter().map(|c| c.map(v)).collect(),
             recip: self.recip.map(v),

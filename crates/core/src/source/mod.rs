@@ -1,6 +1,8 @@
-//! X-ray sources: beam divergence, spectral dispersion and user source files.
+//! X-ray sources: beam divergence, spectral dispersion or a spectrum file,
+//! and user source files.
 
 pub mod sourcefile;
+pub mod spectrum;
 
 use crate::config::BeamConfig;
 use crate::error::{Error, Result};
@@ -61,7 +63,9 @@ pub fn auto_steps_in<R: Real>(mut range: R, mut step: R, mut steps: i64) -> (R, 
 pub struct Source {
     /// Position as generated or read (m), before normalisation.
     pub position: [f64; 3],
-    /// Weight (nanoBragg.c ignores it when rendering).
+    /// Weight: the source's share of the fluence once divided by the sum of
+    /// the weights. nanoBragg.c ignores source-file weights when rendering,
+    /// and so does the render unless [`Sources::weighted`].
     pub weight: f64,
     /// Wavelength (m).
     pub lambda_m: f64,
@@ -107,6 +111,16 @@ pub struct Sources {
     pub div_points: Vec<(f64, f64)>,
     /// The generated wavelengths (m), in order.
     pub lambdas: Vec<f64>,
+    /// The wavelengths are the lines of a `-spectrum` file (`dispsteps` of
+    /// them, `dispersion` and `dispstep` 0).
+    pub spectrum: bool,
+    /// The sources are a `-sourcefile`'s.
+    pub from_file: bool,
+    /// The render multiplies each source's photons by its weight over the
+    /// mean weight ([`Sources::kernel_weights`]): a spectrum's, or a source
+    /// file's under `-corrected` (nanoBragg.c ignores those), with weights
+    /// that are not all equal.
+    pub weighted: bool,
 }
 
 impl Sources {
@@ -141,11 +155,22 @@ impl Sources {
             auto_steps_in(div(cfg.hdivrange_mrad), c(cfg.hdivstep_mrad) / c(1000.0), cfg.hdivsteps);
         let (vdivrange, vdivstep, vdivsteps) =
             auto_steps_in(div(cfg.vdivrange_mrad), c(cfg.vdivstep_mrad) / c(1000.0), cfg.vdivsteps);
-        let (dispersion, dispstep, dispsteps) = auto_steps_in(
-            deltas.apply(Param::Dispersion, c(cfg.dispersion_pct), 1.0) / c(100.0),
-            c(-1.0),
-            cfg.dispsteps,
-        );
+        let (dispersion, dispstep, dispsteps) = match &cfg.spectrum {
+            Some(lines) => (R::zero(), R::zero(), lines.len() as i64),
+            None => auto_steps_in(
+                deltas.apply(Param::Dispersion, c(cfg.dispersion_pct), 1.0) / c(100.0),
+                c(-1.0),
+                cfg.dispsteps,
+            ),
+        };
+        // λ' = offset + scale · λ on every wavelength (exactly λ by default)
+        let moved = cfg.lambda_offset_a != 0.0
+            || cfg.lambda_scale != 1.0
+            || deltas.has(Param::LambdaOffset)
+            || deltas.has(Param::LambdaScale);
+        let offset_m = deltas.apply(Param::LambdaOffset, c(cfg.lambda_offset_a), 1.0) / c(1.0e10);
+        let scale = deltas.apply(Param::LambdaScale, c(cfg.lambda_scale), 1.0);
+        let shift = |lambda: R| if moved { offset_m + scale * lambda } else { lambda };
         let sd = cfg.source_distance_m;
         let mut list = Vec::new();
         let mut div_points = Vec::new();
@@ -160,7 +185,7 @@ impl Sources {
                 ];
                 let weight = if r[3].is_nan() { 1.0 } else { r[3] };
                 let lambda_m = if r[4].is_nan() { lambda0_m } else { c(r[4]) };
-                list.push((lift(pos), weight, lambda_m));
+                list.push((lift(pos), weight, shift(lambda_m)));
             }
         }
         if list.is_empty() {
@@ -187,16 +212,29 @@ impl Sources {
                     }
                 }
             }
-            for d in 0..dispsteps {
-                lambdas.push(lambda0_m * (R::one() + dispstep * c(d as f64) - dispersion / c(2.0)));
+            let mut weights = Vec::new();
+            match &cfg.spectrum {
+                Some(lines) => {
+                    for &[lambda_a, weight] in lines {
+                        lambdas.push(shift(c(lambda_a) / c(1.0e10)));
+                        weights.push(weight);
+                    }
+                }
+                None => {
+                    let n = (divsteps * dispsteps) as f64;
+                    for d in 0..dispsteps {
+                        let l =
+                            lambda0_m * (R::one() + dispstep * c(d as f64) - dispersion / c(2.0));
+                        lambdas.push(shift(l));
+                        weights.push(1.0 / n);
+                    }
+                }
             }
-            let n = (divsteps * dispsteps) as f64;
-            let weight = 1.0 / n;
             for &(hdiv, vdiv) in &div_points {
                 let v0: V3<R> = lift([-sd * beam[0], -sd * beam[1], -sd * beam[2]]);
                 let v1 = rotate_axis(v0, lift(polar), vdiv);
                 let pos = rotate_axis(v1, lift(vert), hdiv);
-                for &lambda_m in &lambdas {
+                for (&lambda_m, &weight) in lambdas.iter().zip(&weights) {
                     list.push((pos, weight, lambda_m));
                 }
             }
@@ -240,8 +278,50 @@ impl Sources {
             divsteps,
             div_points: div_points.iter().map(|(h, v)| (h.val(), v.val())).collect(),
             lambdas: lambdas.iter().map(|l| l.val()).collect(),
+            spectrum: cfg.spectrum.is_some() && !div_points.is_empty(),
+            from_file: div_points.is_empty(),
+            weighted: false,
         };
         Ok((sources, inputs))
+    }
+
+    /// Decide whether the render applies the weights: always for a
+    /// spectrum, for a source file only with `corrected` (nanoBragg.c reads
+    /// the column and ignores it), and not where every weight is the same
+    /// (the unweighted sum is then the same image, bit for bit the
+    /// unweighted render's). Applied weights must be finite and
+    /// non-negative with a positive sum.
+    pub fn apply_weights(&mut self, corrected: bool) -> Result<()> {
+        let given = self.spectrum || (corrected && self.from_file);
+        if !given {
+            return Ok(());
+        }
+        let what = if self.spectrum { "-spectrum" } else { "-sourcefile" };
+        if let Some(w) = self.list.iter().map(|s| s.weight).find(|w| !(w.is_finite() && *w >= 0.0))
+        {
+            return Err(Error::Invalid {
+                what,
+                msg: format!("source weight {w} is not a finite non-negative number"),
+            });
+        }
+        if self.list.iter().all(|s| s.weight == 0.0) {
+            return Err(Error::Invalid { what, msg: "every source weight is 0".into() });
+        }
+        let w0 = self.list[0].weight;
+        self.weighted = self.list.iter().any(|s| s.weight != w0);
+        Ok(())
+    }
+
+    /// Each source's factor on its photons: its weight over the mean
+    /// weight (n wᵢ / Σw, so that dividing the sum by the number of samples
+    /// gives Σ wᵢ Iᵢ / Σ w), or all 1 where the render does not weight.
+    pub fn kernel_weights(&self) -> Vec<f64> {
+        if !self.weighted {
+            return vec![1.0; self.list.len()];
+        }
+        let sum: f64 = self.list.iter().map(|s| s.weight).sum();
+        let n = self.list.len() as f64;
+        self.list.iter().map(|s| n * s.weight / sum).collect()
     }
 }
 
