@@ -125,7 +125,8 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
     let mut fallback = None;
     if let Some((p, point)) = render_rows(plan, kernel, planes, &mut omega, &mut rows, 0, None) {
         fallback = point;
-        if kernel.interpolates() {
+        if kernel.interpolates() && !plan.corrected {
+            // (-corrected: each point falls back alone, nothing to redo)
             // pixels up to p start interpolating (and give the same values
             // as before), later ones start in nearest mode
             let r = p / fp;
