@@ -193,7 +193,8 @@ fn corrected_pixels_are_the_brute_force_sum() {
     let e = rel_max(&exact, &want);
     assert!(e < 1e-12, "exact kernel vs brute force: {e:e}");
     let fast = Kernel::<f64, Fast>::new(&p);
-    let fast: Vec<f64> = (0..fp * sp).map(|i| fast.pixel(i % fp, i / fp, &mut false).value).collect();
+    let fast: Vec<f64> =
+        (0..fp * sp).map(|i| fast.pixel(i % fp, i / fp, &mut false).value).collect();
     assert!(rel_max(&fast, &want) < 1e-12);
     let opts = RenderOptions { threads: 2 };
     for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
@@ -334,9 +335,8 @@ fn sensor_layers_add_up_to_the_thickness() {
         // the sum over the layers at a fixed direction
         let cos = 0.6f64;
         let depth = d.mu_per_m * d.thickstep_m / cos;
-        let layers: f64 = (0..n)
-            .map(|t| (-(t as f64) * depth).exp() - (-(t as f64 + 1.0) * depth).exp())
-            .sum();
+        let layers: f64 =
+            (0..n).map(|t| (-(t as f64) * depth).exp() - (-(t as f64 + 1.0) * depth).exp()).sum();
         let closed = 1.0 - (-d.mu_per_m * 300e-6 / cos).exp();
         assert!((layers - closed).abs() < 1e-15, "{n} layers: {layers} for {closed}");
         // the pixel: each layer at its own depth and direction

@@ -376,8 +376,9 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             scale_per_step: to(l.scale / steps),
             default_f: to(l.default_f),
             corrected: plan.corrected,
-            bg_per_sample: to(l.i_bg
-                / L::c((plan.oversample * plan.oversample * l.sources.len().max(1)) as f64)),
+            bg_per_sample: to(
+                l.i_bg / L::c((plan.oversample * plan.oversample * l.sources.len().max(1)) as f64)
+            ),
             grid: plan.grid.as_ref(),
             hkls: plan.hkls,
             mode: PhantomData,

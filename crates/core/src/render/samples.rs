@@ -101,11 +101,8 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
         // only without -nopolar: else they are 1)
         let corrected = self.corrected;
         let oversample_omega = V::Mask::splat(plan.oversample_omega || corrected);
-        let oversample_thick = V::Mask::splat(if corrected {
-            !self.thick_zero
-        } else {
-            plan.oversample_thick
-        });
+        let oversample_thick =
+            V::Mask::splat(if corrected { !self.thick_zero } else { plan.oversample_thick });
         let oversample_polar =
             V::Mask::splat(if corrected { !plan.nopolar } else { plan.oversample_polar });
         for thick_tic in 0..self.thicksteps {
