@@ -184,7 +184,8 @@ fn rel_max(a: &[f64], b: &[f64]) -> f64 {
 fn corrected_pixels_are_the_brute_force_sum() {
     let cfg = busy();
     let p = plan(&cfg);
-    assert_eq!((p.sources.list.len(), p.cells_m.len(), p.detector.thicksteps), (4, 4, 3));
+    assert!(p.sources.list.len() >= 2, "{} sources", p.sources.list.len());
+    assert_eq!((p.cells_m.len(), p.detector.thicksteps), (4, 3));
     let (fp, sp) = (p.detector.fpixels, p.detector.spixels);
     let want: Vec<f64> = (0..fp * sp).map(|i| reference_pixel(&p, i % fp, i / fp)).collect();
     assert!(want.iter().all(|&v| v > 0.0));
@@ -375,7 +376,7 @@ fn triclinic_cell_is_the_requested_one() {
             let cos = |i: usize, j: usize| dot(v[i], v[j]) / norm(v[i]) / norm(v[j]);
             (v, [cos(1, 2), cos(0, 2), cos(0, 1)], c)
         };
-        let want_cos = [3, 4, 5].map(|i| (cell[i] as f64).to_radians().cos());
+        let want_cos = [3, 4, 5].map(|i| cell[i].to_radians().cos());
         let (ca, cb, cg) = (want_cos[0], want_cos[1], want_cos[2]);
         let volume = cell[0]
             * cell[1]
@@ -428,6 +429,7 @@ fn interpolation_is_chosen_after_the_crystal_size() {
     cfg.sf.source = SfSource::Hkl(grid_entries(2));
     cfg.crystal.size_mm = [0.002; 3];
     cfg.beam.beamsize_mm = 0.1;
+    cfg.sampling.oversample = 1;
     let p = plan(&cfg);
     assert!(p.n_cells.iter().all(|&n| n >= 200.0), "{:?}", p.n_cells);
     assert_eq!((p.interpolation, p.interpolation_auto), (Interpolation::Tricubic, Some(true)));
@@ -544,13 +546,15 @@ fn spot_radius_is_the_rotated_cells() {
     cfg.crystal.phisteps = 3;
     cfg.crystal.mosaic_deg = 5.0;
     cfg.crystal.mosaic_domains = 3;
-    (cfg.beam.hdivsteps, cfg.beam.dispsteps) = (1, 1);
+    (cfg.beam.hdivrange_mrad, cfg.beam.dispersion_pct) = (-1.0, 0.0);
+    (cfg.beam.hdivsteps, cfg.beam.dispsteps) = (-1, -1);
     (cfg.detector.thicksteps, cfg.sampling.oversample) = (1, 1);
     cfg.sampling.water_um = 0.0;
     cfg.beam.nopolar = true;
     cfg.detector.point_pixel = true;
     cfg.detector.thick_um = 0.0;
     let p = plan(&cfg);
+    assert_eq!((p.sources.list.len(), p.cells_m.len()), (1, 9));
     let k = Kernel::<f64, Exact>::new(&p);
     let (fp, sp) = (p.detector.fpixels, p.detector.spixels);
     let src = &p.sources.list[0];
