@@ -586,3 +586,90 @@ fn spot_radius_is_the_rotated_cells() {
     }
     assert!(top > 0.0 && worst <= 1e-9 * top, "{worst:e} of {top:e}");
 }
+
+/// Max |Δ|/max, correlation and sum ratio of the `-corrected` image
+/// against the default one.
+fn change(cfg: &SimConfig) -> (f64, f64, f64) {
+    let opts = RenderOptions { threads: 2 };
+    let a = render_f64(&plan(cfg), opts, Precision::Fast64).0;
+    let mut c = cfg.clone();
+    c.sampling.corrected = true;
+    let b = render_f64(&plan(&c), opts, Precision::Fast64).0;
+    let top = a.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let d = a.iter().zip(&b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs())) / top;
+    let n = a.len() as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
+    for (x, y) in a.iter().zip(&b) {
+        sab += (x - ma) * (y - mb);
+        saa += (x - ma) * (x - ma);
+        sbb += (y - mb) * (y - mb);
+    }
+    (d, sab / (saa * sbb).sqrt(), mb / ma)
+}
+
+/// A golden case's inputs (tests/golden/cases.toml) as a configuration.
+fn golden(cell: [f64; 6], n: f64, distance: f64, pixels: i64) -> SimConfig {
+    let mut c = SimConfig::default();
+    c.crystal.cell = Some(cell);
+    (c.crystal.na, c.crystal.nb, c.crystal.nc) = (n, n, n);
+    c.beam.lambda_a = 1.0;
+    c.detector.distance_mm = distance;
+    (c.detector.fpixels, c.detector.spixels) = (pixels, pixels);
+    c.detector.pixel_mm = 0.1;
+    c.sf.default_f = 100.0;
+    c
+}
+
+/// The numbers of docs/compat.md's "corrected" column: `cargo test -p
+/// nanobragg-core --test corrected -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints the changes docs/compat.md quotes"]
+fn golden_case_changes() {
+    use nanobragg_core::config::Misset;
+    let cubic = [100.0, 100.0, 100.0, 90.0, 90.0, 90.0];
+    let tric = [70.0, 80.0, 90.0, 75.0, 85.0, 95.0];
+    let mut cases = vec![("tric-512", golden(tric, 5.0, 100.0, 512))];
+    let mut c = golden(cubic, 5.0, 50.0, 256);
+    c.sampling.oversample = 4;
+    cases.push(("os-4", c));
+    let mut c = golden(cubic, 5.0, 40.0, 128);
+    c.sampling.oversample = 3;
+    c.sampling.oversample_omega = true;
+    cases.push(("os-omega", c));
+    let mut c = golden(cubic, 5.0, 50.0, 128);
+    c.sampling.oversample = 2;
+    (c.sampling.oversample_polar, c.sampling.oversample_thick) = (true, true);
+    c.beam.kahn_factor = 0.8;
+    c.detector.attenuation_um = Some(Some(250.0));
+    (c.detector.thick_um, c.detector.thicksteps, c.detector.roty_deg) = (300.0, 3, 15.0);
+    cases.push(("os-polar-thick", c));
+    let mut c = golden(cubic, 5.0, 60.0, 256);
+    c.sampling.oversample = 1;
+    c.detector.attenuation_um = Some(Some(320.0));
+    (c.detector.thick_um, c.detector.thicksteps, c.detector.rotx_deg) = (450.0, 5, 20.0);
+    cases.push(("abs-thicksteps", c));
+    let mut c = golden([28.0, 31.0, 35.0, 80.0, 95.0, 105.0], 2.0, 60.0, 192);
+    let hkl = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/golden/inputs/p1_tric.hkl");
+    c.sf.source = SfSource::Hkl(nanobragg_core::sf::hkl::read_hkl(&hkl).expect("golden input"));
+    c.sf.default_f = 0.0;
+    c.crystal.misset = Misset::Angles([10.0, -5.0, 20.0]);
+    cases.push(("hkl-interp-auto", c));
+    let mut c = golden(tric, 5.0, 100.0, 512);
+    c.beam.lambda_a = 1.05;
+    (c.crystal.mosaic_deg, c.crystal.mosaic_domains, c.crystal.mosaic_seed) = (0.5, 5, 2468);
+    (c.crystal.phi0_deg, c.crystal.osc_deg, c.crystal.phisteps) = (-7.25, 90.5, 9);
+    (c.detector.rotx_deg, c.detector.roty_deg, c.detector.rotz_deg) = (5.0, 3.0, 2.0);
+    c.detector.twotheta_deg = 10.0;
+    c.detector.attenuation_um = Some(Some(500.0));
+    (c.detector.thick_um, c.detector.thicksteps) = (450.0, 5);
+    c.beam.kahn_factor = 0.95;
+    c.sampling.oversample = 1;
+    cases.push(("comprehensive", c));
+    for (id, cfg) in &cases {
+        let (d, r, sum) = change(cfg);
+        println!("{id}: max|d|/max {d:.2e}, correlation {r:.6}, sum ratio {sum:.4}");
+        assert!(d > 0.0);
+    }
+}
