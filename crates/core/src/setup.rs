@@ -731,7 +731,8 @@ impl Plan {
         let lambda0 = deltas.apply(Param::Lambda, c(cfg.beam.lambda_a), 1.0) / c(1.0e10);
         let lambda0_m = lambda0.val();
         let beam = Exposure::resolve(cfg, &mut warnings);
-        let (detector, place) = Detector::resolve_in(&cfg.detector, deltas)?;
+        let corrected = cfg.sampling.corrected;
+        let (detector, place) = Detector::resolve_in(&cfg.detector, deltas, corrected)?;
         let phi = PhiMosaic::resolve(cfg, &mut warnings)?;
         warnings.extend(detector.warnings.iter().cloned());
         let new_grid = match sf {
@@ -741,19 +742,25 @@ impl Plan {
         };
         check_run_memory(cfg, &detector, &phi, new_grid)?;
 
-        // interpolation auto-selection uses the -N values, before crystal size is applied
-        let (interp_choice, interpolation_auto) = match cfg.sf.interpolate {
-            Some(b) => (b, None),
-            None => {
-                let b = cfg.crystal.na <= 2.0 || cfg.crystal.nb <= 2.0 || cfg.crystal.nc <= 2.0;
-                (b, Some(b))
-            }
-        };
         let random_umat = random_misset_umat(cfg, seeds);
-        let (cell, vectors) = Cell::resolve_in(&cfg.crystal, lambda0, random_umat, deltas)?;
+        let (cell, vectors) =
+            Cell::resolve_in(&cfg.crystal, lambda0, random_umat, deltas, corrected)?;
         warnings.extend(cell.warnings.iter().cloned());
         let size =
             CrystalSize::resolve(cfg, beam.sample, &cell, lambda0_m, &detector, &mut warnings)?;
+        // interpolation auto-selection: nanoBragg.c looks at the -N values,
+        // before -xtalsize sets the cell counts; -corrected at the counts used
+        let n_cells = match corrected {
+            false => [cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc],
+            true => size.n_cells,
+        };
+        let (interp_choice, interpolation_auto) = match cfg.sf.interpolate {
+            Some(b) => (b, None),
+            None => {
+                let b = n_cells.iter().any(|&n| n <= 2.0);
+                (b, Some(b))
+            }
+        };
         let (grid, hkls) = match sf {
             StructureFactors::Build => structure_factors(cfg)?,
             StructureFactors::Count(n) => (None, n),

@@ -464,6 +464,17 @@ fn tilted_detector_images() {
     eprintln!("tilted images: worst {w:e}");
 }
 
+/// `-corrected` (factors per sample, T/N layers, exact cell) through the
+/// same kernel: the derivative images against finite differences.
+#[test]
+fn corrected_tilted_detector_images() {
+    let mut cfg = tilted_image();
+    cfg.sampling.corrected = true;
+    cfg.crystal.cell = Some([100.0, 95.0, 105.0, 88.0, 93.0, 91.0]);
+    let w = check_images("corrected", &cfg, &[], 0.1, 1e-5);
+    eprintln!("corrected images: worst {w:e}");
+}
+
 #[test]
 fn tilted_detector_second_derivatives() {
     use Param::*;

@@ -197,6 +197,14 @@ pub(crate) fn check_plan(plan: &Plan) -> Result<(), CudaError> {
             d.fpixels, d.spixels
         )));
     }
+    if plan.corrected {
+        // the GPU kernel applies nanoBragg.c's per-pixel factors
+        return Err(CudaError::Invalid(
+            "-corrected is not implemented on the GPU (its kernel reproduces nanoBragg.c's \
+             physics only): use -device cpu"
+                .into(),
+        ));
+    }
     if plan.sources.list.is_empty() || plan.cells_m.is_empty() {
         return Err(CudaError::Invalid("no sources or no crystal orientations".into()));
     }
@@ -275,6 +283,13 @@ mod tests {
         let mut bad = p.clone();
         bad.mask = Some(vec![1; 3]);
         assert!(matches!(check_plan(&bad), Err(CudaError::Invalid(_))));
+        // the GPU kernel has nanoBragg.c's physics only
+        let mut corrected = p.clone();
+        corrected.corrected = true;
+        match check_plan(&corrected) {
+            Err(CudaError::Invalid(msg)) => assert!(msg.contains("-corrected"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

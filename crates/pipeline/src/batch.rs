@@ -223,6 +223,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
             _ => smv_len + 2 * pixels,
         })
         .collect();
+    inv.check_device()?;
     outputs.check(angles.len(), &sizes)?;
     let gpu = inv.uses_gpu();
     let out = std::io::stdout();

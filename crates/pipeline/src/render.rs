@@ -3,7 +3,7 @@
 //! read or written. The command line's run writes its outputs from the same
 //! calls; tests, benches and bindings stop here.
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
 use nanobragg_core::render::{Backend, Cpu, RenderInfo, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
@@ -61,13 +61,29 @@ impl Invocation {
     }
 
     /// Whether this invocation renders on a GPU: `-device cuda`, or
-    /// `-device auto` with a usable one.
+    /// `-device auto` with a usable one (not under `-corrected`, which the
+    /// GPU kernel does not implement).
     pub fn uses_gpu(&self) -> bool {
         match self.device {
             Device::Cpu => false,
             Device::Cuda => true,
-            Device::Auto => nanobragg_cuda::device_info().is_ok(),
+            Device::Auto => {
+                !self.config.sampling.corrected && nanobragg_cuda::device_info().is_ok()
+            }
         }
+    }
+
+    /// Refuses `-device cuda -corrected`: the GPU kernel reproduces
+    /// nanoBragg.c's physics only (docs/gpu.md).
+    pub fn check_device(&self) -> Result<()> {
+        if self.device == Device::Cuda && self.config.sampling.corrected {
+            bail!(
+                "-device cuda: -corrected is not implemented on the GPU (its kernel reproduces \
+                 nanoBragg.c's physics only); use -device cpu, or -device auto, which renders \
+                 -corrected on the CPU"
+            );
+        }
+        Ok(())
     }
 
     /// Renders the image of this invocation into memory (the single image:
@@ -81,6 +97,7 @@ impl Invocation {
 
 /// Renders `plan` with the invocation's precision, threads and device.
 pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInfo)> {
+    inv.check_device()?;
     if inv.uses_gpu() {
         let r = nanobragg_cuda::render(plan, inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;

@@ -9,7 +9,7 @@
 //! the structure factors that nanoBragg.c writes before rendering, is the
 //! one output written early).
 
-use crate::invocation::{Device, Invocation, Outputs};
+use crate::invocation::{Invocation, Outputs};
 use crate::render::{clock_seed, explain};
 use crate::report;
 use anyhow::{anyhow, bail, Result};
@@ -176,11 +176,7 @@ fn with_progress<T: Send>(
 /// Whether this run renders on a GPU: `-device cuda`, or `-device auto` with
 /// a usable one.
 fn uses_gpu(inv: &Invocation) -> bool {
-    match inv.device {
-        Device::Cpu => false,
-        Device::Cuda => true,
-        Device::Auto => nanobragg_cuda::device_info().is_ok(),
-    }
+    inv.uses_gpu()
 }
 
 /// Renders the float image on the chosen device, with a progress spinner when
@@ -364,6 +360,7 @@ pub fn run(inv: Invocation) -> Result<()> {
             );
         }
     }
+    inv.check_device()?;
     // refuse unwritable outputs before writing anything, the Fdump file included
     let mut files = OutputFiles::open(&inv.outputs)?;
     let gradient_files = crate::gradient::open(&inv, &plan)?;

@@ -3,7 +3,8 @@
 //!
 //! The C program builds a triclinic cell from `-cell` through its reciprocal
 //! cell and back, so the cell actually used differs slightly from the one
-//! requested for non-90° angles; this is reproduced (docs/compat.md).
+//! requested for non-90° angles; this is reproduced (docs/compat.md), and
+//! `-corrected` builds the requested cell exactly.
 
 use crate::config::{CrystalConfig, Misset};
 use crate::error::{Error, Result, Warning};
@@ -86,7 +87,15 @@ impl<R: DiffReal> GivenCell<R> {
     /// The cell of `-cell a b c alpha beta gamma` (Å, degrees), with the cell
     /// parameters of `deltas`; missing lengths and angles defaulted, an
     /// impossible volume or reciprocal length replaced (with a warning).
-    fn resolve(cell: [f64; 6], deltas: &Deltas<R>, warnings: &mut Vec<Warning>) -> GivenCell<R> {
+    /// `exact`: the reciprocal cell of exactly this cell (nanoBragg.c's c*
+    /// along z is `c* V / (a b c sin γ*)`, which is `V* / (a* b* sin γ*)`
+    /// only where the angles are 90°).
+    fn resolve(
+        cell: [f64; 6],
+        deltas: &Deltas<R>,
+        exact: bool,
+        warnings: &mut Vec<Warning>,
+    ) -> GivenCell<R> {
         let k = R::c;
         let given = |p: Param, i: usize| deltas.apply(p, k(cell[i]), 1.0);
         let a_len = given(Param::CellA, 0);
@@ -154,7 +163,11 @@ impl<R: DiffReal> GivenCell<R> {
             [
                 cs0 * cos_beta_star,
                 cs0 * (cos_alpha_star - cos_beta_star * cos_gamma_star) / sin_gamma_star,
-                cs0 * v_cell / (a_len * b_len * c_len * sin_gamma_star),
+                if exact {
+                    v_star / (as0 * bs0 * sin_gamma_star)
+                } else {
+                    cs0 * v_cell / (a_len * b_len * c_len * sin_gamma_star)
+                },
             ],
         ];
         GivenCell { lengths: [a_len, b_len, c_len], volume: v_cell, stars }
@@ -223,22 +236,24 @@ impl Cell {
         lambda_m: f64,
         random_umat: Option<[f64; 9]>,
     ) -> Result<Cell> {
-        Ok(Self::resolve_in::<f64>(cfg, lambda_m, random_umat, &Deltas::zero())?.0)
+        Ok(Self::resolve_in::<f64>(cfg, lambda_m, random_umat, &Deltas::zero(), false)?.0)
     }
 
     /// [`Cell::resolve`] in any number type, with the cell and misset
     /// parameters of `deltas` added where they enter (`lambda_m` may carry
-    /// the wavelength's). With all-zero deltas the f64 instance is
-    /// [`Cell::resolve`].
+    /// the wavelength's). With all-zero deltas and not `exact` the f64
+    /// instance is [`Cell::resolve`]. `exact` (`-corrected`): a `-cell` is
+    /// built with exactly its lengths, angles and volume.
     pub fn resolve_in<R: DiffReal>(
         cfg: &CrystalConfig,
         lambda_m: R,
         random_umat: Option<[f64; 9]>,
         deltas: &Deltas<R>,
+        exact: bool,
     ) -> Result<(Cell, CellVectors<R>)> {
         let k = R::c;
         let mut warnings = Vec::new();
-        let given = cfg.cell.map(|cell| GivenCell::resolve(cell, deltas, &mut warnings));
+        let given = cfg.cell.map(|cell| GivenCell::resolve(cell, deltas, exact, &mut warnings));
         let mut stars = given.as_ref().map_or([[R::zero(); 3]; 3], |g| g.stars);
         if let Some(mat) = cfg.mat {
             let s = k(1e-10) / lambda_m;

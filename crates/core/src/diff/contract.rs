@@ -41,7 +41,7 @@
 //! only.
 //!
 //! Plans outside that shape (curved detector, sensor layers, `-oversample_*`
-//! flags, gauss/tophat spots, moving beam or polarization axes) use the
+//! flags, `-corrected`, gauss/tophat spots, moving beam or polarization axes) use the
 //! parameter-carrying renderer ([`super::lanes`]).
 
 // Index loops over small fixed arrays: no iterator closures, which would not
@@ -332,6 +332,7 @@ fn param_jacobians(
 fn plan_applies(plan: &Plan) -> bool {
     let d = &plan.detector;
     !d.curved
+        && !plan.corrected
         && !plan.oversample_omega
         && !plan.oversample_polar
         && !plan.oversample_thick

@@ -97,7 +97,7 @@ impl RowKernel<f64> for ScatterRows<'_, '_> {
         if let Some(blocks) = RowBlocks::new(plan, s, 1, kernel.interpolates(), limit) {
             let mut hook = Scatter { i_acc: 0.0, terms: Vec::new() };
             for mut b in blocks {
-                hook.i_acc = kernel.i_bg;
+                hook.i_acc = kernel.i_start();
                 hook.terms.clear();
                 let mut oor = None;
                 let end = kernel.samples(b.f0, s, &mut b.interp, &mut oor, &mut hook);
@@ -146,6 +146,11 @@ impl Samples<f64, Fast> for Scatter {
             return;
         }
         let plan = kernel.plan();
+        // -corrected: the sample's factors multiply its photons once
+        let weight = if kernel.corrected { capture_fraction * polar * omega } else { 1.0 };
+        if kernel.corrected {
+            self.i_acc += kernel.bg_per_sample * weight;
+        }
         for cell in &kernel.cells {
             let [h, k, l] = kernel.miller(cell, q);
             let f_latt = kernel.lattice(h, k, l);
@@ -154,7 +159,7 @@ impl Samples<f64, Fast> for Scatter {
             }
             let tricubic_before = *interp & 1 != 0;
             let f_cell = kernel.structure_factor([h, k, l], true, interp, out_of_range);
-            let slope = 2.0 * f_cell * f_latt * f_latt;
+            let slope = 2.0 * f_cell * f_latt * f_latt * weight;
             if tricubic_before && *interp & 1 != 0 {
                 self.tricubic_terms(kernel, [h, k, l], slope);
             } else {
@@ -164,7 +169,10 @@ impl Samples<f64, Fast> for Scatter {
                     self.terms.push((i, slope));
                 }
             }
-            self.i_acc += f_cell * f_cell * f_latt * f_latt;
+            self.i_acc += f_cell * f_cell * weight * f_latt * f_latt;
+            if kernel.corrected {
+                continue;
+            }
             for (on, factor) in [
                 (plan.oversample_thick, capture_fraction),
                 (plan.oversample_polar, polar),
@@ -272,6 +280,23 @@ mod tests {
         cfg.sampling.oversample = 2;
         cfg.sampling.oversample_omega = true;
         cfg.sampling.oversample_polar = true;
+        let plan = Plan::new(&cfg, SetupSeeds { misset_idum: -1 }).unwrap();
+        let out =
+            crate::render::render_precision(&plan, RenderOptions::default(), Precision::Fast64);
+        assert!(out.interpolation_fallback.is_some(), "the grid is small enough to leave");
+        check(&cfg);
+    }
+
+    /// `-corrected`: every sample's factors weight its grid values, a
+    /// fallback is per point, and the water background is per sample.
+    #[test]
+    fn tricubic_corrected() {
+        let mut cfg = config(true);
+        cfg.sampling.oversample = 2;
+        cfg.sampling.corrected = true;
+        cfg.sampling.water_um = 3.0;
+        cfg.detector.thick_um = 100.0;
+        cfg.detector.thicksteps = 2;
         let plan = Plan::new(&cfg, SetupSeeds { misset_idum: -1 }).unwrap();
         let out =
             crate::render::render_precision(&plan, RenderOptions::default(), Precision::Fast64);

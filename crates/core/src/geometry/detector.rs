@@ -340,8 +340,10 @@ struct Layers {
 }
 
 impl Layers {
-    /// `-thick`, `-thicksteps` and `-attenuation` as nanoBragg.c resolves them.
-    fn resolve(cfg: &DetectorConfig, warnings: &mut Vec<Warning>) -> Layers {
+    /// `-thick`, `-thicksteps` and `-attenuation` as nanoBragg.c resolves them
+    /// (`corrected`: N layers given with a thickness T are T/N thick, not
+    /// T/(N − 1), so that they add up to T).
+    fn resolve(cfg: &DetectorConfig, corrected: bool, warnings: &mut Vec<Warning>) -> Layers {
         let mut thick = crate::units::um_to_m(cfg.thick_um);
         let mut mu = match cfg.attenuation_um {
             None => -1.0,
@@ -381,10 +383,14 @@ impl Layers {
                 thicksteps = 2;
             }
         } else if thickstep <= 0.0 {
-            if thicksteps <= 1 {
-                thicksteps = 2;
+            if corrected {
+                thickstep = thick / thicksteps as f64;
+            } else {
+                if thicksteps <= 1 {
+                    thicksteps = 2;
+                }
+                thickstep = thick / (thicksteps - 1) as f64;
             }
-            thickstep = thick / (thicksteps - 1) as f64;
         }
         if thick > 0.0 && mu < 0.0 {
             mu = 1.0 / thick;
@@ -468,23 +474,26 @@ fn check_mask(cfg: &DetectorConfig, g: &PixelGrid) -> Result<()> {
 impl Detector {
     /// Resolve the detector the way nanoBragg.c does, in its order of steps.
     pub fn resolve(cfg: &DetectorConfig) -> Result<Detector> {
-        Ok(Self::resolve_in::<f64>(cfg, &Deltas::zero())?.0)
+        Ok(Self::resolve_in::<f64>(cfg, &Deltas::zero(), false)?.0)
     }
 
     /// [`Detector::resolve`] in any number type, with the detector
     /// parameters of `deltas` added where they enter; the [`Placement`] holds
     /// the moved vectors in `R`. With all-zero deltas the f64 instance is
     /// [`Detector::resolve`].
+    /// `corrected` (`-corrected`) makes the sensor layers add up to the
+    /// thickness (see [`Layers::resolve`]).
     pub fn resolve_in<R: DiffReal>(
         cfg: &DetectorConfig,
         deltas: &Deltas<R>,
+        corrected: bool,
     ) -> Result<(Detector, Placement<R>)> {
         let mut warnings = Vec::new();
         let g = PixelGrid::resolve(cfg)?;
         let centre = BeamCentre::resolve(cfg, &g, deltas);
         let roi = g.roi(cfg);
         let axes = UnitAxes::resolve(cfg, &mut warnings)?;
-        let layers = Layers::resolve(cfg, &mut warnings);
+        let layers = Layers::resolve(cfg, corrected, &mut warnings);
         let (placement, twotheta) = place(cfg, &axes, &centre, deltas);
         let Placement { fdet, sdet, odet, pix0, distance, close_distance } = placement;
         let fclose = -dot(pix0, fdet).val();

@@ -215,6 +215,14 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     /// scale / steps (fast).
     scale_per_step: V::Scalar,
     pub(crate) default_f: V::Scalar,
+    /// `-corrected`: the solid angle, capture fraction and polarization are
+    /// taken at every sample and multiply that sample's photons once; an
+    /// out-of-range tricubic point falls back alone ([`Plan::corrected`]).
+    pub(crate) corrected: bool,
+    /// The water background's share of one sample (`-corrected`): `i_bg`
+    /// over the sub-pixels and sources, so that its sum weights `i_bg` with
+    /// the mean of the samples' factors.
+    pub(crate) bg_per_sample: V::Scalar,
     pub(crate) grid: Option<&'p HklGrid>,
     hkls: usize,
     mode: PhantomData<(V, M)>,
@@ -301,7 +309,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         let plain_sum = plan.grid.is_none()
             && plan.water_size_m == 0.0
             && plan.dmin_m <= 0.0
-            && !(plan.oversample_thick || plan.oversample_polar || plan.oversample_omega)
+            && (plan.corrected
+                || !(plan.oversample_thick || plan.oversample_polar || plan.oversample_omega))
             && (k(plan.default_f) * k(plan.default_f)).val().is_finite()
             && plan.i_bg.is_finite()
             && plan.i_bg.to_bits() != (-0.0f64).to_bits();
@@ -375,6 +384,10 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             steps: to(steps),
             scale_per_step: to(l.scale / steps),
             default_f: to(l.default_f),
+            corrected: plan.corrected,
+            bg_per_sample: to(
+                l.i_bg / L::c((plan.oversample * plan.oversample * l.sources.len().max(1)) as f64)
+            ),
             grid: plan.grid.as_ref(),
             hkls: plan.hkls,
             mode: PhantomData,
@@ -388,8 +401,21 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
 
     /// Whether every pixel is one sample of one source: one sensor layer,
     /// oversample 1, one source (see [`Kernel::lanes_with`]).
+    /// (Not under `-corrected`, whose factors multiply every sample: the
+    /// general loop.)
     pub fn single_sample(&self) -> bool {
-        self.thicksteps == 1 && self.oversample == 1 && self.sources.len() == 1
+        self.thicksteps == 1 && self.oversample == 1 && self.sources.len() == 1 && !self.corrected
+    }
+
+    /// What a pixel's photon sum starts from: the water background, which
+    /// under `-corrected` is added per sample instead ([`Kernel::add_cells`]).
+    #[inline(always)]
+    pub(crate) fn i_start(&self) -> V {
+        if self.corrected {
+            V::zero()
+        } else {
+            V::splat(self.i_bg)
+        }
     }
 
     /// Pixels along the fast axis.
@@ -457,7 +483,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             return self.lanes_single(f0, spixel, interp, probe);
         }
         let mut out_of_range = None;
-        let mut photons = Photons { i_acc: V::splat(self.i_bg), probe };
+        let mut photons = Photons { i_acc: self.i_start(), probe };
         let end = self.samples(f0, spixel, interp, &mut out_of_range, &mut photons);
         let (i_acc, [capture_fraction, polar, omega_pixel]) = (photons.i_acc, end.factors);
         photons.probe.finish(i_acc, polar, omega_pixel, capture_fraction);
@@ -538,8 +564,35 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         out_of_range: &mut Option<(usize, Fallback)>,
         probe: &mut impl Probe<V>,
     ) -> V {
+        if self.corrected {
+            // this sample's factors multiply its photons once, the water
+            // background's share included
+            let [capture_fraction, polar, omega] = factors;
+            let mut sample_weight = capture_fraction * polar * omega;
+            if self.weighted {
+                // and the source's share of the fluence
+                sample_weight = sample_weight * V::splat(weight);
+            }
+            let bg = V::splat(self.bg_per_sample) * sample_weight;
+            i_acc = V::select(active, i_acc + bg, i_acc);
+            let factors = [sample_weight, V::one(), V::one()];
+            for cell in &self.cells {
+                i_acc = self.add_cell::<true>(
+                    cell,
+                    scattering,
+                    active,
+                    factors,
+                    weight,
+                    i_acc,
+                    interp,
+                    out_of_range,
+                    probe,
+                );
+            }
+            return i_acc;
+        }
         for cell in &self.cells {
-            i_acc = self.add_cell(
+            i_acc = self.add_cell::<false>(
                 cell,
                 scattering,
                 active,
@@ -556,10 +609,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
 
     /// `i_acc` with the lanes of `active` where `cell` scatters increased by
     /// F_cell² F_latt² (times the source's `weight` where the kernel weights
-    /// the sources, and the `oversample_*` factors that compound).
+    /// the sources, and the `oversample_*` factors that compound; with
+    /// `CORRECTED` times the sample's weight, `factors[0]`, instead, which
+    /// includes the source's).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn add_cell(
+    fn add_cell<const CORRECTED: bool>(
         &self,
         cell: &KCell<V::Scalar>,
         scattering: V3<V>,
@@ -582,6 +637,9 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             // leaves I as the skip would (the mask only tells the probe)
             let f_cell = V::splat(self.default_f);
             probe.structure_factor(f_cell, active & f_latt.cmp_ne(zero));
+            if CORRECTED {
+                return i_acc + f_cell * f_cell * capture_fraction * f_latt * f_latt;
+            }
             let term = f_cell * f_cell * f_latt * f_latt;
             return i_acc + if self.weighted { term * V::splat(weight) } else { term };
         }
@@ -599,6 +657,10 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             self.structure_factor([h, k, l], hit, interp, out_of_range)
         };
         probe.structure_factor(f_cell, hit);
+        if CORRECTED {
+            let i_new = i_acc + f_cell * f_cell * capture_fraction * f_latt * f_latt;
+            return V::select(hit, i_new, i_acc);
+        }
         let term = f_cell * f_cell * f_latt * f_latt;
         let mut i_new = i_acc + if self.weighted { term * V::splat(weight) } else { term };
         if plan.oversample_thick {
@@ -628,6 +690,10 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         } else {
             s(self.scale) * i_acc / s(self.steps)
         };
+        if self.corrected {
+            // every sample's factors are in i_acc
+            return value;
+        }
         if !plan.oversample_thick {
             value *= capture_fraction;
         }
@@ -735,6 +801,32 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             V::one() / airpath / airpath
         } else {
             s(self.pixel) * s(self.pixel) / airpath / airpath * s(self.close_distance) / airpath
+        }
+    }
+
+    /// Solid angle (`-corrected`) of a pixel's area seen at `pos`, distance
+    /// `airpath`: `pixel² cos ψ / airpath²` with ψ the angle between the ray
+    /// and the detector normal at that point (this sample's own layer depth;
+    /// a curved detector faces the sample, cos ψ = 1). Summed over a pixel's
+    /// sub-pixels and divided by their count, it is the midpoint rule for
+    /// the integral of `cos ψ / r²` over the pixel (docs/compat.md).
+    #[inline(always)]
+    pub(crate) fn solid_angle_at(&self, pos: V3<V>, airpath: V, inv_airpath: V) -> V {
+        let s = V::splat;
+        let d = &self.plan.detector;
+        if d.point_pixel || d.curved {
+            let area = if d.point_pixel { V::one() } else { s(self.pixel) * s(self.pixel) };
+            return if M::FAST {
+                area * (inv_airpath * inv_airpath)
+            } else {
+                area / airpath / airpath
+            };
+        }
+        let normal = dot(pos, splat3::<V>(self.odet));
+        if M::FAST {
+            s(self.pixel) * s(self.pixel) * normal * (inv_airpath * inv_airpath * inv_airpath)
+        } else {
+            s(self.pixel) * s(self.pixel) / airpath / airpath * normal / airpath
         }
     }
 
@@ -960,7 +1052,10 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         let hkl0 = hkl0.map(|x| x.lane(i).val() as i64);
                         *out_of_range = Some((i, ([hv, kv, lv], hkl0)));
                     }
-                    *interp &= !(1 << i);
+                    if !self.corrected {
+                        // nanoBragg.c switches interpolation off for good
+                        *interp &= !(1 << i);
+                    }
                 } else {
                     return tricubic_at(g, h, k, l);
                 }

@@ -138,7 +138,8 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
     let job = |limit| Rows { plan, kernel, limit, grain: 1, background };
     if let Some((p, point)) = render_rows(job(None), planes, &mut omega, &mut rows, 0) {
         fallback = point;
-        if kernel.interpolates() {
+        if kernel.interpolates() && !plan.corrected {
+            // (-corrected: each point falls back alone, nothing to redo)
             // pixels up to p start interpolating (and give the same values
             // as before), later ones start in nearest mode
             let r = p / fp;

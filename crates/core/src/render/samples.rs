@@ -96,9 +96,15 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
         let mut capture_fraction = zero;
         let os = self.oversample;
         let lane_offset = V::from_fn(|i| V::Scalar::c((i * os) as f64));
-        let oversample_omega = V::Mask::splat(plan.oversample_omega);
-        let oversample_thick = V::Mask::splat(plan.oversample_thick);
-        let oversample_polar = V::Mask::splat(plan.oversample_polar);
+        // -corrected takes every factor at every sample (the capture
+        // fraction only where the sensor has a thickness, the polarization
+        // only without -nopolar: else they are 1)
+        let corrected = self.corrected;
+        let oversample_omega = V::Mask::splat(plan.oversample_omega || corrected);
+        let oversample_thick =
+            V::Mask::splat(if corrected { !self.thick_zero } else { plan.oversample_thick });
+        let oversample_polar =
+            V::Mask::splat(if corrected { !plan.nopolar } else { plan.oversample_polar });
         for thick_tic in 0..self.thicksteps {
             let odet_pos = V::c(thick_tic as f64) * s(self.thickstep);
             capture_fraction = if self.thick_zero { one } else { zero };
@@ -109,7 +115,11 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
                     let (mut diffracted, airpath, inv_airpath) = self.direction(pos);
                     let recompute = omega_pixel.cmp_eq(zero) | oversample_omega;
                     if recompute.any() {
-                        let omega = self.solid_angle(airpath, inv_airpath);
+                        let omega = if corrected {
+                            self.solid_angle_at(pos, airpath, inv_airpath)
+                        } else {
+                            self.solid_angle(airpath, inv_airpath)
+                        };
                         omega_pixel = V::select(recompute, omega, omega_pixel);
                         hook.omega_taken(recompute, airpath, inv_airpath);
                     }

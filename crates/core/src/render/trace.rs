@@ -180,9 +180,10 @@ fn trace_with(
 /// in which tricubic interpolation leaves the structure factor grid, or `None`
 /// if it never does (or the plan does not interpolate). As in nanoBragg.c,
 /// pixels up to and including this one start with interpolation on, later
-/// ones with nearest-neighbour lookup. Evaluates pixels in parallel.
+/// ones with nearest-neighbour lookup. Evaluates pixels in parallel. Always
+/// `None` under `-corrected`, where each point falls back alone.
 pub fn interpolation_cutoff(plan: &Plan) -> Option<usize> {
-    if plan.interpolation != Interpolation::Tricubic {
+    if plan.interpolation != Interpolation::Tricubic || plan.corrected {
         return None;
     }
     let fp = plan.detector.fpixels;
