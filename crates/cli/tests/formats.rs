@@ -108,14 +108,14 @@ fn cbf_holds_the_noise_image_unclipped() {
     }
     assert!(clipped > 0, "the model has no pixel above 65535");
     // the header's values: those of the SMV header, in metres
-    assert_eq!(header_value(&text, "# Pixel_size "), "0.0003 m x 0.0003 m\r");
-    assert_eq!(header_value(&text, "# Wavelength "), "1.5 A\r");
-    assert_eq!(header_value(&text, "# Detector_distance "), "0.06 m\r");
-    assert_eq!(header_value(&text, "# Exposure_time "), "0.25 s\r");
-    assert_eq!(header_value(&text, "# Count_cutoff "), "2147483647 counts\r");
+    assert_eq!(header_value(&text, "# Pixel_size "), "0.0003 m x 0.0003 m");
+    assert_eq!(header_value(&text, "# Wavelength "), "1.5 A");
+    assert_eq!(header_value(&text, "# Detector_distance "), "0.06 m");
+    assert_eq!(header_value(&text, "# Exposure_time "), "0.25 s");
+    assert_eq!(header_value(&text, "# Count_cutoff "), "2147483647 counts");
     // the beam centre in pixels from the corner, as the SMV's in mm (%g) / pixel size
     let smv_mm = |k: &str| noise.field(k).unwrap().parse::<f64>().unwrap();
-    let xy = header_value(&text, "# Beam_xy (").trim_end_matches(") pixels\r");
+    let xy = header_value(&text, "# Beam_xy (").trim_end_matches(") pixels");
     let (x, y) = xy.split_once(", ").unwrap();
     let (x, y): (f64, f64) = (x.parse().unwrap(), y.parse().unwrap());
     assert!((x - smv_mm("ADXV_CENTER_X") / 0.3).abs() < 1e-4, "{xy}");
