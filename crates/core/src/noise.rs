@@ -35,10 +35,30 @@ pub fn noise_image(
     adc_offset: f64,
     rng: &mut NoiseRng,
 ) -> NoiseImage {
+    noise_image_wide(float_image, fpixels, spixels, roi, adc_offset, rng, false).0
+}
+
+/// [`noise_image`], and with `wide` the same draws as 32-bit pixels: offset
+/// by `adc_offset` without the 65535 clip, truncated toward zero and clipped
+/// to the `i32` range (the int32 images of NXmx and CBF output). The second
+/// value is empty without `wide`.
+///
+/// # Panics
+/// If `float_image` has fewer than `fpixels * spixels` values.
+pub fn noise_image_wide(
+    float_image: &[f32],
+    fpixels: usize,
+    spixels: usize,
+    roi: [i64; 4],
+    adc_offset: f64,
+    rng: &mut NoiseRng,
+    wide: bool,
+) -> (NoiseImage, Vec<i32>) {
     let n = fpixels * spixels;
     assert!(float_image.len() >= n, "float image has {} pixels, need {n}", float_image.len());
     let [xmin, xmax, ymin, ymax] = roi;
     let mut pixels = vec![0u16; n];
+    let mut pixels32 = if wide { vec![0i32; n] } else { Vec::new() };
     let mut photons = 0.0f64;
     let mut overloads = 0u64;
     for slow in 0..spixels {
@@ -55,6 +75,10 @@ pub fn noise_image(
             let mut test = rng.poidev(float_image[idx]) as f64;
             photons += test;
             test += adc_offset;
+            if wide {
+                // `as` truncates toward zero and saturates at the i32 range
+                pixels32[idx] = test as i32;
+            }
             if test > 65535.0 {
                 test = 65535.0;
                 overloads += 1;
@@ -62,7 +86,7 @@ pub fn noise_image(
             pixels[idx] = test as i32 as u16;
         }
     }
-    NoiseImage { pixels, photons, overloads }
+    (NoiseImage { pixels, photons, overloads }, pixels32)
 }
 
 #[cfg(test)]
@@ -112,5 +136,27 @@ mod tests {
         assert_eq!(out.pixels, want);
         assert_eq!(out.photons, 4138518.75);
         assert_eq!(out.overloads, 4);
+    }
+
+    #[test]
+    fn wide_pixels_are_the_same_draws_unclipped() {
+        let img = test_image();
+        let narrow = noise_image(&img, 7, 5, [0, 7, 0, 5], 40.0, &mut NoiseRng::new(-1234));
+        let (same, wide) =
+            noise_image_wide(&img, 7, 5, [0, 7, 0, 5], 40.0, &mut NoiseRng::new(-1234), true);
+        assert_eq!(same, narrow);
+        for (&w, &n) in wide.iter().zip(&narrow.pixels) {
+            if n < 65535 {
+                assert_eq!(w, i32::from(n));
+            } else {
+                assert!(w >= 65535, "{w}");
+            }
+        }
+        // the 2e6-photon pixels keep their count (Poisson sd ~1400)
+        assert!((wide[5] as f64 - 2.0e6 - 40.0).abs() < 10_000.0, "{}", wide[5]);
+        // a negative offset gives negative values, not 16-bit wraps
+        let (_, wide) =
+            noise_image_wide(&img, 7, 5, [1, 4, 2, 3], -3.7, &mut NoiseRng::new(-777), true);
+        assert_eq!(wide[18], -3);
     }
 }

@@ -6,6 +6,8 @@
 //! * [`float`]: raw little-endian `f32` images.
 //! * [`le`]: little-endian byte views of pixel slices (no copy on little-endian hosts).
 //! * [`stol`]: nonBragg's `.stol` tables (F against sin(θ)/λ).
+//! * [`mx`]: int32 panels with their geometry and the experiment's values, what
+//!   [`cbf`] (miniCBF) and `nxmx` (NXmx in HDF5, with the `hdf5` feature) write.
 //! * [`pgm`]: binary PGM (`P5`) preview images and the integer image conversion.
 //! * [`atomic`]: every output goes to a temporary file beside its target, renamed over
 //!   the target when complete: a failed or interrupted run leaves the old file as it was.
@@ -15,10 +17,14 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+pub mod cbf;
 pub mod cfmt;
 pub mod float;
 mod interrupt;
 pub mod le;
+pub mod mx;
+#[cfg(feature = "hdf5")]
+pub mod nxmx;
 pub mod pgm;
 pub mod smv;
 pub mod stol;

@@ -142,6 +142,39 @@ pub fn int_image(
     map_roi(float_image, fpixels, spixels, roi, |src, dst| int_run(src, dst, scale, adc))
 }
 
+/// [`int_image`] in 32 bits (the int32 images of NXmx and CBF output): the
+/// same scale, offset and rounding, clipped to `[0, 2³¹ − 1]` instead of
+/// `[0, 65535]`, so that it equals [`int_image`] wherever that is not
+/// clipped at 65535. Above 2²⁴ (where `f32` holds no fraction) the rounding
+/// is done in `f64`.
+///
+/// Panics if `float_image.len() != fpixels * spixels`.
+pub fn int_image_i32(
+    float_image: &[f32],
+    fpixels: usize,
+    spixels: usize,
+    roi: Roi,
+    scale: f64,
+    adc: f64,
+) -> Vec<i32> {
+    map_roi(float_image, fpixels, spixels, roi, |src, dst| {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            *d = int32_pixel(v, scale, adc);
+        }
+    })
+}
+
+/// One [`int_image_i32`] pixel.
+fn int32_pixel(v: f32, scale: f64, adc: f64) -> i32 {
+    // `max` turns NaN into 0; `as` saturates at i32::MAX
+    let test = (v as f64 * scale + adc).max(0.0) + 0.5;
+    if test < 16_777_216.0 {
+        test as f32 as i32
+    } else {
+        test as i32
+    }
+}
+
 /// [`int_image`]'s pixels of the whole rows from slow index `first_row`, into
 /// `out` (a multiple of `fpixels` long): one block of [`crate::smv::write_smv_rows`].
 pub fn int_rows(
@@ -259,5 +292,21 @@ mod tests {
             pgm_header(256, 128, 2.5093142),
             "P5\n256 128\n# pixels scaled by 2.50931\n255\n"
         );
+    }
+
+    #[test]
+    fn int32_conversion_is_the_int_image_unclipped() {
+        let img = [0.0, 1.0, 2.49, 1000.0, 65494.9, 1e5, 1e9, f32::NAN, -50.0, 3e9];
+        let narrow = int_image(&img, 5, 2, [0, 4, 0, 1], 1.0, 40.0);
+        let wide = int_image_i32(&img, 5, 2, [0, 4, 0, 1], 1.0, 40.0);
+        for (&n, &w) in narrow.iter().zip(&wide) {
+            if n < 65535 {
+                assert_eq!(w, i32::from(n));
+            }
+        }
+        assert_eq!(wide, [40, 41, 42, 1040, 65535, 100040, 1000000040, 0, 0, i32::MAX]);
+        // outside the ROI: 0
+        assert_eq!(int_image_i32(&img, 5, 2, [1, 4, 0, 1], 1.0, 40.0)[0], 0);
+        assert_eq!(int_image_i32(&img, 5, 2, [0, 4, 0, 0], 1.0, 40.0)[5], 0);
     }
 }

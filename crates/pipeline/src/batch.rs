@@ -70,7 +70,8 @@ enum ShotOutput {
 }
 
 /// The outputs of a batch, in the order each shot writes them: the float
-/// image, then those of `-intfile`, `-pgmfile` and `-noisefile` where given.
+/// image, then those of `-intfile`, `-pgmfile`, `-noisefile`, `-nxmxfile`
+/// and `-cbffile` where given.
 struct BatchOutputs {
     list: Vec<(&'static str, ShotOutput)>,
 }
@@ -80,16 +81,22 @@ impl BatchOutputs {
     /// them opened (unwritable ones refused).
     fn new(inv: &Invocation) -> Result<BatchOutputs> {
         let o = &inv.outputs;
+        let none = PathBuf::new();
         let wanted = [
             ("-floatfile", &o.floatfile, true),
             ("-intfile", &o.intfile, o.intfile_given),
             ("-pgmfile", &o.pgmfile, o.pgmfile_given && o.write_pgm),
             ("-noisefile", &o.noisefile, o.noisefile_given && o.calculate_noise),
+            ("-nxmxfile", o.nxmxfile.as_ref().unwrap_or(&none), o.nxmxfile.is_some()),
+            ("-cbffile", o.cbffile.as_ref().unwrap_or(&none), o.cbffile.is_some()),
         ];
         let mut list = Vec::new();
         for (flag, path, given) in wanted {
             if !given {
                 continue;
+            }
+            if flag == "-nxmxfile" {
+                crate::run::nxmx_supported()?;
             }
             let out = if nanobragg_io::atomic::writes_in_place(path) {
                 ShotOutput::InPlace(crate::run::open_output(flag, path)?)
@@ -220,6 +227,11 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
             "-floatfile" => 4 * pixels,
             // (the header's scale takes at most a few dozen bytes)
             "-pgmfile" => pixels + 128,
+            // int32 pixels: uncompressed in NXmx; at most 5 bytes each
+            // with CBF's byte_offset below 32767 counts (15 in the worst case,
+            // which a simulated image does not reach), and the headers
+            "-nxmxfile" => 4 * pixels + 65536,
+            "-cbffile" => 5 * pixels + 8192,
             _ => smv_len + 2 * pixels,
         })
         .collect();
@@ -228,7 +240,11 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
     let gpu = inv.uses_gpu();
     let out = std::io::stdout();
     let mut out = out.lock();
-    if outputs.list.iter().any(|(flag, _)| *flag == "-noisefile") {
+    let draws_noise = |flag: &str| {
+        flag == "-noisefile"
+            || (inv.outputs.calculate_noise && (flag == "-nxmxfile" || flag == "-cbffile"))
+    };
+    if outputs.list.iter().any(|(flag, _)| draws_noise(flag)) {
         writeln!(out, "noise seed: {noise_seed} for shot 1, one more for each shot after it")?;
     }
     let start = Instant::now();
@@ -261,9 +277,19 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         float
             .write(|w| le::write_le(w, image))
             .map_err(|e| crate::run::write_error("-floatfile", e))?;
-        let files =
-            ImageFiles { int: take("-intfile"), pgm: take("-pgmfile"), noise: take("-noisefile") };
-        if files.int.is_some() || files.pgm.is_some() || files.noise.is_some() {
+        let files = ImageFiles {
+            int: take("-intfile"),
+            pgm: take("-pgmfile"),
+            noise: take("-noisefile"),
+            nxmx: take("-nxmxfile"),
+            cbf: take("-cbffile"),
+        };
+        if files.int.is_some()
+            || files.pgm.is_some()
+            || files.noise.is_some()
+            || files.nxmx.is_some()
+            || files.cbf.is_some()
+        {
             let info =
                 RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
             let noise_idum = -noise_seed.wrapping_add(i as i64);

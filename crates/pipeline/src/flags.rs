@@ -895,6 +895,14 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| { inv.outputs.noisefile = o.path(0); inv.outputs.calculate_noise = true; inv.outputs.noisefile_given = true; })
         .aka(&["-noiseimage"])
         .dflt("noiseimage.img"),
+    Flag::file("-nxmxfile", O, Kind::OutFile,
+        "NXmx (HDF5) image in int32, geometry as NeXus transformations: the noise image without the 65535 clip, or with -nonoise the -intfile image (same -scale and -adc) without it (see docs/formats.md)",
+        |inv, o| inv.outputs.nxmxfile = Some(o.path(0)))
+        .dflt("none"),
+    Flag::file("-cbffile", O, Kind::OutFile,
+        "miniCBF image (Pilatus header, byte_offset) in int32: the same pixels as -nxmxfile",
+        |inv, o| inv.outputs.cbffile = Some(o.path(0)))
+        .dflt("none"),
     Flag::switch("-nonoise", O, "do not compute or write the noise image",
         |inv, _| inv.outputs.calculate_noise = false),
     Flag::file("-pgmfile", O, Kind::OutFile, "8-bit PGM preview image (turns the preview back on)",

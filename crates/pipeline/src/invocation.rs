@@ -24,6 +24,10 @@ pub struct Outputs {
     pub pgmfile_given: bool,
     /// `-noisefile` was given (under `-batch`, each shot then writes one).
     pub noisefile_given: bool,
+    /// `-nxmxfile`: NXmx (HDF5) image in int32 (none by default).
+    pub nxmxfile: Option<PathBuf>,
+    /// `-cbffile`: miniCBF image in int32 (none by default).
+    pub cbffile: Option<PathBuf>,
     /// Write the PGM file (default true; `-nopgm` clears, `-pgmfile`/`-pgmscale` set).
     pub write_pgm: bool,
     /// Write the noise image (default true; `-nonoise` clears, `-noisefile` sets).
@@ -103,6 +107,8 @@ impl Default for Outputs {
             intfile_given: false,
             pgmfile_given: false,
             noisefile_given: false,
+            nxmxfile: None,
+            cbffile: None,
             write_pgm: true,
             calculate_noise: true,
             int_scale: 0.0,

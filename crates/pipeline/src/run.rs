@@ -26,6 +26,7 @@ use nanobragg_core::stats::{
 };
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::g;
+use nanobragg_io::mx::{utc_iso8601, MxImage, Panel};
 use nanobragg_io::smv::SmvHeaderFields;
 use nanobragg_io::{le, pgm, smv, IoError};
 use std::io::{IsTerminal, Write};
@@ -40,6 +41,8 @@ struct OutputFiles {
     int: Pending,
     pgm: Option<Pending>,
     noise: Option<Pending>,
+    nxmx: Option<Pending>,
+    cbf: Option<Pending>,
 }
 
 impl OutputFiles {
@@ -53,6 +56,8 @@ impl OutputFiles {
                 .calculate_noise
                 .then(|| open_output("-noisefile", &o.noisefile))
                 .transpose()?,
+            nxmx: o.nxmxfile.as_deref().map(open_nxmx).transpose()?,
+            cbf: o.cbffile.as_deref().map(|p| open_output("-cbffile", p)).transpose()?,
         })
     }
 
@@ -64,6 +69,8 @@ impl OutputFiles {
             ("-intfile", Some(self.int)),
             ("-pgmfile", self.pgm),
             ("-noisefile", self.noise),
+            ("-nxmxfile", self.nxmx),
+            ("-cbffile", self.cbf),
         ];
         let mut files: Vec<_> =
             files.into_iter().filter_map(|(flag, f)| Some((flag, f?))).collect();
@@ -73,7 +80,13 @@ impl OutputFiles {
 
     /// The int, PGM and noise images' files, for [`write_images`].
     fn images(&mut self) -> ImageFiles<'_> {
-        ImageFiles { int: Some(&mut self.int), pgm: self.pgm.as_mut(), noise: self.noise.as_mut() }
+        ImageFiles {
+            int: Some(&mut self.int),
+            pgm: self.pgm.as_mut(),
+            noise: self.noise.as_mut(),
+            nxmx: self.nxmx.as_mut(),
+            cbf: self.cbf.as_mut(),
+        }
     }
 }
 
@@ -85,6 +98,27 @@ pub(crate) struct ImageFiles<'a> {
     pub pgm: Option<&'a mut Pending>,
     /// `-noisefile`.
     pub noise: Option<&'a mut Pending>,
+    /// `-nxmxfile`.
+    pub nxmx: Option<&'a mut Pending>,
+    /// `-cbffile`.
+    pub cbf: Option<&'a mut Pending>,
+}
+
+/// An error in a build without HDF5, where `-nxmxfile` cannot be written.
+pub(crate) fn nxmx_supported() -> Result<()> {
+    if !cfg!(feature = "hdf5") {
+        bail!(
+            "-nxmxfile: this nanobragg was built without HDF5 (cargo feature `hdf5`, on by default; needs libhdf5-dev)"
+        );
+    }
+    Ok(())
+}
+
+/// Starts writing the `-nxmxfile` output `path`; refused in a build without
+/// HDF5.
+fn open_nxmx(path: &Path) -> Result<Pending> {
+    nxmx_supported()?;
+    open_output("-nxmxfile", path)
 }
 
 /// Starts writing the output `path` of `flag` (its temporary, beside it).
@@ -615,15 +649,31 @@ pub(crate) fn write_images(
         writeln!(out, "writing {} as 1-byte integers", o.pgmfile.display())?;
         pgm::write_pgm(file, fp, sp, pgm_scale, &bytes).map_err(|e| write_error("-pgmfile", e))?;
     }
-    if let Some(file) = files.noise {
-        let mut pixels32 = None;
+    // the int32 image of -nxmxfile and -cbffile: the noise image's draws
+    // when there is noise, else the -intfile conversion, neither clipped at 65535
+    let wide = files.nxmx.is_some() || files.cbf.is_some();
+    let mut pixels32 = (wide && !o.calculate_noise)
+        .then(|| pgm::int_image_i32(image, fp, sp, roi, int_scale, o.adc_offset));
+    if files.noise.is_some() || (wide && o.calculate_noise) {
+        // -bits 32: the noise file's own 32-bit pixels
+        let mut noise32 = None;
         let pixels = match response(o, d.pixel_size_m)? {
             None => {
                 let mut rng = NoiseRng::new(noise_idum);
-                let noise =
-                    nanobragg_core::noise::noise_image(image, fp, sp, roi, o.adc_offset, &mut rng);
+                let (noise, wide_pixels) = nanobragg_core::noise::noise_image_wide(
+                    image,
+                    fp,
+                    sp,
+                    roi,
+                    o.adc_offset,
+                    &mut rng,
+                    wide,
+                );
                 let photons = nanobragg_io::cfmt::f(noise.photons, 0);
                 writeln!(out, "{photons} photons on noise image ({} overloads)", noise.overloads)?;
+                if wide {
+                    pixels32 = Some(wide_pixels);
+                }
                 noise.pixels
             }
             Some(response) => {
@@ -640,25 +690,120 @@ pub(crate) fn write_images(
                 }
                 let photons = nanobragg_io::cfmt::f(noisy.photons, 0);
                 writeln!(out, "{photons} photons on noise image ({} overloads)", noisy.overloads)?;
+                if wide {
+                    // 32-bit ADU clipped at 2^31 - 1; a negative count wrapped, as i32 it is back
+                    pixels32 = Some(noisy.pixels32.iter().map(|&p| p as i32).collect());
+                }
                 if response.bits == Bits::U32 {
-                    pixels32 = Some(noisy.pixels32);
+                    noise32 = Some(noisy.pixels32);
                 }
                 noisy.pixels16
             }
         };
-        let written = match &pixels32 {
-            Some(p32) => {
-                writeln!(out, "writing {} as 4-byte integers", o.noisefile.display())?;
-                smv::write_smv32(file, &smv_header(plan), p32)
-            }
-            None => {
-                writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
-                smv::write_smv(file, &smv_header(plan), &pixels)
-            }
-        };
-        written.map_err(|e| write_error("-noisefile", e))?;
+        if let Some(file) = files.noise {
+            let written = match &noise32 {
+                Some(p32) => {
+                    writeln!(out, "writing {} as 4-byte integers", o.noisefile.display())?;
+                    smv::write_smv32(file, &smv_header(plan), p32)
+                }
+                None => {
+                    writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
+                    smv::write_smv(file, &smv_header(plan), &pixels)
+                }
+            };
+            written.map_err(|e| write_error("-noisefile", e))?;
+        }
+    }
+    if let Some(pixels) = &pixels32 {
+        let img = mx_image(plan, o, pixels);
+        if let Some(file) = files.nxmx {
+            writeln!(out, "writing {} as NXmx (HDF5) with 4-byte integers", shown(&o.nxmxfile))?;
+            write_nxmx(file, &img)?;
+        }
+        if let Some(file) = files.cbf {
+            writeln!(out, "writing {} as miniCBF with 4-byte integers", shown(&o.cbffile))?;
+            nanobragg_io::cbf::write_cbf(file, &img).map_err(|e| write_error("-cbffile", e))?;
+        }
     }
     Ok(())
+}
+
+/// An optional output's name as the run's lines show it.
+fn shown(path: &Option<std::path::PathBuf>) -> std::path::Display<'_> {
+    path.as_deref().unwrap_or(Path::new("")).display()
+}
+
+/// Writes the `-nxmxfile` image (a build without HDF5 refused it up front).
+fn write_nxmx(file: &mut Pending, img: &MxImage) -> Result<()> {
+    #[cfg(feature = "hdf5")]
+    return nanobragg_io::nxmx::write_nxmx(file, img).map_err(|e| write_error("-nxmxfile", e));
+    #[cfg(not(feature = "hdf5"))]
+    {
+        let _ = (file, img);
+        bail!("-nxmxfile: this nanobragg was built without HDF5")
+    }
+}
+
+/// The saturation value of the int32 images: their clip.
+pub const SATURATION_I32: i32 = i32::MAX;
+
+/// The int32 image `pixels` of this run with its geometry and values, for
+/// the NXmx and CBF writers.
+pub(crate) fn mx_image<'a>(plan: &Plan, o: &Outputs, pixels: &'a [i32]) -> MxImage<'a> {
+    use nanobragg_core::units::RTD;
+    let d = &plan.detector;
+    // the spectrum as rendered: every source counts once
+    let mut spectrum_a: Vec<(f64, f64)> = Vec::new();
+    for s in &plan.sources.list {
+        let lambda_a = s.lambda_m * 1e10;
+        match spectrum_a.iter_mut().find(|(l, _)| *l == lambda_a) {
+            Some((_, w)) => *w += 1.0,
+            None => spectrum_a.push((lambda_a, 1.0)),
+        }
+    }
+    if spectrum_a.is_empty() {
+        spectrum_a.push((plan.lambda0_m * 1e10, 1.0));
+    }
+    // pixels cannot be negative without a negative offset or read-out noise:
+    // then -1 marks an invalid pixel, as on Pilatus detectors; else no value does
+    let underload_value =
+        if !o.calculate_noise || (o.adc_offset >= 0.0 && o.response.readout_noise <= 0.0) {
+            -1
+        } else {
+            i32::MIN
+        };
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.as_secs());
+    let end = start + plan.exposure_s.max(0.0).round() as u64;
+    MxImage {
+        panels: vec![Panel {
+            origin_m: d.pix0,
+            fast: d.fdet,
+            slow: d.sdet,
+            pixel_size_m: d.pixel_size_m,
+            fpixels: d.fpixels,
+            spixels: d.spixels,
+            pixels,
+        }],
+        beam: d.beam,
+        polar: d.polar,
+        spindle: d.spindle,
+        wavelength_a: plan.lambda0_m * 1e10,
+        spectrum_a,
+        kahn_factor: plan.kahn_factor,
+        distance_m: d.distance_m,
+        beam_centre_px: [d.fbeam_m / d.pixel_size_m, d.sbeam_m / d.pixel_size_m],
+        exposure_s: plan.exposure_s,
+        phi_start_deg: plan.phi0_rad * RTD,
+        phi_range_deg: plan.osc_rad * RTD,
+        saturation_value: SATURATION_I32,
+        underload_value,
+        sensor_material: "Si".into(),
+        sensor_thickness_m: d.thick_m,
+        start_time: utc_iso8601(start),
+        end_time: utc_iso8601(end),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,205 @@
+//! What the crystallography image formats ([`crate::cbf`], and NXmx in
+//! `nxmx` with the `hdf5` feature) are written from: int32 panels with their
+//! geometry in nanoBragg's laboratory frame, and the experiment's values.
+//!
+//! The formats take plain data, so that a detector of several panels
+//! (modules) needs nothing new here: [`MxImage::panels`] is a list.
+
+/// One detector panel (module): its pixels and where they are.
+///
+/// Vectors are in nanoBragg's laboratory frame (metres, sample at the
+/// origin). Pixel `(f, s)` covers the parallelogram from
+/// `origin_m + f·pixel·fast + s·pixel·slow` one pixel along each axis: its
+/// centre is at `origin_m + (f + ½)·pixel·fast + (s + ½)·pixel·slow`.
+#[derive(Debug, Clone, Copy)]
+pub struct Panel<'a> {
+    /// Outer corner of the first pixel (nanoBragg's `pix0`), metres.
+    pub origin_m: [f64; 3],
+    /// Unit vector of increasing fast index.
+    pub fast: [f64; 3],
+    /// Unit vector of increasing slow index.
+    pub slow: [f64; 3],
+    /// Pixel size (square pixels), metres.
+    pub pixel_size_m: f64,
+    /// Pixels along the fast axis.
+    pub fpixels: usize,
+    /// Pixels along the slow axis.
+    pub spixels: usize,
+    /// `spixels` rows of `fpixels` counts, fast index fastest.
+    pub pixels: &'a [i32],
+}
+
+/// One image of a (possibly multi-panel) detector and the experiment's values.
+#[derive(Debug, Clone)]
+pub struct MxImage<'a> {
+    /// The panels; the CBF writer takes exactly one.
+    pub panels: Vec<Panel<'a>>,
+    /// Direction the X-rays travel (laboratory frame, unit).
+    pub beam: [f64; 3],
+    /// E-vector of the incident beam (laboratory frame, unit); with `beam`
+    /// it fixes the NeXus frame (see [`McStas`]).
+    pub polar: [f64; 3],
+    /// Right-handed phi rotation axis (laboratory frame, unit).
+    pub spindle: [f64; 3],
+    /// The central wavelength, Å (CBF's `Wavelength`).
+    pub wavelength_a: f64,
+    /// The spectrum: (wavelength Å, relative weight), one entry per
+    /// distinct wavelength (NXmx writes the weights when there are several).
+    pub spectrum_a: Vec<(f64, f64)>,
+    /// Fraction of linear polarization along `polar` (nanoBragg's Kahn
+    /// factor): the Stokes vector is `(1, kahn, 0, 0)` in the NeXus frame.
+    pub kahn_factor: f64,
+    /// Sample-to-detector-plane distance along the normal, metres.
+    pub distance_m: f64,
+    /// Where the direct beam meets panel 0, in pixels from the outer corner
+    /// of its first pixel: (fast, slow).
+    pub beam_centre_px: [f64; 2],
+    /// Exposure time, seconds.
+    pub exposure_s: f64,
+    /// Phi at the start of the exposure, degrees.
+    pub phi_start_deg: f64,
+    /// Phi rotation during the exposure, degrees.
+    pub phi_range_deg: f64,
+    /// Pixel value at and above which a pixel is saturated.
+    pub saturation_value: i32,
+    /// Pixel value at and below which a pixel is not to be trusted.
+    pub underload_value: i32,
+    /// Sensor material (chemical formula, e.g. `Si`).
+    pub sensor_material: String,
+    /// Sensor thickness, metres (0: a sensor of no thickness was simulated).
+    pub sensor_thickness_m: f64,
+    /// Start of the exposure, ISO 8601 in UTC (`2026-01-02T03:04:05Z`).
+    pub start_time: String,
+    /// End of the exposure, ISO 8601 in UTC.
+    pub end_time: String,
+}
+
+/// The rotation from nanoBragg's laboratory frame to the NeXus (McStas)
+/// frame: z along the beam, x along the E-vector's component across the
+/// beam, y = z × x. At a synchrotron the E-vector lies in the horizontal
+/// plane, so y is vertical, as McStas has it; a reader's polarization model
+/// (E along x) then agrees with the simulation's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct McStas {
+    /// The rows: the laboratory vectors that become x, y and z.
+    rows: [[f64; 3]; 3],
+}
+
+impl McStas {
+    /// The rotation of a beam along `beam` with E-vector `polar` (neither
+    /// need be unit; a `polar` along the beam falls back to any axis
+    /// across it).
+    pub fn new(beam: [f64; 3], polar: [f64; 3]) -> McStas {
+        let z = unit(beam);
+        let across = |v: [f64; 3]| {
+            let d = dot(v, z);
+            [v[0] - d * z[0], v[1] - d * z[1], v[2] - d * z[2]]
+        };
+        let mut x = across(polar);
+        if norm(x) < 1e-9 {
+            // the least aligned lab axis gives a well-conditioned normal
+            let i = (0..3).min_by(|&a, &b| z[a].abs().total_cmp(&z[b].abs())).unwrap_or(0);
+            let mut e = [0.0; 3];
+            e[i] = 1.0;
+            x = across(e);
+        }
+        let x = unit(x);
+        let y = cross(z, x);
+        McStas { rows: [x, y, z] }
+    }
+
+    /// `v` (laboratory frame) in the NeXus frame.
+    pub fn apply(&self, v: [f64; 3]) -> [f64; 3] {
+        self.rows.map(|r| dot(r, v))
+    }
+}
+
+/// The current time as ISO 8601 in UTC, to the second (`…Z`).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc_iso8601(secs)
+}
+
+/// `secs` since 1970-01-01T00:00:00Z as ISO 8601 in UTC.
+pub fn utc_iso8601(secs: u64) -> String {
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    // days to a civil date in the proleptic Gregorian calendar (eras of 400 years)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+
+fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+}
+
+fn norm(a: [f64; 3]) -> f64 {
+    dot(a, a).sqrt()
+}
+
+fn unit(a: [f64; 3]) -> [f64; 3] {
+    let n = norm(a);
+    a.map(|c| c / n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: [f64; 3], b: [f64; 3]) -> bool {
+        (0..3).all(|i| (a[i] - b[i]).abs() < 1e-15)
+    }
+
+    #[test]
+    fn mosflm_axes_to_mcstas() {
+        // MOSFLM: beam +x, E-vector +z
+        let r = McStas::new([1.0, 0.0, 0.0], [0.0, 0.0, 1.0]);
+        assert!(close(r.apply([1.0, 0.0, 0.0]), [0.0, 0.0, 1.0]));
+        assert!(close(r.apply([0.0, 0.0, 1.0]), [1.0, 0.0, 0.0]));
+        assert!(close(r.apply([0.0, 1.0, 0.0]), [0.0, -1.0, 0.0]));
+        // XDS/ADXV (beam +z, E-vector +x) are already in the NeXus frame
+        let r = McStas::new([0.0, 0.0, 1.0], [1.0, 0.0, 0.0]);
+        for e in [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]] {
+            assert!(close(r.apply(e), e));
+        }
+    }
+
+    #[test]
+    fn rotation_is_proper_and_keeps_lengths() {
+        let r = McStas::new([0.3, -0.2, 0.9], [1.0, 2.0, 0.1]);
+        let v = [0.11, -0.7, 2.5];
+        assert!((norm(r.apply(v)) - norm(v)).abs() < 1e-14);
+        let [x, y, z] = r.rows;
+        assert!((dot(cross(x, y), z) - 1.0).abs() < 1e-14);
+        // E-vector along the beam: still a rotation
+        let r = McStas::new([0.0, 1.0, 0.0], [0.0, 2.0, 0.0]);
+        assert!(close(r.apply([0.0, 1.0, 0.0]), [0.0, 0.0, 1.0]));
+        assert!((norm(r.apply([1.0, 0.0, 0.0])) - 1.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(utc_iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_iso8601(1_764_072_245), "2025-11-25T12:04:05Z");
+        assert_eq!(utc_iso8601(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+}

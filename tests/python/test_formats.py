@@ -1,0 +1,227 @@
+"""NXmx and miniCBF output read by the readers crystallography uses.
+
+h5py and `nxmx` (the NXmx reader of dxtbx/DIALS) open -nxmxfile; fabio and
+pycbf (CBFlib) open -cbffile. Pixel positions are evaluated from the file's own
+NXtransformations chain and compared with positions computed here from the
+command line's numbers (the formulas of docs/formats.md), in the NeXus frame.
+
+The nanobragg executable: $NANOBRAGG_EXE, else target/{release,debug}/nanobragg
+(the newer of the two).
+"""
+
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+h5py = pytest.importorskip("h5py")
+nxmx = pytest.importorskip("nxmx")
+fabio = pytest.importorskip("fabio")
+pycbf = pytest.importorskip("pycbf")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def exe():
+    if os.environ.get("NANOBRAGG_EXE"):
+        return os.environ["NANOBRAGG_EXE"]
+    built = [ROOT / "target" / p / "nanobragg" for p in ("release", "debug")]
+    built = [p for p in built if p.exists()]
+    if not built:
+        pytest.skip("no nanobragg executable built (cargo build)")
+    return str(max(built, key=lambda p: p.stat().st_mtime))
+
+
+PIXELS = 48
+PIXEL_MM = 0.1
+COMMON = ["-cell", "40", "40", "40", "90", "90", "90", "-default_F", "100", "-N", "4",
+          "-detpixels", str(PIXELS), "-pixel", str(PIXEL_MM), "-lambda", "1.3",
+          "-mosaic", "0", "-oversample", "1", "-seed", "5", "-nopgm"]
+
+
+def run(tmp_path, *args):
+    files = {
+        "float": tmp_path / "f.bin", "int": tmp_path / "i.img", "noise": tmp_path / "n.img",
+        "nxmx": tmp_path / "o.nxs", "cbf": tmp_path / "o.cbf",
+    }
+    cmd = [exe(), *COMMON, *args, "-floatfile", files["float"], "-intfile", files["int"],
+           "-nxmxfile", files["nxmx"], "-cbffile", files["cbf"]]
+    if "-nonoise" not in args:
+        cmd += ["-noisefile", files["noise"]]
+    subprocess.run([str(c) for c in cmd], check=True, cwd=tmp_path, capture_output=True)
+    return files
+
+
+def smv(path):
+    raw = path.read_bytes()
+    header = raw[:512].decode("ascii", "replace")
+    size = int(header.split("HEADER_BYTES=")[1].split(";")[0])
+    return np.frombuffer(raw[size:], dtype="<u2").reshape(PIXELS, PIXELS)
+
+
+def unit(v):
+    v = np.asarray(v, dtype=float)
+    return v / np.linalg.norm(v)
+
+
+def to_nexus(beam, polar):
+    """Rows: the lab vectors that become NeXus x (E-vector across the beam), y, z (beam)."""
+    z = unit(beam)
+    x = unit(np.asarray(polar, float) - np.dot(polar, z) * z)
+    return np.array([x, np.cross(z, x), z])
+
+
+def positions_from_file(path):
+    """(module, slow, fast, 3) pixel centres in metres, from the file's chain alone."""
+    with h5py.File(path, "r") as f:
+        entry = nxmx.NXmx(f).entries[0]
+        detector = entry.instruments[0].detectors[0]
+        out = []
+        for module in detector.modules:
+            fast_axis, slow_axis = module.fast_pixel_direction, module.slow_pixel_direction
+            chain = nxmx.get_dependency_chain(fast_axis.depends_on)
+            A = nxmx.get_cumulative_transformation(chain)[0]
+            origin = A[:3, 3] / 1000.0  # mm
+            fast = A[:3, :3] @ fast_axis.vector
+            slow = A[:3, :3] @ slow_axis.vector
+            fpx = fast_axis[()].to("m").magnitude[0]
+            spx = slow_axis[()].to("m").magnitude[0]
+            ns, nf = module.data_size
+            i = np.arange(nf) + 0.5
+            j = np.arange(ns) + 0.5
+            out.append(origin + j[:, None, None] * spx * slow + i[None, :, None] * fpx * fast)
+        return np.array(out)
+
+
+def ours(pix0, fdet, sdet, beam, polar):
+    R = to_nexus(beam, polar)
+    px = PIXEL_MM / 1000.0
+    i = np.arange(PIXELS) + 0.5
+    lab = (np.asarray(pix0)
+           + i[:, None, None] * px * unit(sdet)
+           + i[None, :, None] * px * unit(fdet))
+    return lab @ R.T
+
+
+def test_mosflm_noise_image(tmp_path):
+    xbeam_mm, ybeam_mm, distance_mm = 2.3, 2.6, 90.0
+    files = run(tmp_path, "-Xbeam", str(xbeam_mm), "-Ybeam", str(ybeam_mm),
+                "-distance", str(distance_mm), "-exposure", "2.5", "-phi", "10", "-osc", "0.5",
+                "-detector_thick", "320")
+    with h5py.File(files["nxmx"], "r") as f:
+        assert f["/entry/definition"][()].decode() == "NXmx"
+        data = f["/entry/data/data"]
+        assert data.dtype == np.int32 and data.shape == (1, PIXELS, PIXELS)
+        noise = smv(files["noise"])
+        image = data[0]
+        below = noise < 65535
+        assert below.sum() > PIXELS * PIXELS // 2
+        np.testing.assert_array_equal(image[below], noise[below].astype(np.int32))
+        assert np.all(image[~below] >= 65535)
+        det = f["/entry/instrument/detector"]
+        assert det["sensor_material"][()].decode() == "Si"
+        assert det["sensor_thickness"][()] == pytest.approx(320e-6, rel=1e-12)
+        assert det["saturation_value"][()] == 2**31 - 1
+        assert det["distance"][()] == pytest.approx(distance_mm / 1000, rel=1e-12)
+        beam_x = det["beam_center_x"][()]
+        beam_y = det["beam_center_y"][()]
+        # MOSFLM: Xbeam along slow, Ybeam along fast, half a pixel from the corner
+        assert beam_x == pytest.approx(ybeam_mm / PIXEL_MM + 0.5, rel=1e-12)
+        assert beam_y == pytest.approx(xbeam_mm / PIXEL_MM + 0.5, rel=1e-12)
+        assert f["/entry/instrument/beam/incident_wavelength"][()] == pytest.approx(1.3)
+
+    entry = nxmx.NXmx(h5py.File(files["nxmx"], "r")).entries[0]
+    det = entry.instruments[0].detectors[0]
+    assert det.count_time.to("s").magnitude == pytest.approx(2.5)
+    assert entry.instruments[0].beams[0].incident_wavelength.to("angstrom").magnitude == (
+        pytest.approx(1.3))
+    phi = entry.samples[0].depends_on
+    assert phi[()].to("deg").magnitude[0] == pytest.approx(10.0)
+
+    # MOSFLM axes: beam +x, E-vector +z, fast +z, slow -y; beam pivot
+    px = PIXEL_MM / 1000
+    fbeam, sbeam = ybeam_mm / 1000 + px / 2, xbeam_mm / 1000 + px / 2
+    fdet, sdet, beam = np.array([0, 0, 1.0]), np.array([0, -1.0, 0]), np.array([1.0, 0, 0])
+    pix0 = -fbeam * fdet - sbeam * sdet + distance_mm / 1000 * beam
+    want = ours(pix0, fdet, sdet, beam, [0, 0, 1.0])
+    got = positions_from_file(files["nxmx"])
+    assert got.shape == (1, PIXELS, PIXELS, 3)
+    assert np.abs(got[0] - want).max() < 1e-9
+    # the direct beam (NeXus +z) meets the detector where beam_center_x/y say
+    hit = got[0][int(beam_y), int(beam_x)]
+    assert np.hypot(hit[0], hit[1]) < px
+
+    # CBF: the same pixels; the header values
+    cbf = fabio.open(str(files["cbf"]))
+    np.testing.assert_array_equal(cbf.data, image)
+    head = cbf.header["_array_data.header_contents"]
+
+    def value(key, unit):
+        line = next(l for l in head.splitlines() if l.startswith(f"# {key} "))
+        rest = line[len(key) + 3:]
+        assert rest.endswith(unit), line
+        return rest[: -len(unit)].strip()
+
+    assert value("Pixel_size", "m") == f"{px} m x {px}"
+    assert float(value("Wavelength", "A")) == pytest.approx(1.3, rel=1e-14)
+    assert float(value("Detector_distance", "m")) == pytest.approx(distance_mm / 1000, rel=1e-14)
+    assert value("Beam_xy", "pixels") == f"({float(beam_x)!r}, {float(beam_y)!r})"
+    assert float(value("Exposure_time", "s")) == 2.5
+    assert float(value("Start_angle", "deg.")) == pytest.approx(10.0, rel=1e-14)
+    assert float(value("Angle_increment", "deg.")) == pytest.approx(0.5, rel=1e-14)
+    assert float(value("Silicon sensor, thickness", "m")) == pytest.approx(320e-6, rel=1e-14)
+
+    h = pycbf.cbf_handle_struct()
+    h.read_file(str(files["cbf"]).encode(), pycbf.MSG_DIGEST)
+    h.find_category(b"array_data")
+    h.find_column(b"data")
+    raw = h.get_integerarray_as_string()
+    np.testing.assert_array_equal(
+        np.frombuffer(raw, dtype="<i4").reshape(PIXELS, PIXELS), image)
+
+
+def test_custom_axes_nonoise(tmp_path):
+    # an orthonormal detector frame tilted away from every lab axis, and a
+    # beam and E-vector off the axes too
+    c, s = np.cos(0.3), np.sin(0.3)
+    fdet = np.array([0.1, c, s])
+    sdet = np.array([0.2, -s, c])
+    beam = np.array([0.97, -0.1, 0.2])
+    polar = np.array([0.05, 0.8, 0.6])
+    fmt = lambda v: [repr(float(x)) for x in v]
+    xbeam_mm, ybeam_mm, distance_mm = 2.2, 2.9, 80.0
+    files = run(tmp_path, "-fdet_vector", *fmt(fdet), "-sdet_vector", *fmt(sdet),
+                "-beam_vector", *fmt(beam), "-polar_vector", *fmt(polar),
+                "-Xbeam", str(xbeam_mm), "-Ybeam", str(ybeam_mm),
+                "-distance", str(distance_mm), "-nonoise", "-scale", "3", "-adc", "10")
+    # custom convention, beam pivot: pix0 = -Xbeam fdet - Ybeam sdet + distance beam
+    pix0 = (-xbeam_mm / 1000 * unit(fdet) - ybeam_mm / 1000 * unit(sdet)
+            + distance_mm / 1000 * unit(beam))
+    got = positions_from_file(files["nxmx"])
+    want = ours(pix0, fdet, sdet, beam, polar)
+    assert np.abs(got[0] - want).max() < 1e-9
+
+    # -nonoise: the -intfile image, unclipped
+    with h5py.File(files["nxmx"], "r") as f:
+        image = f["/entry/data/data"][0]
+        assert f["/entry/instrument/detector/underload_value"][()] == -1
+    intimage = smv(files["int"])
+    below = intimage < 65535
+    np.testing.assert_array_equal(image[below], intimage[below].astype(np.int32))
+    floats = np.fromfile(files["float"], dtype="<f4").reshape(PIXELS, PIXELS)
+    np.testing.assert_array_equal(image, np.floor(floats.astype(np.float64) * 3 + 10 + 0.5)
+                                  .astype(np.float32).astype(np.int32))
+    np.testing.assert_array_equal(fabio.open(str(files["cbf"])).data, image)
+
+
+def test_spectrum_weights(tmp_path):
+    files = run(tmp_path, "-distance", "100", "-dispersion", "2", "-dispsteps", "3", "-nonoise")
+    with h5py.File(files["nxmx"], "r") as f:
+        beam = f["/entry/instrument/beam"]
+        lambdas = beam["incident_wavelength"][()]
+        weights = beam["incident_wavelength_weights"][()]
+    assert lambdas.shape == (3,) and weights.shape == (3,)
+    np.testing.assert_allclose(sorted(lambdas), [1.3 * 0.99, 1.3, 1.3 * 1.01], rtol=1e-12)
+    np.testing.assert_array_equal(weights, [1, 1, 1])
