@@ -571,7 +571,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             let mut sample_weight = capture_fraction * polar * omega;
             if self.weighted {
                 // and the source's share of the fluence
-                sample_weight = sample_weight * V::splat(weight);
+                sample_weight *= V::splat(weight);
             }
             let bg = V::splat(self.bg_per_sample) * sample_weight;
             i_acc = V::select(active, i_acc + bg, i_acc);
