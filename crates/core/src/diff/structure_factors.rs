@@ -19,7 +19,7 @@
 
 use crate::error::{Error, Result};
 use crate::render::cpu::{in_pool, RenderOptions};
-use crate::render::kernel::{Fallback, Fast, Kernel};
+use crate::render::kernel::{tricubic_in_range, Fallback, Fast, Kernel};
 use crate::render::rows::{render_planes, zeroed_plane, RowBlocks, RowKernel, RowOut};
 use crate::render::samples::Samples;
 use crate::setup::Plan;
@@ -160,7 +160,10 @@ impl Samples<f64, Fast> for Scatter {
             let tricubic_before = *interp & 1 != 0;
             let f_cell = kernel.structure_factor([h, k, l], true, interp, out_of_range);
             let slope = 2.0 * f_cell * f_latt * f_latt * weight;
-            if tricubic_before && *interp & 1 != 0 {
+            // interpolated where the whole neighbourhood is on the grid (under
+            // -corrected the flag stays set past an out-of-range point)
+            let on_grid = kernel.grid.is_some_and(|g| tricubic_in_range(g, [h, k, l]));
+            if tricubic_before && on_grid {
                 self.tricubic_terms(kernel, [h, k, l], slope);
             } else {
                 // nanoBragg.c's rounding, as the lookup's

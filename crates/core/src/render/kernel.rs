@@ -1040,14 +1040,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             if tricubic >> i & 1 != 0 {
                 let [h, k, l] = hkl.map(|x| x.lane(i));
                 let (hv, kv, lv) = (h.val(), k.val(), l.val());
-                let (hmin, kmin, lmin) = (g.h_min as f64, g.k_min as f64, g.l_min as f64);
-                if (hv - hmin + 3.0) > g.h_range() as f64
-                    || (hv - 2.0 < hmin)
-                    || (kv - kmin + 3.0) > g.k_range() as f64
-                    || (kv - 2.0 < kmin)
-                    || (lv - lmin + 3.0) > g.l_range() as f64
-                    || (lv - 2.0 < lmin)
-                {
+                if !tricubic_in_range(g, [hv, kv, lv]) {
                     if out_of_range.is_none_or(|(j, _)| i < j) {
                         let hkl0 = hkl0.map(|x| x.lane(i).val() as i64);
                         *out_of_range = Some((i, ([hv, kv, lv], hkl0)));
@@ -1063,6 +1056,19 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             nearest(i)
         })
     }
+}
+
+/// Whether the 4×4×4 neighbourhood of a tricubic interpolation at `hkl`
+/// lies inside the grid (nanoBragg.c's test; outside it the nearest value is
+/// used).
+pub(crate) fn tricubic_in_range(g: &HklGrid, [h, k, l]: [f64; 3]) -> bool {
+    let (hmin, kmin, lmin) = (g.h_min as f64, g.k_min as f64, g.l_min as f64);
+    !((h - hmin + 3.0) > g.h_range() as f64
+        || (h - 2.0 < hmin)
+        || (k - kmin + 3.0) > g.k_range() as f64
+        || (k - 2.0 < kmin)
+        || (l - lmin + 3.0) > g.l_range() as f64
+        || (l - 2.0 < lmin))
 }
 
 impl<'p, V: Num, M: MathMode> Kernel<'p, V, M>
