@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 /// the structure factors it was given (an `-hkl` file's entries, an Fdump grid).
 const LAYERS: &[&[&str]] = &[
     &["units", "error", "real", "vec3", "rng", "param", "memory"],
-    &["physics", "psf", "sf"],
+    &["physics", "psf", "sf", "amorphous"],
     &["config"],
     &["geometry", "crystal", "source"],
     &["setup"],
-    &["render", "stats", "noise", "response", "amorphous"],
+    &["render", "stats", "noise", "response"],
     &["diff"],
 ];
 

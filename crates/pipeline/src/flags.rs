@@ -867,7 +867,8 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| amorphous(inv).size_mm[2] = o.num(0))
         .dflt("0.1"),
     Flag::num("-amorphous_size", S, "mm", Check::NonNegative, "thickness, height and width of the -stol sample at once",
-        |inv, o| amorphous(inv).size_mm = [o.num(0); 3]),
+        |inv, o| amorphous(inv).size_mm = [o.num(0); 3])
+        .dflt("0.1"),
     Flag::num("-density", S, "g/cm³", Check::Positive, "density of the -stol sample",
         |inv, o| amorphous(inv).density_g_cm3 = o.num(0))
         .aka(&["-sample_density", "-sample_den"])
@@ -876,8 +877,9 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| amorphous(inv).molecular_weight = o.num(0))
         .aka(&["-molecular_weight"])
         .dflt("18"),
-    Flag::num("-molecules", S, "", Check::NonNegative, "molecules of the -stol sample in the beam (instead of its size and density)",
-        |inv, o| amorphous(inv).molecules = Some(o.num(0))),
+    Flag::num("-molecules", S, "molecules", Check::NonNegative, "molecules of the -stol sample in the beam (instead of its size and density)",
+        |inv, o| amorphous(inv).molecules = Some(o.num(0)))
+        .dflt("from the size, -density and -MW"),
     Flag::switch("-exact", S, "render f64 with the C program's formulas, libm and operation order: bit-identical to nanoBragg.c (the default fast f64 path agrees to ~1e-10 of the peak)",
         |inv, _| if inv.precision != Precision::Fast32 { inv.precision = Precision::Exact64 }),
     Flag::switch("-corrected", S, "use corrected physics where nanoBragg.c has known errors (default: reproduce nanoBragg.c)",
