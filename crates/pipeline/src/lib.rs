@@ -22,6 +22,7 @@ pub mod refine;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod spots;
 
 pub use invocation::{Curvatures, Device, Invocation, Outputs};
 pub use memory::keep_freed_memory;

@@ -123,6 +123,11 @@ impl Parameters {
         Ok((cfg, plan))
     }
 
+    /// The plan at `values` (the geometry a set of values gives).
+    pub fn plan_at(&self, values: &[f64]) -> Result<Plan> {
+        Ok(self.at(values)?.1)
+    }
+
     /// Derivatives by the query parameters turned into derivatives by the
     /// chosen ones at `values` ([`Parameters::chain`]).
     fn by_params(&self, values: &[f64], by_query: &[f64]) -> Vec<f64> {

@@ -4,6 +4,7 @@
 
 use crate::flags::{self, Arity};
 use crate::parameters::{message as msg, misset_angles, Parameters, MISSETS};
+use crate::spots::{self, CentroidFit, Spot};
 use crate::{parse_args, Invocation};
 use anyhow::{anyhow, bail, Result};
 use argmin::core::observers::{Observe, ObserverMode};
@@ -14,20 +15,22 @@ use nanobragg_core::config::Misset;
 use nanobragg_core::diff::loss::LossKind;
 use nanobragg_core::diff::Param;
 use nanobragg_core::error::shown;
-use nanobragg_core::render::RenderOptions;
+use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
 /// The flags only `refine` takes (each with one value).
-const REFINE_FLAGS: [(&str, &str); 6] = [
+const REFINE_FLAGS: [(&str, &str); 8] = [
     ("-observed", "the observed image: raw 4-byte floats (as -floatfile) or SMV (as -noisefile)"),
     ("-refine", "parameters to refine, comma separated (names as for -gradient)"),
     ("-loss", "sse or poisson (default: poisson for whole counts, else sse)"),
     ("-maxiter", "most L-BFGS iterations (default 100)"),
     ("-gtol", "stop when the scaled gradient's norm is below this (default 1e-6)"),
     ("-history", "L-BFGS memory (default 8, at most 1000)"),
+    ("-prefit", "spots (default: fit spot centroids first) or none"),
+    ("-min_explained", "least share of observed spots the fit must explain (default 0.8)"),
 ];
 
 /// What `refine` was asked, besides the model's flags.
@@ -41,6 +44,8 @@ struct Request {
     maxiter: u64,
     gtol: f64,
     history: usize,
+    prefit: bool,
+    min_explained: f64,
     /// The model's flags as typed (refine's own removed).
     model_args: Vec<String>,
 }
@@ -65,6 +70,7 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     let mut model_args = Vec::new();
     let (mut observed, mut list, mut loss) = (None, None, None);
     let (mut maxiter, mut gtol, mut history) = (100u64, 1e-6f64, 8usize);
+    let (mut prefit, mut min_explained) = (true, DEFAULT_MIN_EXPLAINED);
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -87,6 +93,20 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
             "-gtol" => {
                 gtol = value.parse().ok().filter(|g: &f64| *g > 0.0).ok_or_else(|| bad("> 0"))?
             }
+            "-prefit" => {
+                prefit = match value.as_str() {
+                    "spots" => true,
+                    "none" => false,
+                    _ => return Err(bad("spots or none")),
+                }
+            }
+            "-min_explained" => {
+                min_explained = value
+                    .parse()
+                    .ok()
+                    .filter(|g: &f64| (0.0..=1.0).contains(g))
+                    .ok_or_else(|| bad("from 0 to 1"))?
+            }
             _ => {
                 history = value
                     .parse()
@@ -101,7 +121,18 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     let list = list.ok_or_else(|| anyhow!("refine: -refine NAME[,NAME...] is required"))?;
     let params = Param::parse_list(&list).map_err(|e| anyhow!("refine: -refine: {}", msg(&e)))?;
     let all = crate::gradient::is_all(&list);
-    Ok(Some(Request { observed, params, all, loss, maxiter, gtol, history, model_args }))
+    Ok(Some(Request {
+        observed,
+        params,
+        all,
+        loss,
+        maxiter,
+        gtol,
+        history,
+        prefit,
+        min_explained,
+        model_args,
+    }))
 }
 
 /// Read `-observed`: SMV (`.img`, `.smv`, or a `{` header) less the `-adc`
@@ -194,6 +225,8 @@ struct Job {
 /// and so is the best one seen (the answer if the line search gives up).
 struct Problem<'a> {
     model: &'a Parameters,
+    /// The values at x = 0.
+    origin: &'a [f64],
     job: &'a Job,
     /// `T`, row-major `params × params`.
     map: Vec<f64>,
@@ -208,7 +241,7 @@ struct Problem<'a> {
 
 impl Problem<'_> {
     fn values(&self, x: &[f64]) -> Vec<f64> {
-        values_at(&self.model.start, &self.map, x)
+        values_at(self.origin, &self.map, x)
     }
 
     fn eval(&self, x: &[f64]) -> std::result::Result<Eval, ArgminError> {
@@ -318,6 +351,29 @@ pub struct Settings {
     pub gtol: f64,
     /// L-BFGS memory.
     pub history: usize,
+    /// Fit the spot centroids before the pixels ([`crate::spots`]).
+    pub prefit: bool,
+    /// The least share of the observed spots the refined model must
+    /// explain for the fit to count as a success.
+    pub min_explained: f64,
+}
+
+/// Default of [`Settings::min_explained`].
+pub const DEFAULT_MIN_EXPLAINED: f64 = 0.8;
+
+impl Settings {
+    /// Settings with the command line's defaults for `params`.
+    pub fn new(params: Vec<Param>) -> Self {
+        Settings {
+            params,
+            loss: None,
+            maxiter: 100,
+            gtol: 1e-6,
+            history: 8,
+            prefit: true,
+            min_explained: DEFAULT_MIN_EXPLAINED,
+        }
+    }
 }
 
 /// An observed image for [`refine`]: photons per pixel (fast index fastest)
@@ -360,7 +416,7 @@ pub struct Refined {
     pub standard_errors: Vec<Option<f64>>,
     /// The loss used.
     pub loss: LossKind,
-    /// The loss at the start and at the refined values.
+    /// The loss where the pixel fit started (after the centroid prefit).
     pub start_loss: f64,
     /// The loss at the refined values.
     pub final_loss: f64,
@@ -382,7 +438,35 @@ pub struct Refined {
     pub notes: Vec<String>,
     /// Seconds taken.
     pub seconds: f64,
+    /// The centroid prefit, when it ran.
+    pub prefit: Option<CentroidFit>,
+    /// The goodness-of-fit check of the refined model.
+    pub check: FitCheck,
 }
+
+/// Whether a refined model explains the observed image: the share of the
+/// observed spots it explains ([`spots::explained_fraction`]), the rms
+/// distance of their centroids from the predicted positions, and the
+/// Pearson χ² per pixel (1 for Poisson counts of a right model) over the
+/// pixels where the model expects at least one photon.
+#[derive(Debug, Clone)]
+pub struct FitCheck {
+    /// Strong spots found on the observed image.
+    pub spots: usize,
+    /// The share of them the model explains.
+    pub explained: f64,
+    /// Of them, those indexed by the model (hkl within 0.25 of whole).
+    pub indexed: usize,
+    /// Rms centroid residual of the indexed spots (pixels).
+    pub rms_px: f64,
+    /// Σ (k − μ)²/μ / n over the n pixels with μ ≥ 1 (Poisson loss only).
+    pub chi2_per_pixel: Option<f64>,
+    /// Why the fit counts as failed, if it does.
+    pub failed: Option<String>,
+}
+
+/// Fewest spots for the centroid prefit and the spot check.
+const MIN_SPOTS: usize = 6;
 
 /// Fit `settings.params` of the model `inv` (its command line `model_args`)
 /// to `observed` by L-BFGS on the loss gradient; prints each iteration with
@@ -420,11 +504,35 @@ fn fit(
         );
     }
     let t0 = Instant::now();
-    let first = evaluate(&model, &model.start, &job)?;
+    let d = &model.plan0.detector;
+    let (fpixels, spixels) = (d.fpixels, d.spixels);
+    let spots = spots::find_spots(
+        &job.observed.values,
+        &job.observed.skip,
+        fpixels,
+        spixels,
+        spots::MIN_PHOTONS,
+    );
+    let still = model.plan0.phisteps <= 1 && model.plan0.osc_rad == 0.0;
+    let moving = settings.params.iter().any(|&p| spots::moves_spots(p));
+    let prefit = if settings.prefit && still && moving && spots.len() >= MIN_SPOTS {
+        let fit = spots::fit_centroids(&model, &model.start, &spots)?;
+        if print {
+            println!(
+                "prefit: {} spots, {} indexed, rms {:.3} px from the predicted centroids",
+                fit.spots, fit.indexed, fit.rms_px
+            );
+        }
+        Some(fit)
+    } else {
+        None
+    };
+    let origin = prefit.as_ref().map(|f| f.values.clone()).unwrap_or_else(|| model.start.clone());
+    let first = evaluate(&model, &origin, &job)?;
     if let Some(why) = not_finite(&first) {
         bail!(
             "refine: the loss is not finite at the start ({why}) with {}; the model or the observed image overflows",
-            at_values(&settings.params, &model.start)
+            at_values(&settings.params, &origin)
         );
     }
     let np = settings.params.len();
@@ -457,6 +565,7 @@ fn fit(
     let non_finite = Mutex::new(None);
     let problem = Problem {
         model: &model,
+        origin: &origin,
         job: &job,
         map: map.clone(),
         last: Mutex::new(None),
@@ -488,7 +597,7 @@ fn fit(
         }
     }
     let (bx, _) = best.lock().unwrap().clone().expect("the start was evaluated");
-    let values = values_at(&model.start, &map, &bx);
+    let values = values_at(&origin, &map, &bx);
     let fin = evaluate(&model, &values, &job)?;
     if let Some(why) = not_finite(&fin) {
         bail!(
@@ -504,6 +613,7 @@ fn fit(
     let (command_line, notes) = refined_command_line(model_args, &model, &values, &standard_errors);
     let history = history.lock().unwrap().clone();
     let evaluations = *evaluations.lock().unwrap() + 1;
+    let check = check_fit(&model, &values, &job, &spots, settings.min_explained)?;
     Ok(Refined {
         params: settings.params.clone(),
         start: model.start.clone(),
@@ -521,7 +631,50 @@ fn fit(
         command_line,
         notes,
         seconds: t0.elapsed().as_secs_f64(),
+        prefit,
+        check,
     })
+}
+
+/// The goodness-of-fit check of the model at `values` ([`FitCheck`]).
+fn check_fit(
+    model: &Parameters,
+    values: &[f64],
+    job: &Job,
+    spots: &[Spot],
+    min_explained: f64,
+) -> Result<FitCheck> {
+    let image = model.image(values, job.opts, Precision::Exact64)?;
+    let fpixels = model.plan0.detector.fpixels;
+    let explained = spots::explained_fraction(spots, &image, fpixels);
+    let (indexed, rms_px) = spots::centroid_rms(model, values, spots)?;
+    let chi2_per_pixel = (job.kind == LossKind::Poisson).then(|| {
+        let (mut sum, mut n) = (0.0, 0usize);
+        for ((&mu, &k), &skip) in image.iter().zip(&job.observed.values).zip(&job.observed.skip) {
+            if !skip && mu >= 1.0 {
+                sum += (k as f64 - mu).powi(2) / mu;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            sum / n as f64
+        } else {
+            f64::NAN
+        }
+    });
+    let failed = if spots.len() < MIN_SPOTS {
+        None
+    } else if explained < min_explained {
+        Some(format!(
+            "the model explains {:.0} % of the {} observed spots (at least {:.0} % wanted)",
+            100.0 * explained,
+            spots.len(),
+            100.0 * min_explained
+        ))
+    } else {
+        None
+    };
+    Ok(FitCheck { spots: spots.len(), explained, indexed, rms_px, chi2_per_pixel, failed })
 }
 
 /// The parameters of the model and the observed image, checked against
@@ -608,6 +761,8 @@ pub fn main(args: &[String]) -> Result<()> {
         maxiter: req.maxiter,
         gtol: req.gtol,
         history: req.history,
+        prefit: req.prefit,
+        min_explained: req.min_explained,
     };
     // what is wrong with the model is said before what is wrong with the file
     let model = parameters(&inv, &settings.params)?;
@@ -623,14 +778,21 @@ pub fn main(args: &[String]) -> Result<()> {
         "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
         "parameter", "unit", "start", "refined", "std. error", "shift"
     );
+    let failed = r.check.failed.is_some();
     for (i, &p) in r.params.iter().enumerate() {
+        // a failed fit's curvature says nothing about the errors: none shown
+        let se = match r.standard_errors[i] {
+            _ if failed => "-".into(),
+            Some(s) => format!("{s:.4e}"),
+            None => "singular".into(),
+        };
         println!(
             "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
             p.name(),
             p.unit(),
             format!("{:.10}", r.start[i]),
             format!("{:.10}", r.values[i]),
-            r.standard_errors[i].map(|s| format!("{s:.4e}")).unwrap_or_else(|| "singular".into()),
+            se,
             format!("{:.4e}", r.values[i] - r.start[i]),
         );
     }
@@ -642,10 +804,24 @@ pub fn main(args: &[String]) -> Result<()> {
     if r.standard_errors.iter().any(Option::is_none) {
         println!("note: the information matrix is singular: some parameters are not determined");
     }
+    let c = &r.check;
+    println!(
+        "fit check: {} observed spots, {:.1} % explained, {} indexed with rms {:.3} px{}",
+        c.spots,
+        100.0 * c.explained,
+        c.indexed,
+        c.rms_px,
+        c.chi2_per_pixel
+            .map(|x| format!(", Pearson chi2/pixel {x:.3} (mu >= 1)"))
+            .unwrap_or_default()
+    );
     println!("refined command line:");
     println!("nanobragg {}", r.command_line.join(" "));
     for n in r.notes {
         println!("note: {n}");
+    }
+    if let Some(why) = &c.failed {
+        bail!("refine: the fit failed: {why}; the values above are not a solution");
     }
     Ok(())
 }

@@ -639,10 +639,26 @@ struct Refined {
     notes: Vec<String>,
     /// Seconds taken.
     seconds: f64,
+    /// Strong spots found on the observed image.
+    spots: usize,
+    /// The share of them the refined model explains.
+    explained: f64,
+    /// Rms distance of the indexed spots from their predicted centroids (pixels).
+    rms_px: f64,
+    /// Pearson χ² per pixel where the model expects ≥ 1 photon (Poisson loss).
+    chi2_per_pixel: Option<f64>,
+    /// Why the fit counts as failed (None: it passed the check).
+    failed: Option<String>,
 }
 
 #[pymethods]
 impl Refined {
+    /// Whether the fit passed the goodness-of-fit check.
+    #[getter]
+    fn success(&self) -> bool {
+        self.failed.is_none()
+    }
+
     fn __repr__(&self) -> String {
         let rows: Vec<String> = (0..self.params.len())
             .map(|i| {
@@ -650,8 +666,12 @@ impl Refined {
                 format!("  {} = {:.8} ± {se} {}", self.params[i], self.values[i], self.units[i])
             })
             .collect();
+        let check = match &self.failed {
+            Some(why) => format!("FAILED: {why}"),
+            None => format!("{:.0} % of {} spots explained", 100.0 * self.explained, self.spots),
+        };
         format!(
-            "nanobragg.Refined({}, {} loss {:.6e} -> {:.6e}, {} iterations:\n{})",
+            "nanobragg.Refined({}, {check}, {} loss {:.6e} -> {:.6e}, {} iterations:\n{})",
             self.stop,
             self.loss,
             self.start_loss,
@@ -669,7 +689,8 @@ impl Refined {
 /// prints each iteration.
 #[pyfunction]
 #[pyo3(signature = (model, observed, params, loss = None, maxiter = 100, gtol = 1e-6,
-                    history = 8, skip = None, threads = None, verbose = false))]
+                    history = 8, skip = None, threads = None, verbose = false,
+                    prefit = true, min_explained = 0.8))]
 #[allow(clippy::too_many_arguments)]
 fn refine(
     py: Python<'_>,
@@ -683,6 +704,8 @@ fn refine(
     skip: Option<PyReadonlyArray2<'_, bool>>,
     threads: Option<usize>,
     verbose: bool,
+    prefit: bool,
+    min_explained: f64,
 ) -> PyResult<Refined> {
     use nanobragg_pipeline::refine::{command_line_with, refine as fit, Observed, Settings};
     let mut inv = model.inv.clone();
@@ -697,7 +720,18 @@ fn refine(
     if gtol.is_nan() || gtol <= 0.0 || history == 0 {
         return Err(error("refine: gtol and history must be > 0"));
     }
-    let settings = Settings { params: parse_params(&params)?, loss, maxiter, gtol, history };
+    if !(0.0..=1.0).contains(&min_explained) {
+        return Err(error("refine: min_explained must be from 0 to 1"));
+    }
+    let settings = Settings {
+        params: parse_params(&params)?,
+        loss,
+        maxiter,
+        gtol,
+        history,
+        prefit,
+        min_explained,
+    };
     // values set by name are not in the model's command line: put them in
     let (mut args, mut notes) = (model.args.clone(), Vec::new());
     if !model.sets.is_empty() {
@@ -732,6 +766,11 @@ fn refine(
         command_line: r.command_line.join(" "),
         notes: r.notes,
         seconds: r.seconds,
+        spots: r.check.spots,
+        explained: r.check.explained,
+        rms_px: r.check.rms_px,
+        chi2_per_pixel: r.check.chi2_per_pixel,
+        failed: r.check.failed,
     })
 }
 

@@ -215,6 +215,25 @@ def test_refine_is_the_command_lines(tmp_path):
         nanobragg.refine(model, observed, ["mosaic"])
 
 
+STILL = ("-default_F 200 -cell 48 48 61 90 90 90 -N 10 -lambda 1 -pixel 0.1 -detpixels 256 "
+         "-distance 60 -oversample 1 -fluence 1e26 -misset 10 20 30 -Xbeam 12.8 -Ybeam 12.8")
+
+
+def test_refine_says_whether_the_fit_explains_the_spots():
+    observed = nanobragg.simulate(nanobragg.from_args(STILL))
+    # 0.3 deg and 1.5 pixels off: the prefit on spot centroids brings it in
+    start = nanobragg.from_args(STILL.replace("-misset 10 20 30", "-misset 10.3 19.7 30.3")
+                                .replace("-Xbeam 12.8 -Ybeam 12.8", "-Xbeam 12.95 -Ybeam 12.65"))
+    r = nanobragg.refine(start, observed, ["Xbeam", "Ybeam", "misset_x", "misset_y", "misset_z"])
+    assert r.success and r.failed is None and r.spots >= 20 and r.explained == 1.0, r
+    assert abs(r.values[2] - 10) < 1e-3 and abs(r.values[0] - 12.8) < 1e-3, r
+    # a model that cannot reach the spots (wrong cell, only the distance refined) fails
+    wrong = nanobragg.from_args(STILL.replace("-cell 48 48 61", "-cell 44 52 61"))
+    r = nanobragg.refine(wrong, observed, ["distance"])
+    assert not r.success and "explains" in r.failed and r.explained < 0.8, r
+    assert "FAILED" in repr(r)
+
+
 def test_the_cuda_device_renders_or_says_why_not():
     model = nanobragg.from_args(MODEL)
     try:

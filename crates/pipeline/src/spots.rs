@@ -1,0 +1,649 @@
+//! Spots for `refine`: strong spots found on the observed image, the model's
+//! predicted positions for them, and a least-squares fit of the geometric
+//! parameters to the spot centroids. The pixel loss is flat wherever the
+//! model's spots miss the observed ones; the centroid fit brings them
+//! together first (as DIALS refines against centroids after indexing), and
+//! its residuals and the share of spots the final model explains say whether
+//! a fit worked. See docs/refine.md.
+
+use crate::parameters::Parameters;
+use anyhow::Result;
+use nanobragg_core::diff::Param;
+use nanobragg_core::setup::Plan;
+
+/// A strong spot on an image: its intensity-weighted centroid in pixel
+/// units (the centre of pixel `f` is `f + 0.5`) and its photons above the
+/// local background.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spot {
+    /// Centroid along the fast axis (pixels).
+    pub fast: f64,
+    /// Centroid along the slow axis (pixels).
+    pub slow: f64,
+    /// Photons above the background.
+    pub photons: f64,
+    /// Pixels above the threshold.
+    pub pixels: usize,
+}
+
+/// Side of the tiles the background is estimated in (pixels).
+const TILE: usize = 16;
+/// The fewest photons above the background a spot holds.
+pub const MIN_PHOTONS: f64 = 30.0;
+/// A pixel is strong above `background + SIGMAS · √max(background, 1)`.
+const SIGMAS: f64 = 4.0;
+
+/// The strong spots of an image of `fpixels × spixels` photons (fast index
+/// fastest), `skip` pixels left out: pixels above the local background
+/// (the median of their tile) by [`SIGMAS`] Poisson deviations, joined
+/// into 8-connected spots of at least `min_photons` above the background.
+/// Spots are returned strongest first.
+pub fn find_spots(
+    values: &[f32],
+    skip: &[bool],
+    fpixels: usize,
+    spixels: usize,
+    min_photons: f64,
+) -> Vec<Spot> {
+    let background = tile_medians(values, skip, fpixels, spixels);
+    let bg_at = |f: usize, s: usize| {
+        let tiles_f = fpixels.div_ceil(TILE);
+        background[(s / TILE) * tiles_f + f / TILE]
+    };
+    let strong: Vec<bool> = (0..values.len())
+        .map(|i| {
+            let (f, s) = (i % fpixels, i / fpixels);
+            let bg = bg_at(f, s);
+            !skip[i] && (values[i] as f64) > bg + SIGMAS * bg.max(1.0).sqrt()
+        })
+        .collect();
+    let mut seen = vec![false; values.len()];
+    let mut spots = Vec::new();
+    let mut stack = Vec::new();
+    for start in 0..values.len() {
+        if !strong[start] || seen[start] {
+            continue;
+        }
+        seen[start] = true;
+        stack.push(start);
+        let (mut sum, mut sf, mut ss, mut n) = (0.0, 0.0, 0.0, 0usize);
+        while let Some(i) = stack.pop() {
+            let (f, s) = (i % fpixels, i / fpixels);
+            let w = values[i] as f64 - bg_at(f, s);
+            sum += w;
+            sf += w * (f as f64 + 0.5);
+            ss += w * (s as f64 + 0.5);
+            n += 1;
+            for ds in -1i64..=1 {
+                for df in -1i64..=1 {
+                    let (g, t) = (f as i64 + df, s as i64 + ds);
+                    if g < 0 || t < 0 || g >= fpixels as i64 || t >= spixels as i64 {
+                        continue;
+                    }
+                    let j = t as usize * fpixels + g as usize;
+                    if strong[j] && !seen[j] {
+                        seen[j] = true;
+                        stack.push(j);
+                    }
+                }
+            }
+        }
+        if sum >= min_photons && sum > 0.0 {
+            spots.push(Spot { fast: sf / sum, slow: ss / sum, photons: sum, pixels: n });
+        }
+    }
+    spots.sort_by(|a, b| b.photons.total_cmp(&a.photons));
+    spots
+}
+
+/// The median of each `TILE × TILE` tile's used pixels (0 for a tile with
+/// none), tiles in raster order.
+fn tile_medians(values: &[f32], skip: &[bool], fpixels: usize, spixels: usize) -> Vec<f64> {
+    let (tf, ts) = (fpixels.div_ceil(TILE), spixels.div_ceil(TILE));
+    let mut out = Vec::with_capacity(tf * ts);
+    let mut buf = Vec::with_capacity(TILE * TILE);
+    for ty in 0..ts {
+        for tx in 0..tf {
+            buf.clear();
+            for s in ty * TILE..((ty + 1) * TILE).min(spixels) {
+                for f in tx * TILE..((tx + 1) * TILE).min(fpixels) {
+                    let i = s * fpixels + f;
+                    if !skip[i] {
+                        buf.push(values[i]);
+                    }
+                }
+            }
+            if buf.is_empty() {
+                out.push(0.0);
+                continue;
+            }
+            let mid = buf.len() / 2;
+            let (_, m, _) = buf.select_nth_unstable_by(mid, f32::total_cmp);
+            out.push(*m as f64);
+        }
+    }
+    out
+}
+
+/// The geometry of a still as the spots see it: the detector plane, the
+/// incident wave vector and the crystal's real and reciprocal axes.
+struct Still {
+    pix0: [f64; 3],
+    fdet: [f64; 3],
+    sdet: [f64; 3],
+    odet: [f64; 3],
+    pixel_m: f64,
+    /// Incident wave vector, 1/m (the beam direction over λ).
+    s0: [f64; 3],
+    real: [[f64; 3]; 3],
+    recip: [[f64; 3]; 3],
+}
+
+impl Still {
+    fn of(plan: &Plan) -> Self {
+        let d = &plan.detector;
+        let c = &plan.cell;
+        let real = [c.a_m, c.b_m, c.c_m];
+        let v = dot(real[0], cross(real[1], real[2]));
+        let recip = [
+            cross(real[1], real[2]).map(|x| x / v),
+            cross(real[2], real[0]).map(|x| x / v),
+            cross(real[0], real[1]).map(|x| x / v),
+        ];
+        Still {
+            pix0: d.pix0,
+            fdet: d.fdet,
+            sdet: d.sdet,
+            odet: d.odet,
+            pixel_m: d.pixel_size_m,
+            s0: d.beam.map(|x| x / plan.lambda0_m),
+            real,
+            recip,
+        }
+    }
+
+    /// Fractional Miller indices of the scattering vector of the pixel
+    /// position `(fast, slow)` (pixel units).
+    fn hkl_at(&self, fast: f64, slow: f64) -> [f64; 3] {
+        let p = add(
+            self.pix0,
+            add(scale(self.fdet, fast * self.pixel_m), scale(self.sdet, slow * self.pixel_m)),
+        );
+        let k = norm(self.s0);
+        let s1 = scale(p, k / norm(p));
+        let q = sub(s1, self.s0);
+        self.real.map(|r| dot(r, q))
+    }
+
+    /// Where the reflection `hkl` falls (pixel units): the diffracted ray
+    /// through the point of the Ewald sphere nearest to the reciprocal
+    /// lattice point, the spot's centre for a still.
+    fn position_of(&self, hkl: [f64; 3]) -> Option<[f64; 2]> {
+        let q = add(
+            scale(self.recip[0], hkl[0]),
+            add(scale(self.recip[1], hkl[1]), scale(self.recip[2], hkl[2])),
+        );
+        let s1 = add(self.s0, q);
+        let den = dot(s1, self.odet);
+        if den.abs() < 1e-300 {
+            return None;
+        }
+        let t = dot(self.pix0, self.odet) / den;
+        if t.is_nan() || t <= 0.0 {
+            return None;
+        }
+        let x = sub(scale(s1, t), self.pix0);
+        Some([dot(x, self.fdet) / self.pixel_m, dot(x, self.sdet) / self.pixel_m])
+    }
+}
+
+/// The parameters a spot's position depends on.
+pub fn moves_spots(p: Param) -> bool {
+    use Param::*;
+    matches!(
+        p,
+        Distance
+            | CloseDistance
+            | Xbeam
+            | Ybeam
+            | DetectorRotX
+            | DetectorRotY
+            | DetectorRotZ
+            | Twotheta
+            | CellA
+            | CellB
+            | CellC
+            | CellAlpha
+            | CellBeta
+            | CellGamma
+            | MissetX
+            | MissetY
+            | MissetZ
+            | Lambda
+            | LambdaOffset
+            | LambdaScale
+    )
+}
+
+/// The finite-difference step of a parameter in the centroid fit.
+fn step_of(p: Param, value: f64) -> f64 {
+    match p.unit() {
+        "mm" | "Å" | "deg" => 1e-3,
+        _ => 1e-5 * value.abs().max(1e-3),
+    }
+}
+
+/// What the centroid fit found.
+#[derive(Debug, Clone)]
+pub struct CentroidFit {
+    /// The fitted values of the parameters (all of them, those the spots
+    /// do not see unchanged).
+    pub values: Vec<f64>,
+    /// Spots indexed (within [`INDEXED`] of a whole hkl) at the end.
+    pub indexed: usize,
+    /// Spots found on the observed image.
+    pub spots: usize,
+    /// Rms distance between observed and predicted centroids (pixels).
+    pub rms_px: f64,
+}
+
+/// A spot counts as indexed when each of its fractional Miller indices lies
+/// within this of a whole number.
+pub const INDEXED: f64 = 0.25;
+
+/// The differences (pixels; fast, slow per spot) between the predicted
+/// positions of `hkls` at `values` and the observed centroids; `None` when
+/// a reflection does not reach the detector plane.
+fn residuals(
+    model: &Parameters,
+    values: &[f64],
+    spots: &[Spot],
+    hkls: &[[f64; 3]],
+) -> Result<Option<Vec<f64>>> {
+    let plan = model.plan_at(values)?;
+    let still = Still::of(&plan);
+    let mut r = Vec::with_capacity(2 * hkls.len());
+    for (s, hkl) in spots.iter().zip(hkls) {
+        let Some([f, sl]) = still.position_of(*hkl) else { return Ok(None) };
+        r.push(f - s.fast);
+        r.push(sl - s.slow);
+    }
+    Ok(Some(r))
+}
+
+/// The spots indexed by the model at `values`, with their whole hkl.
+fn index(model: &Parameters, values: &[f64], spots: &[Spot]) -> Result<(Vec<Spot>, Vec<[f64; 3]>)> {
+    let plan = model.plan_at(values)?;
+    let still = Still::of(&plan);
+    let (mut kept, mut hkls) = (Vec::new(), Vec::new());
+    for s in spots {
+        let h = still.hkl_at(s.fast, s.slow);
+        let whole = h.map(f64::round);
+        if whole != [0.0; 3] && (0..3).all(|i| (h[i] - whole[i]).abs() <= INDEXED) {
+            kept.push(*s);
+            hkls.push(whole);
+        }
+    }
+    Ok((kept, hkls))
+}
+
+/// The spots the model at `values` indexes and the rms distance (pixels)
+/// of their centroids from its predicted positions.
+pub fn centroid_rms(model: &Parameters, values: &[f64], spots: &[Spot]) -> Result<(usize, f64)> {
+    let (kept, hkls) = index(model, values, spots)?;
+    let rms = match residuals(model, values, &kept, &hkls)? {
+        Some(r) if !r.is_empty() => {
+            (r.iter().map(|x| x * x).sum::<f64>() / kept.len() as f64).sqrt()
+        }
+        _ => f64::NAN,
+    };
+    Ok((kept.len(), rms))
+}
+
+/// Score of a model for a set of spots: Σ exp(−|Δhkl|²/(2·0.1²)), the
+/// number of spots near whole Miller indices, smoothly.
+fn index_score(still: &Still, spots: &[Spot]) -> f64 {
+    spots
+        .iter()
+        .map(|s| {
+            let h = still.hkl_at(s.fast, s.slow);
+            let d2: f64 = h.iter().map(|x| (x - x.round()).powi(2)).sum();
+            (-d2 / (2.0 * 0.01)).exp()
+        })
+        .sum()
+}
+
+/// Fit the parameters that move spots to the centroids of `spots` by
+/// damped Gauss–Newton, indexing from the low-resolution spots outwards.
+pub fn fit_centroids(model: &Parameters, start: &[f64], spots: &[Spot]) -> Result<CentroidFit> {
+    let params = model.params().to_vec();
+    let free: Vec<usize> = (0..params.len()).filter(|&i| moves_spots(params[i])).collect();
+    let mut values = start.to_vec();
+    // low resolution first: the hkl of a spot errs in proportion to its
+    // distance from the beam for orientation and cell errors
+    let plan0 = model.plan_at(&values)?;
+    let still0 = Still::of(&plan0);
+    let mut by_res: Vec<(f64, Spot)> = spots
+        .iter()
+        .map(|s| {
+            let h = still0.hkl_at(s.fast, s.slow);
+            let q = add(
+                scale(still0.recip[0], h[0]),
+                add(scale(still0.recip[1], h[1]), scale(still0.recip[2], h[2])),
+            );
+            (norm(q), *s)
+        })
+        .collect();
+    by_res.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let ordered: Vec<Spot> = by_res.iter().map(|x| x.1).collect();
+    // a beam-centre error shifts every spot's hkl alike: search the shift that
+    // indexes the most low-resolution spots before refining
+    let low = &ordered[..ordered.len().min(40.max(ordered.len() / 4))];
+    values = centre_search(model, &values, low)?;
+    let n = ordered.len();
+    for frac in [0.25, 0.5, 1.0] {
+        let m = ((n as f64 * frac).ceil() as usize).clamp(n.min(12), n);
+        for _ in 0..3 {
+            let (kept, hkls) = index(model, &values, &ordered[..m])?;
+            if kept.len() < free.len().max(3) {
+                break;
+            }
+            values = gauss_newton(model, &values, &free, &kept, &hkls)?;
+        }
+    }
+    let (indexed, rms_px) = centroid_rms(model, &values, &ordered)?;
+    Ok(CentroidFit { values, indexed, spots: spots.len(), rms_px })
+}
+
+/// The beam centre (the model's shift of the detector in its plane) that
+/// indexes the most of `spots`, searched on a grid of ±6 pixels.
+fn centre_search(model: &Parameters, values: &[f64], spots: &[Spot]) -> Result<Vec<f64>> {
+    let plan = model.plan_at(values)?;
+    let mut still = Still::of(&plan);
+    let pix0 = still.pix0;
+    let px = still.pixel_m;
+    let (mut best, mut best_shift) = (index_score(&still, spots), (0.0, 0.0));
+    let steps: Vec<f64> = (-24..=24).map(|i| i as f64 * 0.25).collect();
+    for &df in &steps {
+        for &ds in &steps {
+            still.pix0 = add(pix0, add(scale(still.fdet, df * px), scale(still.sdet, ds * px)));
+            let sc = index_score(&still, spots);
+            if sc > best * 1.05 + 1e-9 {
+                (best, best_shift) = (sc, (df, ds));
+            }
+        }
+    }
+    if best_shift == (0.0, 0.0) {
+        return Ok(values.to_vec());
+    }
+    // put the shift into the parameters that can hold it
+    let params = model.params();
+    let (xi, yi) = (
+        params.iter().position(|&p| p == Param::Xbeam),
+        params.iter().position(|&p| p == Param::Ybeam),
+    );
+    let (Some(xi), Some(yi)) = (xi, yi) else { return Ok(values.to_vec()) };
+    // find how Xbeam and Ybeam move pix0 along fast and slow, and solve
+    let base = still_pix0(model, values)?;
+    let mut cols = [[0.0; 2]; 2];
+    for (c, &i) in [xi, yi].iter().enumerate() {
+        let mut v = values.to_vec();
+        v[i] += 1.0;
+        let p = still_pix0(model, &v)?;
+        let d = sub(p, base);
+        cols[c] = [dot(d, still.fdet) / px, dot(d, still.sdet) / px];
+    }
+    // pix0 shift wanted: (df, ds) pixels = cols · (dx, dy)
+    let det = cols[0][0] * cols[1][1] - cols[1][0] * cols[0][1];
+    if det.abs() < 1e-12 {
+        return Ok(values.to_vec());
+    }
+    let (df, ds) = best_shift;
+    let dx = (df * cols[1][1] - ds * cols[1][0]) / det;
+    let dy = (cols[0][0] * ds - cols[0][1] * df) / det;
+    let mut v = values.to_vec();
+    v[xi] += dx;
+    v[yi] += dy;
+    Ok(v)
+}
+
+fn still_pix0(model: &Parameters, values: &[f64]) -> Result<[f64; 3]> {
+    Ok(model.plan_at(values)?.detector.pix0)
+}
+
+/// Levenberg–Marquardt steps on the centroid residuals of `free`.
+fn gauss_newton(
+    model: &Parameters,
+    start: &[f64],
+    free: &[usize],
+    spots: &[Spot],
+    hkls: &[[f64; 3]],
+) -> Result<Vec<f64>> {
+    let params = model.params();
+    let cost = |v: &[f64]| -> Result<f64> {
+        Ok(match residuals(model, v, spots, hkls)? {
+            Some(r) => r.iter().map(|x| x * x).sum(),
+            None => f64::INFINITY,
+        })
+    };
+    let mut values = start.to_vec();
+    let mut c0 = cost(&values)?;
+    let mut lambda = 1e-3;
+    let nf = free.len();
+    for _ in 0..30 {
+        let Some(r0) = residuals(model, &values, spots, hkls)? else { break };
+        let mut jac = vec![vec![0.0; r0.len()]; nf];
+        for (c, &i) in free.iter().enumerate() {
+            let h = step_of(params[i], values[i]);
+            let mut vp = values.clone();
+            vp[i] += h;
+            let mut vm = values.clone();
+            vm[i] -= h;
+            let (Some(rp), Some(rm)) =
+                (residuals(model, &vp, spots, hkls)?, residuals(model, &vm, spots, hkls)?)
+            else {
+                return Ok(values);
+            };
+            for k in 0..r0.len() {
+                jac[c][k] = (rp[k] - rm[k]) / (2.0 * h);
+            }
+        }
+        let mut jtj = vec![0.0; nf * nf];
+        let mut jtr = vec![0.0; nf];
+        for a in 0..nf {
+            for b in 0..nf {
+                jtj[a * nf + b] = jac[a].iter().zip(&jac[b]).map(|(x, y)| x * y).sum();
+            }
+            jtr[a] = jac[a].iter().zip(&r0).map(|(x, y)| x * y).sum();
+        }
+        let mut improved = false;
+        for _ in 0..10 {
+            let mut m = jtj.clone();
+            for a in 0..nf {
+                m[a * nf + a] += lambda * jtj[a * nf + a].max(1e-12);
+            }
+            let Some(step) = solve(&m, &jtr.iter().map(|x| -x).collect::<Vec<_>>(), nf) else {
+                lambda *= 10.0;
+                continue;
+            };
+            let mut trial = values.clone();
+            for (c, &i) in free.iter().enumerate() {
+                trial[i] += step[c];
+            }
+            let c1 = cost(&trial)?;
+            if c1 < c0 {
+                let gain = (c0 - c1) / c0.max(1e-300);
+                values = trial;
+                c0 = c1;
+                lambda = (lambda / 3.0).max(1e-9);
+                improved = true;
+                if gain < 1e-9 {
+                    return Ok(values);
+                }
+                break;
+            }
+            lambda *= 10.0;
+        }
+        if !improved {
+            break;
+        }
+    }
+    Ok(values)
+}
+
+/// Solve `m x = b` (`n × n`, row-major) by Gaussian elimination with
+/// partial pivoting; `None` when singular.
+fn solve(m: &[f64], b: &[f64], n: usize) -> Option<Vec<f64>> {
+    let mut a = m.to_vec();
+    let mut x = b.to_vec();
+    for col in 0..n {
+        let piv =
+            (col..n).max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))?;
+        if a[piv * n + col].abs() < 1e-300 {
+            return None;
+        }
+        if piv != col {
+            for k in 0..n {
+                a.swap(col * n + k, piv * n + k);
+            }
+            x.swap(col, piv);
+        }
+        for row in col + 1..n {
+            let f = a[row * n + col] / a[col * n + col];
+            for k in col..n {
+                a[row * n + k] -= f * a[col * n + k];
+            }
+            x[row] -= f * x[col];
+        }
+    }
+    for col in (0..n).rev() {
+        let s: f64 = (col + 1..n).map(|k| a[col * n + k] * x[k]).sum();
+        x[col] = (x[col] - s) / a[col * n + col];
+    }
+    x.iter().all(|v| v.is_finite()).then_some(x)
+}
+
+/// How well a final model explains the observed spots: the share of the
+/// observed spots near which the model puts at least a tenth of their
+/// photons, centred within a pixel (or half the spot's size) of theirs.
+pub fn explained_fraction(spots: &[Spot], model_image: &[f64], fpixels: usize) -> f64 {
+    if spots.is_empty() {
+        return 1.0;
+    }
+    let spixels = (model_image.len() / fpixels) as i64;
+    let explained = spots
+        .iter()
+        .filter(|s| {
+            let r = ((s.pixels as f64).sqrt() + 1.0).ceil() as i64;
+            let (cf, cs) = (s.fast.floor() as i64, s.slow.floor() as i64);
+            let (mut sum, mut mf, mut ms) = (0.0, 0.0, 0.0);
+            for t in (cs - r).max(0)..=(cs + r).min(spixels - 1) {
+                for g in (cf - r).max(0)..=(cf + r).min(fpixels as i64 - 1) {
+                    let w = model_image[t as usize * fpixels + g as usize];
+                    sum += w;
+                    mf += w * (g as f64 + 0.5);
+                    ms += w * (t as f64 + 0.5);
+                }
+            }
+            if sum.is_nan() || sum <= 0.1 * s.photons {
+                return false;
+            }
+            let d = ((mf / sum - s.fast).powi(2) + (ms / sum - s.slow).powi(2)).sqrt();
+            d <= (0.5 * r as f64).max(1.0)
+        })
+        .count();
+    explained as f64 / spots.len() as f64
+}
+
+fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+}
+fn add(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [a[0] + b[0], a[1] + b[1], a[2] + b[2]]
+}
+fn sub(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+}
+fn scale(a: [f64; 3], k: f64) -> [f64; 3] {
+    a.map(|x| x * k)
+}
+fn norm(a: [f64; 3]) -> f64 {
+    dot(a, a).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_args;
+    use nanobragg_core::render::{Precision, RenderOptions};
+    use nanobragg_core::setup::SetupSeeds;
+
+    const PARAMS: [Param; 8] = [
+        Param::Distance,
+        Param::Xbeam,
+        Param::Ybeam,
+        Param::CellA,
+        Param::CellC,
+        Param::MissetX,
+        Param::MissetY,
+        Param::MissetZ,
+    ];
+
+    /// A tetragonal still on 256² pixels of 0.1 mm, its image in photons.
+    fn still(args: &str) -> (Parameters, Vec<f32>) {
+        let base = "-cell 48 48 61 90 90 90 -N 10 -default_F 100 -lambda 1 -pixel 0.1 \
+                    -detpixels 256 -distance 60 -oversample 1 -fluence 1e26";
+        let a: Vec<String> =
+            format!("{base} {args}").split_whitespace().map(str::to_string).collect();
+        let inv = parse_args(&a).unwrap();
+        let model =
+            Parameters::new(inv.config, SetupSeeds { misset_idum: -1 }, PARAMS.to_vec()).unwrap();
+        let image = model.image(model.start(), RenderOptions { threads: 2 }, Precision::Fast64);
+        (model, image.unwrap().iter().map(|&x| x as f32).collect())
+    }
+
+    #[test]
+    fn predicted_centroids_fall_on_the_rendered_spots() {
+        let (model, image) = still("-misset 10 20 30");
+        let skip = vec![false; image.len()];
+        let spots = find_spots(&image, &skip, 256, 256, MIN_PHOTONS);
+        assert!(spots.len() >= 20, "{} spots", spots.len());
+        let (indexed, rms) = centroid_rms(&model, model.start(), &spots).unwrap();
+        // every spot of a noiseless image is a reflection of the model
+        assert_eq!(indexed, spots.len());
+        assert!(rms < 0.25, "rms {rms} px");
+        // and a wrong model indexes few of them
+        let mut off = model.start().to_vec();
+        off[5] += 1.0;
+        let (_, rms_off) = centroid_rms(&model, &off, &spots).unwrap();
+        assert!(rms_off > 4.0 * rms, "{rms_off} vs {rms}");
+    }
+
+    #[test]
+    fn the_centroid_fit_recovers_the_geometry_from_indexing_errors() {
+        let (truth, image) = still("-misset 10 20 30 -Xbeam 12.6 -Ybeam 13.1");
+        let skip = vec![false; image.len()];
+        let spots = find_spots(&image, &skip, 256, 256, MIN_PHOTONS);
+        // 0.4° per axis, 0.8 % cell, 1.5 mm distance, 2.5 pixels of beam centre
+        let t = truth.start().to_vec();
+        let start = [t[0] + 1.5, t[1] + 0.25, t[2] - 0.25, t[3] * 1.008, t[4] * 0.992]
+            .into_iter()
+            .chain([t[5] + 0.4, t[6] - 0.4, t[7] + 0.4])
+            .collect::<Vec<_>>();
+        let fit = fit_centroids(&truth, &start, &spots).unwrap();
+        let tol = [0.1, 0.01, 0.01, 0.02, 0.02, 0.02, 0.02, 0.02];
+        for (i, p) in PARAMS.iter().enumerate() {
+            let err = (fit.values[i] - t[i]).abs();
+            assert!(err < tol[i], "{p}: {} for {} (start {})", fit.values[i], t[i], start[i]);
+        }
+        assert!(fit.rms_px < 0.25 && fit.indexed == spots.len(), "{fit:?}");
+        // the model at the fitted values explains every spot; the start does not
+        let opts = RenderOptions { threads: 2 };
+        let at = |v: &[f64]| truth.image(v, opts, Precision::Fast64).unwrap();
+        assert_eq!(explained_fraction(&spots, &at(&fit.values), 256), 1.0);
+        assert!(explained_fraction(&spots, &at(&start), 256) < 0.5);
+    }
+}
