@@ -527,8 +527,26 @@ fn fit(
     } else {
         None
     };
-    let origin = prefit.as_ref().map(|f| f.values.clone()).unwrap_or_else(|| model.start.clone());
-    let first = evaluate(&model, &origin, &job)?;
+    // the prefit's values only where the pixel loss agrees they are better
+    let mut origin = model.start.clone();
+    let mut first = evaluate(&model, &origin, &job)?;
+    let mut prefit = prefit;
+    if let Some(fit) = &mut prefit {
+        let at_fit = evaluate(&model, &fit.values, &job)?;
+        fit.kept = at_fit.value < first.value && not_finite(&at_fit).is_none();
+        if print {
+            println!(
+                "prefit {}: loss {:.12e} at its values, {:.12e} at the start",
+                if fit.kept { "kept" } else { "not kept" },
+                at_fit.value,
+                first.value
+            );
+        }
+        if fit.kept {
+            origin = fit.values.clone();
+            first = at_fit;
+        }
+    }
     if let Some(why) = not_finite(&first) {
         bail!(
             "refine: the loss is not finite at the start ({why}) with {}; the model or the observed image overflows",
@@ -646,7 +664,7 @@ fn check_fit(
 ) -> Result<FitCheck> {
     let image = model.image(values, job.opts, Precision::Exact64)?;
     let fpixels = model.plan0.detector.fpixels;
-    let explained = spots::explained_fraction(spots, &image, fpixels);
+    let explained = spots::explained_fraction(spots, &job.observed.values, &image, fpixels);
     let (indexed, rms_px) = spots::centroid_rms(model, values, spots)?;
     let chi2_per_pixel = (job.kind == LossKind::Poisson).then(|| {
         let (mut sum, mut n) = (0.0, 0usize);

@@ -216,7 +216,7 @@ def test_refine_is_the_command_lines(tmp_path):
 
 
 STILL = ("-default_F 200 -cell 48 48 61 90 90 90 -N 10 -lambda 1 -pixel 0.1 -detpixels 256 "
-         "-distance 60 -oversample 1 -fluence 1e26 -misset 10 20 30 -Xbeam 12.8 -Ybeam 12.8")
+         "-distance 60 -oversample 1 -fluence 1e28 -misset 10 20 30 -Xbeam 12.8 -Ybeam 12.8")
 
 
 def test_refine_says_whether_the_fit_explains_the_spots():
