@@ -69,8 +69,9 @@ fn usage() -> String {
 fn split_args(args: &[String]) -> Result<Option<Request>> {
     let mut model_args = Vec::new();
     let (mut observed, mut list, mut loss) = (None, None, None);
-    let (mut maxiter, mut gtol, mut history) = (100u64, 1e-6f64, 8usize);
-    let (mut prefit, mut min_explained) = (true, DEFAULT_MIN_EXPLAINED);
+    let d = Settings::new(Vec::new());
+    let (mut maxiter, mut gtol, mut history) = (d.maxiter, d.gtol, d.history);
+    let (mut prefit, mut min_explained) = (d.prefit, d.min_explained);
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -704,6 +705,9 @@ fn start(
 ) -> Result<(Parameters, Observed)> {
     if !(1..=MAX_HISTORY).contains(&settings.history) {
         bail!("refine: -history {} is not from 1 to {MAX_HISTORY}", settings.history);
+    }
+    if !(0.0..=1.0).contains(&settings.min_explained) {
+        bail!("refine: -min_explained {} is not from 0 to 1", settings.min_explained);
     }
     let model = parameters(inv, &settings.params)?;
     let d = &model.plan0.detector;

@@ -10,6 +10,7 @@ use crate::parameters::Parameters;
 use anyhow::Result;
 use nanobragg_core::diff::Param;
 use nanobragg_core::setup::Plan;
+use nanobragg_core::vec3::{cross, dot, magnitude as norm, scale};
 
 /// A strong spot on an image: its intensity-weighted centroid in pixel
 /// units (the centre of pixel `f` is `f + 0.5`) and its photons above the
@@ -444,12 +445,12 @@ fn centre_search(model: &Parameters, values: &[f64], spots: &[Spot]) -> Result<V
     );
     let (Some(xi), Some(yi)) = (xi, yi) else { return Ok(values.to_vec()) };
     // find how Xbeam and Ybeam move pix0 along fast and slow, and solve
-    let base = still_pix0(model, values)?;
+    let base = plan.detector.pix0;
     let mut cols = [[0.0; 2]; 2];
     for (c, &i) in [xi, yi].iter().enumerate() {
         let mut v = values.to_vec();
         v[i] += 1.0;
-        let p = still_pix0(model, &v)?;
+        let p = model.plan_at(&v)?.detector.pix0;
         let d = sub(p, base);
         cols[c] = [dot(d, still.fdet) / px, dot(d, still.sdet) / px];
     }
@@ -465,10 +466,6 @@ fn centre_search(model: &Parameters, values: &[f64], spots: &[Spot]) -> Result<V
     v[xi] += dx;
     v[yi] += dy;
     Ok(v)
-}
-
-fn still_pix0(model: &Parameters, values: &[f64]) -> Result<[f64; 3]> {
-    Ok(model.plan_at(values)?.detector.pix0)
 }
 
 /// Levenberg–Marquardt steps on the centroid residuals of `free`.
@@ -631,23 +628,11 @@ pub fn explained_fraction(
     explained as f64 / spots.len() as f64
 }
 
-fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
-    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-}
-fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
-    [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
-}
 fn add(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
     [a[0] + b[0], a[1] + b[1], a[2] + b[2]]
 }
 fn sub(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
-}
-fn scale(a: [f64; 3], k: f64) -> [f64; 3] {
-    a.map(|x| x * k)
-}
-fn norm(a: [f64; 3]) -> f64 {
-    dot(a, a).sqrt()
 }
 
 #[cfg(test)]

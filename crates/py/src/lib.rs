@@ -720,9 +720,6 @@ fn refine(
     if gtol.is_nan() || gtol <= 0.0 || history == 0 {
         return Err(error("refine: gtol and history must be > 0"));
     }
-    if !(0.0..=1.0).contains(&min_explained) {
-        return Err(error("refine: min_explained must be from 0 to 1"));
-    }
     let settings = Settings {
         params: parse_params(&params)?,
         loss,
