@@ -133,6 +133,33 @@ pub struct DetectorConfig {
     pub roi: Option<[i64; 4]>,
     /// Mask pixels (non-zero = render), fast index fastest, from `-mask`.
     pub mask: Option<Vec<u16>>,
+    /// The panels of a multi-panel detector (`-expt`); empty: the one panel
+    /// the fields above describe.
+    pub panels: Vec<PanelConfig>,
+}
+
+/// One flat panel of a multi-panel detector, in the laboratory frame of the
+/// beam vector (as a DIALS experiment list gives it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PanelConfig {
+    /// The panel's name (for messages and statistics).
+    pub name: String,
+    /// Sample to the outer corner of the first pixel (mm).
+    pub origin_mm: [f64; 3],
+    /// Direction of increasing fast pixel index (unit).
+    pub fast: [f64; 3],
+    /// Direction of increasing slow pixel index (unit).
+    pub slow: [f64; 3],
+    /// Pixel edge (mm); square pixels.
+    pub pixel_mm: f64,
+    /// Pixels along fast.
+    pub fpixels: usize,
+    /// Pixels along slow.
+    pub spixels: usize,
+    /// Sensor thickness (µm); 0: no thickness.
+    pub thick_um: f64,
+    /// Attenuation depth of the sensor (µm); `None`: no absorption.
+    pub attenuation_um: Option<f64>,
 }
 
 impl Default for DetectorConfig {
@@ -172,6 +199,7 @@ impl Default for DetectorConfig {
             thicksteps: -1,
             roi: None,
             mask: None,
+            panels: Vec::new(),
         }
     }
 }
@@ -262,6 +290,10 @@ pub struct CrystalConfig {
     /// `-mat`: reciprocal vectors a*, b*, c* (rows of the MOSFLM matrix are x, y, z;
     /// here stored as `[a_star, b_star, c_star]`), still multiplied by lambda.
     pub mat: Option<[[f64; 3]; 3]>,
+    /// The cell's real-space vectors a, b, c in the laboratory frame (Å),
+    /// from `-expt`; they give the orientation (and, without `-cell`, the
+    /// cell) instead of `-mat`.
+    pub real_space_a: Option<[[f64; 3]; 3]>,
     /// `-misset`.
     pub misset: Misset,
     /// `-misset_seed` (C default: the noise seed).
@@ -299,6 +331,7 @@ impl Default for CrystalConfig {
         Self {
             cell: None,
             mat: None,
+            real_space_a: None,
             misset: Misset::None,
             misset_seed: None,
             na: 1.0,

@@ -727,6 +727,16 @@ impl Plan {
     ) -> Result<(Plan, Leaves<R>)> {
         let c = R::c;
         check_inputs(cfg)?;
+        if !cfg.detector.panels.is_empty() {
+            return Err(Error::Invalid {
+                what: "-expt",
+                msg: format!(
+                    "a detector of {} panels has no single plan: each panel is planned alone \
+                     (geometry::panel_configs), and this operation takes one panel",
+                    cfg.detector.panels.len()
+                ),
+            });
+        }
         let mut warnings = Vec::new();
         let lambda0 = deltas.apply(Param::Lambda, c(cfg.beam.lambda_a), 1.0) / c(1.0e10);
         let lambda0_m = lambda0.val();

@@ -5,6 +5,8 @@
 //! * [`smv`]: SMV (ADSC) image header generation, writing and reading.
 //! * [`float`]: raw little-endian `f32` images.
 //! * [`le`]: little-endian byte views of pixel slices (no copy on little-endian hosts).
+//! * [`expt`]: DIALS experiment lists (beam, panels, crystal) for `-expt`.
+//! * [`crystfel`]: CrystFEL geometry files (panels) for `-geom`.
 //! * [`stol`]: nonBragg's `.stol` tables (F against sin(θ)/λ).
 //! * [`mx`]: int32 panels with their geometry and the experiment's values, what
 //!   [`cbf`] (miniCBF) and `nxmx` (NXmx in HDF5, with the `hdf5` feature) write.
@@ -19,6 +21,8 @@
 pub mod atomic;
 pub mod cbf;
 pub mod cfmt;
+pub mod crystfel;
+pub mod expt;
 pub mod float;
 mod interrupt;
 pub mod le;

@@ -452,6 +452,18 @@ fn amorphous(inv: &mut Invocation) -> &mut nanobragg_core::config::AmorphousConf
         .get_or_insert_with(|| nanobragg_core::config::AmorphousConfig::new(Vec::new(), 1e10))
 }
 
+/// Applies the `-expt` or `-geom` file read for this occurrence.
+fn detector_file(inv: &mut Invocation, o: &Occurrence) {
+    let path = o.path(0);
+    if let Some((_, file)) = inv.detector_files.iter().find(|(p, _)| *p == path) {
+        let file = file.clone();
+        crate::expt::apply_file(&mut inv.config, &file);
+        if matches!(&file, crate::expt::DetectorFile::Expt(e) if e.real_space.is_some()) {
+            inv.mat_path = None;
+        }
+    }
+}
+
 /// Sets the convention and the pivot that goes with it (as the original does).
 fn convention(inv: &mut Invocation, c: Convention, pivot: Pivot) {
     inv.config.detector.convention = c;
@@ -536,6 +548,12 @@ pub static FLAGS: &[Flag] = &[
         |inv, _| convention(inv, Convention::Xds, Pivot::Sample)),
     Flag::switch("-dials", D, "DIALS convention: as XDS with spindle and polarization along y; pivots about the sample",
         |inv, _| convention(inv, Convention::Dials, Pivot::Beam)),
+    Flag::file("-expt", D, Kind::InFile,
+        "DIALS experiment list (one experiment): beam, detector panels (one, or several rendered as one image stacked along slow), crystal orientation, rotation axis and oscillation; later flags override it, detector placement flags after it are refused",
+        detector_file),
+    Flag::file("-geom", D, Kind::InFile,
+        "CrystFEL geometry file: detector panels (placed in the DIALS frame, beam along -z) and the wavelength of its photon_energy; later flags override it, detector placement flags after it are refused",
+        detector_file),
     Flag::vector("-fdet_vector", D, "direction of increasing fast-axis pixel index",
         |inv, o| inv.config.detector.fdet = o.vec3())
         .dflt("0 0 1"),
@@ -703,7 +721,7 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.batch_path = Some(o.path(0))),
     Flag::file("-mat", X, Kind::InFile,
         "MOSFLM orientation matrix: reciprocal vectors a*, b*, c* (times the wavelength) as columns of three lines",
-        |inv, o| inv.mat_path = Some(o.path(0)))
+        |inv, o| { inv.mat_path = Some(o.path(0)); inv.config.crystal.real_space_a = None; })
     .aka(&["-matrix"]),
     Flag {
         arity: Arity::Cell,

@@ -170,6 +170,9 @@ pub struct Invocation {
     pub img_path: Option<PathBuf>,
     /// Width and height of the `-img` image (its pixels are not used).
     pub img_size: Option<(usize, usize)>,
+    /// The files of `-expt` and `-geom`, read before the flags are applied
+    /// (each is applied where its flag stands).
+    pub detector_files: Vec<(PathBuf, crate::expt::DetectorFile)>,
     /// Values taken from `-mask`/`-img` headers that a flag could also set, for
     /// error messages: (that flag, `-img FILE header KEY=VALUE`, value).
     pub header_values: Vec<(&'static str, String, f64)>,
@@ -219,6 +222,7 @@ impl Default for Invocation {
             batch_path: None,
             img_path: None,
             img_size: None,
+            detector_files: Vec::new(),
             header_values: Vec::new(),
             mask_path: None,
             seed: None,

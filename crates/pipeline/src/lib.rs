@@ -10,6 +10,7 @@
 
 pub mod add;
 pub mod batch;
+pub mod expt;
 pub mod flags;
 pub mod gradient;
 pub mod invocation;

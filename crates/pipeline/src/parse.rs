@@ -228,6 +228,15 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
         inv.img_size = Some((img.width, img.height));
     }
 
+    for occ in occurrences.iter().filter(|o| ["-expt", "-geom"].contains(&o.flag.name)) {
+        let path = occ.path(0);
+        if !inv.detector_files.iter().any(|(p, _)| *p == path) {
+            let file = crate::expt::read(occ.flag.name, &path)?;
+            inv.detector_files.push((path, file));
+        }
+    }
+    crate::expt::check_order(&occurrences)?;
+
     // Pass 3: every flag in order.
     for occ in &occurrences {
         occ.flag.apply(&mut inv, occ);

@@ -97,18 +97,25 @@ impl Invocation {
 
 /// Renders `plan` with the invocation's precision, threads and device.
 pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInfo)> {
+    let mut image = vec![0.0f32; plan.detector.fpixels * plan.detector.spixels];
+    let info = render_plan_into(inv, plan, &mut image)?;
+    Ok((image, info))
+}
+
+/// [`render_plan`] into `image` (zeros, the size of the plan's image): the
+/// CPU renders straight into it.
+pub fn render_plan_into(inv: &Invocation, plan: &Plan, image: &mut [f32]) -> Result<RenderInfo> {
     inv.check_device()?;
     if inv.uses_gpu() {
         let r = nanobragg_cuda::render(plan, inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
-        let (mut image, info) = r.into_parts();
-        nanobragg_core::render::cpu::add_background(plan, &mut image);
-        return Ok((image, info));
+        let (mut gpu_image, info) = r.into_parts();
+        nanobragg_core::render::cpu::add_background(plan, &mut gpu_image);
+        image.copy_from_slice(&gpu_image);
+        return Ok(info);
     }
-    let mut image = vec![0.0f32; plan.detector.fpixels * plan.detector.spixels];
     let cpu = Cpu { opts: RenderOptions { threads: inv.threads } };
-    let info = cpu.render_into(plan, inv.precision, &mut image)?;
-    Ok((image, info))
+    Ok(cpu.render_into(plan, inv.precision, image)?)
 }
 
 /// Refuses an image with NaN or infinite pixels, naming the inputs whose

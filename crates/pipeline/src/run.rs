@@ -375,6 +375,9 @@ pub fn run(inv: Invocation) -> Result<()> {
         Some(s) => -s,
         None => -clock,
     };
+    if !inv.config.detector.panels.is_empty() {
+        return run_panels(&inv, SetupSeeds { misset_idum }, noise_idum);
+    }
     let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
     // refuse a bad -gradient before writing anything
     if let Some((_, Some(skipped))) = crate::gradient::selected(&inv, &plan)? {
@@ -439,6 +442,128 @@ pub fn run(inv: Invocation) -> Result<()> {
     let gradients = crate::gradient::write(&inv, &plan, seeds, &mut out, gradient_files)?;
     // all together, so that an error or a signal before here changes no output
     files.commit(gradients)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// A run of a multi-panel detector (`-expt`): every panel planned and
+/// rendered alone (the single custom-vector panel of its own vectors, see
+/// `nanobragg_core::geometry::panel_configs`), the images stacked along
+/// slow in the file's panel order (panels of equal width), then written as
+/// one image; statistics per panel and overall.
+fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()> {
+    let o = &inv.outputs;
+    let refused = [
+        (inv.batch_path.is_some(), "-batch"),
+        (inv.gradient.is_some(), "-gradient"),
+        (o.nxmxfile.is_some(), "-nxmxfile"),
+        (o.cbffile.is_some(), "-cbffile"),
+        (inv.printout, "-printout"),
+        (o.response.psf.is_some(), "-psf"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        return Err(anyhow!(
+            "{flag}: not available with a multi-panel detector (-expt with {} panels) yet",
+            inv.config.detector.panels.len()
+        ));
+    }
+    let configs =
+        nanobragg_core::geometry::panel_configs(&inv.config).map_err(|e| explain(e, inv))?;
+    let plans = (configs.iter())
+        .map(|c| Plan::new(c, seeds).map_err(|e| explain(e, inv)))
+        .collect::<Result<Vec<_>>>()?;
+    let panels = &inv.config.detector.panels;
+    let d0 = &plans[0].detector;
+    for (p, plan) in panels.iter().zip(&plans) {
+        let d = &plan.detector;
+        if d.fpixels != d0.fpixels || d.pixel_size_m != d0.pixel_size_m {
+            return Err(anyhow!(
+                "-expt: panel {} is {} pixels of {} mm wide, panel {} {} of {} mm: the panels are stacked into one image, which needs one width and pixel size",
+                p.name, d.fpixels, d.pixel_size_m * 1e3, panels[0].name, d0.fpixels, d0.pixel_size_m * 1e3
+            ));
+        }
+    }
+    response(o, d0.pixel_size_m)?;
+    inv.check_device()?;
+    let mut files = OutputFiles::open(o)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    report(&mut out, &plans[0], inv, noise_idum)?;
+    let rows: usize = plans.iter().map(|p| p.detector.spixels).sum();
+    let fp = d0.fpixels;
+    // every panel renders into its rows of the mapped float file (or of one image)
+    let mut float_map = files.float.map(fp * rows * 4).map_err(|e| write_error("-floatfile", e))?;
+    let mapped = float_map.is_some();
+    let mut owned = match mapped {
+        true => Vec::new(),
+        false => vec![0.0f32; fp * rows],
+    };
+    let image: &mut [f32] = match float_map.as_mut() {
+        Some(map) => le::values_mut(map),
+        None => &mut owned,
+    };
+    let mut info = RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
+    let mut at = 0;
+    for (p, plan) in panels.iter().zip(&plans) {
+        let d = &plan.detector;
+        writeln!(
+            out,
+            "panel {}: {} x {} pixels, first pixel at {} {} {} mm, {} mm from the sample",
+            p.name,
+            d.fpixels,
+            d.spixels,
+            g(d.pix0[0] * 1e3),
+            g(d.pix0[1] * 1e3),
+            g(d.pix0[2] * 1e3),
+            g(d.close_distance_m * 1e3)
+        )?;
+        let panel = &mut image[at..at + d.fpixels * d.spixels];
+        at += panel.len();
+        let panel_info = crate::render::render_plan_into(inv, plan, panel)?;
+        crate::render::check_finite_image(panel, inv, plan)?;
+        let (mut sum, mut max) = (0.0f64, 0.0f32);
+        for r in &panel_info.rows {
+            sum += r.sum;
+            max = max.max(r.max);
+        }
+        if panel_info.rows.is_empty() {
+            // (a GPU render gathers no row statistics)
+            sum = panel.iter().map(|&x| x as f64).sum();
+            max = panel.iter().fold(0.0, |m, &x| m.max(x));
+        }
+        writeln!(
+            out,
+            "panel {}: max_I = {}  mean= {}",
+            p.name,
+            g(max as f64),
+            g(sum / panel.len() as f64)
+        )?;
+        info.omega_sum += panel_info.omega_sum;
+        info.interpolation_fallback =
+            info.interpolation_fallback.or(panel_info.interpolation_fallback);
+        info.rows.extend(panel_info.rows);
+    }
+    writeln!(out)?;
+    let steps = plans[0].steps as f64;
+    writeln!(
+        out,
+        "solid angle subtended by detector = {} steradian ( {}% sphere)",
+        g(info.omega_sum / steps),
+        g(100.0 * info.omega_sum / steps / 4.0 / std::f64::consts::PI)
+    )?;
+    if !mapped {
+        files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
+    }
+    // the written images are one image of every panel's rows (SMV headers
+    // carry the first panel's geometry: SMV describes one panel)
+    let mut stacked = plans[0].clone();
+    stacked.detector.spixels = rows;
+    stacked.detector.detsize_s_m = rows as f64 * d0.pixel_size_m;
+    stacked.detector.roi = [0, fp as i64, 0, rows as i64];
+    stacked.mask = None;
+    write_images(&mut out, &stacked, inv, image, &info, files.images(), noise_idum)?;
+    drop(float_map);
+    files.commit(Vec::new())?;
     out.flush()?;
     Ok(())
 }

@@ -259,7 +259,13 @@ impl Cell {
             let s = k(1e-10) / lambda_m;
             stars = mat.map(|row| scale(lift(row), s));
         }
-        if cfg.mat.is_none() && given.as_ref().is_none_or(|g| g.lengths[0].val() == 0.0) {
+        if let Some([a, b, c]) = cfg.real_space_a {
+            // the reciprocal vectors (1/Å), as -mat gives them after the division by λ
+            let v = dot(a, cross(b, c));
+            stars = [cross(b, c), cross(c, a), cross(a, b)].map(|x| lift(x.map(|x| x / v)));
+        }
+        let oriented = cfg.mat.is_some() || cfg.real_space_a.is_some();
+        if !oriented && given.as_ref().is_none_or(|g| g.lengths[0].val() == 0.0) {
             return Err(Error::Invalid {
                 what: "-cell",
                 msg: "no unit cell: give -cell a b c alpha beta gamma or -mat FILE".into(),
@@ -281,7 +287,7 @@ impl Cell {
         }
         let v_cell = R::one() / v_star;
         if !(v_cell.val().is_finite() && v_cell.val() != 0.0) {
-            return Err(match (cfg.mat.is_some(), &cfg.cell) {
+            return Err(match (oriented, &cfg.cell) {
                 (false, Some(cell)) => Error::Invalid {
                     what: "-cell",
                     msg: format!(

@@ -5,3 +5,6 @@ pub mod detector;
 
 pub use convention::Axes;
 pub use detector::Detector;
+pub mod panel;
+
+pub use panel::panel_configs;

@@ -1,0 +1,92 @@
+//! Multi-panel detectors: each panel becomes the single custom-vector panel
+//! the nanoBragg.c flags describe, so that every panel is rendered by the
+//! one plan and kernel (and equals a render of those flags).
+
+use crate::config::{Convention, DetectorConfig, PanelConfig, Pivot, SimConfig};
+use crate::error::{Error, Result};
+use crate::vec3::{cross, dot, magnitude};
+
+impl PanelConfig {
+    /// The single-panel detector of this panel: `base`'s beam, polarization
+    /// and spindle axes and sampling options, this panel's axes, pixels and
+    /// sensor, placed by the sample pivot (the closest point of the panel's
+    /// plane and the distance to it, which put the first pixel's corner at
+    /// [`PanelConfig::origin_mm`]).
+    pub fn detector(&self, base: &DetectorConfig) -> Result<DetectorConfig> {
+        let bad = |msg: String| Error::Invalid { what: "-expt", msg };
+        let (f, s) = (self.fast, self.slow);
+        if (magnitude(f) - 1.0).abs() > 1e-6 || (magnitude(s) - 1.0).abs() > 1e-6 {
+            return Err(bad(format!(
+                "panel {}: the fast and slow axes must be unit vectors",
+                self.name
+            )));
+        }
+        if dot(f, s).abs() > 1e-6 {
+            return Err(bad(format!(
+                "panel {}: the fast and slow axes are not perpendicular (cosine {:e})",
+                self.name,
+                dot(f, s)
+            )));
+        }
+        if !(self.pixel_mm > 0.0 && self.fpixels > 0 && self.spixels > 0) {
+            return Err(bad(format!("panel {}: no pixels (size or counts zero)", self.name)));
+        }
+        let o = cross(f, s);
+        let origin = self.origin_mm;
+        Ok(DetectorConfig {
+            pixel_mm: self.pixel_mm,
+            fpixels: self.fpixels as i64,
+            spixels: self.spixels as i64,
+            detsize_f_mm: self.pixel_mm * self.fpixels as f64,
+            detsize_s_mm: self.pixel_mm * self.spixels as f64,
+            close_distance_mm: Some(dot(origin, o)),
+            // custom convention: the closest point is -Xbeam/-Ybeam
+            xbeam_mm: Some(-dot(origin, f)),
+            ybeam_mm: Some(-dot(origin, s)),
+            xclose_mm: None,
+            yclose_mm: None,
+            orgx_px: None,
+            orgy_px: None,
+            pivot: Pivot::Sample,
+            convention: Convention::Custom,
+            fdet: f,
+            sdet: s,
+            odet: o,
+            pix0: None,
+            thick_um: self.thick_um,
+            attenuation_um: Some(self.attenuation_um),
+            roi: None,
+            mask: None,
+            panels: Vec::new(),
+            ..base.clone()
+        })
+    }
+}
+
+/// The configuration of each panel of `cfg` as a single-panel one (one
+/// configuration, `cfg` itself, where it has no panel list).
+pub fn panel_configs(cfg: &SimConfig) -> Result<Vec<SimConfig>> {
+    let d = &cfg.detector;
+    if d.panels.is_empty() {
+        return Ok(vec![cfg.clone()]);
+    }
+    let refuse = |what: &'static str, msg: &str| Err(Error::Invalid { what, msg: msg.to_string() });
+    if [d.rotx_deg, d.roty_deg, d.rotz_deg, d.twotheta_deg].iter().any(|&x| x != 0.0) {
+        return refuse(
+            "-detector_rot*/-twotheta",
+            "a multi-panel detector (-expt) is placed by its panels' vectors: move or turn the panels in the file",
+        );
+    }
+    if d.roi.is_some() || d.mask.is_some() || d.curved {
+        return refuse(
+            "-roi/-mask/-curved_det",
+            "not available for a multi-panel detector (-expt) yet: they describe one panel",
+        );
+    }
+    let one = |p: &PanelConfig| {
+        let mut c = cfg.clone();
+        c.detector = p.detector(d)?;
+        Ok(c)
+    };
+    d.panels.iter().map(one).collect()
+}

@@ -1,0 +1,230 @@
+//! CrystFEL geometry files (`.geom`): the panels of a detector, placed in
+//! the DIALS laboratory frame.
+//!
+//! CrystFEL's frame has +z along the beam (away from the source) and +y up;
+//! DIALS's has the beam along −z and +y up, so a CrystFEL (x, y, z) is the
+//! DIALS (−x, y, −z) (a half turn about y). A panel's first pixel corner is
+//! (`corner_x`, `corner_y`) pixels and `clen` + `coffset` metres along z,
+//! its axes `fs` and `ss` (`+1.0x -0.02y +0.0z`), its pixel 1/`res` m, its
+//! size `max − min + 1` pixels along fs and ss. Keys without a panel name
+//! are defaults for every panel. Keys that describe the data file's layout
+//! or masks (`data`, `dim*`, `mask*`, `bad_*`, `rigid_group*`, `adu_per_*`,
+//! `max_adu`, `flag_*`, ...) do not change the simulation and are skipped.
+
+use crate::expt::Panel;
+use crate::{read_all, IoError};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A detector from a geometry file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Geometry {
+    /// The panels in the DIALS frame, in the file's order of first mention.
+    pub panels: Vec<Panel>,
+    /// `photon_energy` (eV), where the file gives a number.
+    pub photon_energy_ev: Option<f64>,
+}
+
+/// Keys and their (line number, value).
+type Keys = BTreeMap<String, (usize, String)>;
+
+/// Reads a CrystFEL geometry file.
+pub fn read_geom(path: &Path) -> Result<Geometry, IoError> {
+    let bytes = read_all(path)?;
+    parse_geom(&String::from_utf8_lossy(&bytes))
+        .map_err(|reason| IoError::Malformed { path: path.to_path_buf(), reason })
+}
+
+/// Parses the text of a geometry file; the error names the line or panel.
+pub fn parse_geom(text: &str) -> Result<Geometry, String> {
+    let mut global = Keys::new();
+    let mut panels: Vec<(String, Keys)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split(';').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (key, value) =
+            line.split_once('=').ok_or(format!("line {}: '{line}' is not 'key = value'", i + 1))?;
+        let (key, value) = (key.trim(), value.trim().to_string());
+        match key.split_once('/') {
+            Some((panel, param)) => {
+                let panel = panel.trim();
+                if panel.starts_with("bad") || panel.starts_with("rigid_group") {
+                    continue;
+                }
+                let k = match panels.iter().position(|(n, _)| n == panel) {
+                    Some(k) => k,
+                    None => {
+                        panels.push((panel.to_string(), BTreeMap::new()));
+                        panels.len() - 1
+                    }
+                };
+                panels[k].1.insert(param.trim().to_string(), (i + 1, value));
+            }
+            None => {
+                global.insert(key.to_string(), (i + 1, value));
+            }
+        }
+    }
+    if panels.is_empty() {
+        return Err("no panel (lines 'name/min_fs = ...' and so on)".into());
+    }
+    let photon_energy_ev = match global.get("photon_energy") {
+        Some((line, v)) => match number_in(v) {
+            Some(ev) if ev > 0.0 => Some(ev),
+            Some(_) => return Err(format!("line {line}: photon_energy {v} is not positive")),
+            // a path into the data file: the wavelength comes from the flags
+            None => None,
+        },
+        None => None,
+    };
+    let panels = panels
+        .iter()
+        .map(|(name, own)| panel(name, own, &global))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Geometry { panels, photon_energy_ev })
+}
+
+/// A number with an optional unit word after it (`9500 eV`, `0.12`).
+fn number_in(v: &str) -> Option<f64> {
+    v.split_whitespace().next()?.parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+/// One panel from its own keys and the defaults.
+fn panel(name: &str, own: &Keys, global: &Keys) -> Result<Panel, String> {
+    let get = |key: &str| own.get(key).or_else(|| global.get(key));
+    let num = |key: &str| -> Result<f64, String> {
+        let (line, v) = get(key).ok_or(format!("panel {name}: no {key}"))?;
+        number_in(v).ok_or(format!("line {line}: panel {name}: {key} = {v} is not a number"))
+    };
+    let res = num("res")?;
+    if res <= 0.0 {
+        return Err(format!("panel {name}: res {res} (pixels per metre) is not positive"));
+    }
+    let extent = |lo: &str, hi: &str| -> Result<usize, String> {
+        let (a, b) = (num(lo)?, num(hi)?);
+        let n = b - a + 1.0;
+        if !(n >= 1.0 && n.fract() == 0.0) {
+            return Err(format!(
+                "panel {name}: {lo} {a} to {hi} {b} is not a whole number of pixels"
+            ));
+        }
+        Ok(n as usize)
+    };
+    let (fpixels, spixels) = (extent("min_fs", "max_fs")?, extent("min_ss", "max_ss")?);
+    let clen = num("clen").map_err(|e| {
+        format!("{e} (a camera length read from the data file cannot be simulated: give clen in metres)")
+    })?;
+    let coffset = if get("coffset").is_some() { num("coffset")? } else { 0.0 };
+    let axis = |key: &str| -> Result<[f64; 3], String> {
+        let (line, v) = get(key).ok_or(format!("panel {name}: no {key}"))?;
+        let x = parse_axis(v).ok_or(format!(
+            "line {line}: panel {name}: {key} = {v} is not like '+1.0x -0.02y +0.0z'"
+        ))?;
+        let m = (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt();
+        if (m - 1.0).abs() > 1e-3 {
+            return Err(format!("line {line}: panel {name}: {key} has length {m}, not 1"));
+        }
+        Ok(x.map(|c| c / m))
+    };
+    let (fs, ss) = (axis("fs")?, axis("ss")?);
+    let pixel_mm = 1000.0 / res;
+    let corner = [num("corner_x")?, num("corner_y")?];
+    // CrystFEL (x, y, z) to DIALS (-x, y, -z)
+    let to_dials = |x: [f64; 3]| [-x[0], x[1], -x[2]];
+    let z_mm = (clen + coffset) * 1000.0;
+    Ok(Panel {
+        name: name.to_string(),
+        origin_mm: to_dials([corner[0] * pixel_mm, corner[1] * pixel_mm, z_mm]),
+        fast: to_dials(fs),
+        slow: to_dials(ss),
+        pixel_mm: [pixel_mm; 2],
+        image_size: [fpixels, spixels],
+        thickness_mm: 0.0,
+        mu_per_mm: 0.0,
+    })
+}
+
+/// `+1.0x -0.02y +0.0z` (terms in any order, each optional).
+fn parse_axis(v: &str) -> Option<[f64; 3]> {
+    let mut out = [0.0; 3];
+    let compact: String = v.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut rest = compact.as_str();
+    while !rest.is_empty() {
+        let end = rest.find(['x', 'y', 'z'])?;
+        let coef = match &rest[..end] {
+            "" | "+" => 1.0,
+            "-" => -1.0,
+            c => c.parse::<f64>().ok()?,
+        };
+        let k = match rest.as_bytes()[end] {
+            b'x' => 0,
+            b'y' => 1,
+            _ => 2,
+        };
+        out[k] += coef;
+        rest = &rest[end + 1..];
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GEOM: &str = "; two modules
+clen = 0.1
+res = 10000
+photon_energy = 9537.0 eV
+data = /entry/data/data
+m0/min_fs = 0
+m0/max_fs = 127
+m0/min_ss = 0
+m0/max_ss = 63
+m0/corner_x = -64
+m0/corner_y = 70
+m0/fs = +1.0x +0.0y
+m0/ss = 0x -1y
+m1/min_fs = 128
+m1/max_fs = 255
+m1/min_ss = 0
+m1/max_ss = 63
+m1/corner_x = 10
+m1/corner_y = 70
+m1/fs = -0.0y +1x
+m1/ss = -1.0y
+m1/coffset = 0.002
+bad_beamstop/min_x = -5
+";
+
+    #[test]
+    fn panels_in_the_dials_frame() {
+        let g = parse_geom(GEOM).unwrap();
+        assert_eq!(g.photon_energy_ev, Some(9537.0));
+        assert_eq!(g.panels.len(), 2);
+        let p = &g.panels[1];
+        assert_eq!(p.image_size, [128, 64]);
+        assert_eq!(p.pixel_mm, [0.1, 0.1]);
+        assert_eq!(p.fast, [-1.0, 0.0, -0.0]);
+        assert_eq!(p.slow, [-0.0, -1.0, -0.0]);
+        let want = [-1.0, 7.0, -102.0];
+        assert!(
+            p.origin_mm.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12),
+            "{:?}",
+            p.origin_mm
+        );
+    }
+
+    #[test]
+    fn errors_name_the_panel_and_line() {
+        let e = parse_geom(&GEOM.replace("m1/fs = -0.0y +1x", "m1/fs = 1.5x")).unwrap_err();
+        assert!(e.contains("panel m1: fs has length 1.5"), "{e}");
+        let e = parse_geom(&GEOM.replace("clen = 0.1", "clen = /LCLS/detector_1/EncoderValue"))
+            .unwrap_err();
+        assert!(e.contains("clen") && e.contains("metres"), "{e}");
+        let e = parse_geom(&GEOM.replace("m0/max_ss = 63", "m0/max_ss = 62.5")).unwrap_err();
+        assert!(e.contains("whole number"), "{e}");
+        assert!(parse_geom("clen = 0.1\n").unwrap_err().contains("no panel"));
+    }
+}

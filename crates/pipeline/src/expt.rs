@@ -1,0 +1,182 @@
+//! `-expt FILE`: a DIALS experiment list sets the beam, the detector (one
+//! panel as the custom-vector flags would, or several panels), the crystal's
+//! orientation and the rotation; `-geom FILE`, a CrystFEL geometry file, the
+//! detector and the beam's direction (and wavelength where it gives the
+//! photon energy). Both act in the order of the command line: flags after
+//! them override what they set; detector placement flags after them are
+//! refused (see [`check_order`]).
+
+use crate::flags::Occurrence;
+use crate::parse::CliError;
+use nanobragg_core::config::{Convention, PanelConfig, SimConfig};
+use nanobragg_io::crystfel::Geometry;
+use nanobragg_io::expt::{Experiment, Panel};
+
+/// Detector flags that place the panel or lay out its pixels: after an
+/// `-expt` they would contradict the file's panels.
+const PLACEMENT: &[&str] = &[
+    "-distance",
+    "-close_distance",
+    "-pixel",
+    "-detpixels",
+    "-detpixels_f",
+    "-detpixels_s",
+    "-detsize",
+    "-detsize_f",
+    "-detsize_s",
+    "-Xbeam",
+    "-Ybeam",
+    "-Xclose",
+    "-Yclose",
+    "-ORGX",
+    "-ORGY",
+    "-pivot",
+    "-mosflm",
+    "-denzo",
+    "-adxv",
+    "-xds",
+    "-dials",
+    "-fdet_vector",
+    "-sdet_vector",
+    "-odet_vector",
+    "-pix0_vector",
+];
+
+/// A detector file read before the flags are applied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DetectorFile {
+    /// `-expt`.
+    Expt(Experiment),
+    /// `-geom`.
+    Geom(Geometry),
+}
+
+/// Reads the file of an `-expt` or `-geom` and checks what the simulator
+/// needs of it (square pixels).
+pub fn read(flag: &str, path: &std::path::Path) -> Result<DetectorFile, CliError> {
+    let table = |error| CliError::Table { flag: flag.into(), error };
+    let file = match flag {
+        "-geom" => DetectorFile::Geom(nanobragg_io::crystfel::read_geom(path).map_err(table)?),
+        _ => DetectorFile::Expt(nanobragg_io::expt::read_expt(path).map_err(table)?),
+    };
+    let panels = match &file {
+        DetectorFile::Expt(e) => &e.panels,
+        DetectorFile::Geom(g) => &g.panels,
+    };
+    for (k, p) in panels.iter().enumerate() {
+        if p.pixel_mm[0] != p.pixel_mm[1] {
+            return Err(CliError::Unused {
+                what: format!(
+                    "{flag} {}: panel {k} has pixels of {} x {} mm; only square pixels are simulated",
+                    path.display(),
+                    p.pixel_mm[0],
+                    p.pixel_mm[1]
+                ),
+            });
+        }
+    }
+    Ok(file)
+}
+
+/// Refuses a detector placement flag after the last `-expt` or `-geom`.
+pub fn check_order(occurrences: &[Occurrence]) -> Result<(), CliError> {
+    let files = ["-expt", "-geom"];
+    let Some(last) = occurrences.iter().rposition(|o| files.contains(&o.flag.name)) else {
+        return Ok(());
+    };
+    let file = occurrences[last].flag.name;
+    match occurrences[last..].iter().find(|o| PLACEMENT.contains(&o.flag.name)) {
+        Some(o) => Err(CliError::Unused {
+            what: format!(
+                "{} after {file}: the file places the detector; give it before {file} (which then replaces it) or change the file",
+                o.spelled
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Sets what a detector file describes.
+pub fn apply_file(config: &mut SimConfig, file: &DetectorFile) {
+    match file {
+        DetectorFile::Expt(e) => apply(config, e),
+        DetectorFile::Geom(g) => apply_geom(config, g),
+    }
+}
+
+/// Sets what a CrystFEL geometry describes: the panels (in the DIALS frame,
+/// see `nanobragg_io::crystfel`), the beam along −z polarized (where
+/// `-polar` says so) along x, and the wavelength of its photon energy.
+pub fn apply_geom(config: &mut SimConfig, g: &Geometry) {
+    if let Some(ev) = g.photon_energy_ev {
+        // as -energy converts
+        config.beam.lambda_a = 12398.42 / ev;
+    }
+    let d = &mut config.detector;
+    d.convention = Convention::Custom;
+    d.beam = [0.0, 0.0, -1.0];
+    d.polar = [1.0, 0.0, 0.0];
+    set_panels(config, &g.panels);
+}
+
+/// Sets what the experiment describes.
+pub fn apply(config: &mut SimConfig, e: &Experiment) {
+    let beam = e.direction.map(|x| -x);
+    config.beam.lambda_a = e.wavelength_a;
+    // the E-vector lies in the polarization plane, across the beam
+    let n = e.polarization_normal;
+    let ev = [
+        n[1] * beam[2] - n[2] * beam[1],
+        n[2] * beam[0] - n[0] * beam[2],
+        n[0] * beam[1] - n[1] * beam[0],
+    ];
+    let d = &mut config.detector;
+    d.convention = Convention::Custom;
+    d.beam = beam;
+    if ev != [0.0; 3] {
+        d.polar = ev;
+    }
+    // Kahn's factor: the intensity fraction p along the E-vector gives 2p - 1
+    config.beam.kahn_factor = 2.0 * e.polarization_fraction - 1.0;
+    if let Some(axis) = e.rotation_axis {
+        d.spindle = axis;
+    }
+    if let Some([start, width]) = e.oscillation_deg {
+        config.crystal.phi0_deg = start;
+        config.crystal.osc_deg = width;
+    }
+    set_panels(config, &e.panels);
+    if let Some(real) = e.real_space {
+        config.crystal.real_space_a = Some(real);
+        config.crystal.mat = None;
+    }
+}
+
+/// The detector of `panels`: one panel as its custom-vector single panel,
+/// several as a panel list.
+fn set_panels(config: &mut SimConfig, panels: &[Panel]) {
+    let d = &mut config.detector;
+    let panels: Vec<PanelConfig> = panels
+        .iter()
+        .enumerate()
+        .map(|(k, p)| PanelConfig {
+            name: if p.name.is_empty() { format!("panel {k}") } else { p.name.clone() },
+            origin_mm: p.origin_mm,
+            fast: p.fast,
+            slow: p.slow,
+            pixel_mm: p.pixel_mm[0],
+            fpixels: p.image_size[0],
+            spixels: p.image_size[1],
+            thick_um: p.thickness_mm * 1000.0,
+            attenuation_um: (p.mu_per_mm > 0.0).then(|| 1000.0 / p.mu_per_mm),
+        })
+        .collect();
+    match panels.as_slice() {
+        [one] => match one.detector(d) {
+            Ok(single) => *d = single,
+            // (the same panel again as a list: the setup says what is wrong)
+            Err(_) => d.panels = panels,
+        },
+        _ => d.panels = panels,
+    }
+}
