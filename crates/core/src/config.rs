@@ -139,7 +139,8 @@ pub struct DetectorConfig {
 }
 
 /// One flat panel of a multi-panel detector, in the laboratory frame of the
-/// beam vector (as a DIALS experiment list gives it).
+/// beam vector (as a DIALS experiment list gives it). The sensor (thickness,
+/// attenuation) and sampling are the detector's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PanelConfig {
     /// The panel's name (for messages and statistics).
@@ -156,10 +157,6 @@ pub struct PanelConfig {
     pub fpixels: usize,
     /// Pixels along slow.
     pub spixels: usize,
-    /// Sensor thickness (µm); 0: no thickness.
-    pub thick_um: f64,
-    /// Attenuation depth of the sensor (µm); `None`: no absorption.
-    pub attenuation_um: Option<f64>,
 }
 
 impl Default for DetectorConfig {

@@ -6,8 +6,10 @@
 //! DIALS (−x, y, −z) (a half turn about y). A panel's first pixel corner is
 //! (`corner_x`, `corner_y`) pixels and `clen` + `coffset` metres along z,
 //! its axes `fs` and `ss` (`+1.0x -0.02y +0.0z`), its pixel 1/`res` m, its
-//! size `max − min + 1` pixels along fs and ss. Keys without a panel name
-//! are defaults for every panel. Keys that describe the data file's layout
+//! size `max − min + 1` pixels along fs and ss (`clen`/`coffset` in m, or
+//! mm with the unit; `photon_energy` in eV or keV). Keys without a panel
+//! name are defaults for every panel. `wavelength`, `electron_voltage` and
+//! `detector_shift_*` are refused (not read). Keys that describe the data file's layout
 //! or masks (`data`, `dim*`, `mask*`, `bad_*`, `rigid_group*`, `adu_per_*`,
 //! `max_adu`, `flag_*`, ...) do not change the simulation and are skipped.
 
@@ -70,9 +72,21 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
     if panels.is_empty() {
         return Err("no panel (lines 'name/min_fs = ...' and so on)".into());
     }
+    for key in ["wavelength", "electron_voltage", "detector_shift_x", "detector_shift_y"] {
+        if let Some((line, _)) = global.get(key) {
+            return Err(format!(
+                "line {line}: {key} is not read (give the wavelength with photon_energy or -lambda, and place the panels with corner_x/corner_y)"
+            ));
+        }
+    }
     let photon_energy_ev = match global.get("photon_energy") {
-        Some((line, v)) => match number_in(v) {
+        Some((line, v)) => match with_unit(v, &[("ev", 1.0), ("kev", 1000.0)]) {
             Some(ev) if ev > 0.0 => Some(ev),
+            Some(_) if number_in(v).is_some() => {
+                return Err(format!(
+                    "line {line}: photon_energy {v}: not a positive energy in eV or keV"
+                ))
+            }
             Some(_) => return Err(format!("line {line}: photon_energy {v} is not positive")),
             // a path into the data file: the wavelength comes from the flags
             None => None,
@@ -86,9 +100,19 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
     Ok(Geometry { panels, photon_energy_ev })
 }
 
-/// A number with an optional unit word after it (`9500 eV`, `0.12`).
+/// The number at the start of `v` (`9500 eV`, `0.12`).
 fn number_in(v: &str) -> Option<f64> {
     v.split_whitespace().next()?.parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+/// A number and an optional unit after it, scaled by the unit's factor
+/// (the first of `units` when none is given; `None` for another unit).
+fn with_unit(v: &str, units: &[(&str, f64)]) -> Option<f64> {
+    let x = number_in(v)?;
+    match v.split_whitespace().nth(1) {
+        None => Some(x * units[0].1),
+        Some(u) => units.iter().find(|(name, _)| name.eq_ignore_ascii_case(u)).map(|(_, f)| x * f),
+    }
 }
 
 /// One panel from its own keys and the defaults.
@@ -113,18 +137,24 @@ fn panel(name: &str, own: &Keys, global: &Keys) -> Result<Panel, String> {
         Ok(n as usize)
     };
     let (fpixels, spixels) = (extent("min_fs", "max_fs")?, extent("min_ss", "max_ss")?);
-    let clen = num("clen").map_err(|e| {
-        format!("{e} (a camera length read from the data file cannot be simulated: give clen in metres)")
-    })?;
-    let coffset = if get("coffset").is_some() { num("coffset")? } else { 0.0 };
+    let metres = |key: &str| -> Result<f64, String> {
+        let (line, v) = get(key).ok_or(format!("panel {name}: no {key}"))?;
+        with_unit(v, &[("m", 1.0), ("mm", 1e-3)]).ok_or(format!(
+            "line {line}: panel {name}: {key} = {v} is not a length in m or mm (a value read from the data file cannot be simulated: give a number)"
+        ))
+    };
+    let clen = metres("clen")?;
+    let coffset = if get("coffset").is_some() { metres("coffset")? } else { 0.0 };
     let axis = |key: &str| -> Result<[f64; 3], String> {
         let (line, v) = get(key).ok_or(format!("panel {name}: no {key}"))?;
         let x = parse_axis(v).ok_or(format!(
             "line {line}: panel {name}: {key} = {v} is not like '+1.0x -0.02y +0.0z'"
         ))?;
+        // refined geometries have axes a little off unit length: their
+        // direction is used, the pixel size is res's
         let m = (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt();
-        if (m - 1.0).abs() > 1e-3 {
-            return Err(format!("line {line}: panel {name}: {key} has length {m}, not 1"));
+        if (m - 1.0).abs() > 1e-2 {
+            return Err(format!("line {line}: panel {name}: {key} has length {m}, not 1 (pixels of one size along fs and ss are simulated)"));
         }
         Ok(x.map(|c| c / m))
     };
@@ -218,6 +248,10 @@ bad_beamstop/min_x = -5
 
     #[test]
     fn errors_name_the_panel_and_line() {
+        let mm = parse_geom(&GEOM.replace("clen = 0.1", "clen = 100 mm")).unwrap();
+        assert_eq!(mm.panels[0].origin_mm[2], -100.0);
+        let kev = parse_geom(&GEOM.replace("9537.0 eV", "9.537 keV")).unwrap();
+        assert_eq!(kev.photon_energy_ev, Some(9537.0));
         let e = parse_geom(&GEOM.replace("m1/fs = -0.0y +1x", "m1/fs = 1.5x")).unwrap_err();
         assert!(e.contains("panel m1: fs has length 1.5"), "{e}");
         let e = parse_geom(&GEOM.replace("clen = 0.1", "clen = /LCLS/detector_1/EncoderValue"))

@@ -98,10 +98,16 @@ pub fn parse_expt(bytes: &[u8]) -> Result<Experiment, String> {
         Some(_) => unit(vector(beam, "polarization_normal", "beam")?, "polarization normal")?,
         None => [0.0, 1.0, 0.0],
     };
+    // (dxtbx's default: a synchrotron's horizontal polarization)
     let polarization_fraction = match beam.get("polarization_fraction") {
         Some(_) => number(beam, "polarization_fraction", "beam")?,
-        None => 0.5,
+        None => 0.999,
     };
+    if !(0.0..=1.0).contains(&polarization_fraction) {
+        return Err(format!(
+            "beam: polarization_fraction {polarization_fraction} is not in [0, 1]"
+        ));
+    }
     let panels = panels(detector)?;
     let real_space = match model("crystal")? {
         Some(c) => Some([
@@ -112,7 +118,18 @@ pub fn parse_expt(bytes: &[u8]) -> Result<Experiment, String> {
         None => None,
     };
     let rotation_axis = match model("goniometer")? {
-        Some(g) => Some(unit(vector(g, "rotation_axis", "goniometer")?, "rotation axis")?),
+        Some(g) => {
+            // r = S R(φ) F A h: only S = F = 1 is read
+            const IDENTITY: [f64; 9] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+            for key in ["fixed_rotation", "setting_rotation"] {
+                if g.get(key).is_some() && numbers::<9>(g, key, "goniometer")? != IDENTITY {
+                    return Err(format!(
+                        "goniometer: a {key} other than the identity is not read (a multi-axis goniometer)"
+                    ));
+                }
+            }
+            Some(unit(vector(g, "rotation_axis", "goniometer")?, "rotation axis")?)
+        }
         None => None,
     };
     let oscillation_deg = match model("scan")? {

@@ -63,6 +63,17 @@ pub fn read(flag: &str, path: &std::path::Path) -> Result<DetectorFile, CliError
         DetectorFile::Expt(e) => &e.panels,
         DetectorFile::Geom(g) => &g.panels,
     };
+    let sensor = |p: &Panel| (p.thickness_mm, p.mu_per_mm);
+    if let Some(p) = panels.iter().find(|p| sensor(p) != sensor(&panels[0])) {
+        return Err(CliError::Unused {
+            what: format!(
+                "{flag} {}: panel {} has another sensor (thickness, mu) than panel {}; one sensor for every panel is simulated",
+                path.display(),
+                p.name,
+                panels[0].name
+            ),
+        });
+    }
     for (k, p) in panels.iter().enumerate() {
         if p.pixel_mm[0] != p.pixel_mm[1] {
             return Err(CliError::Unused {
@@ -116,6 +127,9 @@ pub fn apply_geom(config: &mut SimConfig, g: &Geometry) {
     d.convention = Convention::Custom;
     d.beam = [0.0, 0.0, -1.0];
     d.polar = [1.0, 0.0, 0.0];
+    // (a rotation, -phi/-osc, turns about the horizontal axis)
+    d.spindle = [1.0, 0.0, 0.0];
+    d.twotheta_axis = [1.0, 0.0, 0.0];
     set_panels(config, &g.panels);
 }
 
@@ -138,8 +152,13 @@ pub fn apply(config: &mut SimConfig, e: &Experiment) {
     }
     // Kahn's factor: the intensity fraction p along the E-vector gives 2p - 1
     config.beam.kahn_factor = 2.0 * e.polarization_fraction - 1.0;
-    if let Some(axis) = e.rotation_axis {
-        d.spindle = axis;
+    // (without a goniometer a rotation, -phi/-osc, turns about the
+    // horizontal axis, DIALS's usual rotation axis)
+    d.spindle = e.rotation_axis.unwrap_or([1.0, 0.0, 0.0]);
+    d.twotheta_axis = [1.0, 0.0, 0.0];
+    if let Some(p) = e.panels.first() {
+        d.thick_um = p.thickness_mm * 1000.0;
+        d.attenuation_um = Some((p.mu_per_mm > 0.0).then(|| 1000.0 / p.mu_per_mm));
     }
     if let Some([start, width]) = e.oscillation_deg {
         config.crystal.phi0_deg = start;
@@ -167,8 +186,6 @@ fn set_panels(config: &mut SimConfig, panels: &[Panel]) {
             pixel_mm: p.pixel_mm[0],
             fpixels: p.image_size[0],
             spixels: p.image_size[1],
-            thick_um: p.thickness_mm * 1000.0,
-            attenuation_um: (p.mu_per_mm > 0.0).then(|| 1000.0 / p.mu_per_mm),
         })
         .collect();
     match panels.as_slice() {

@@ -452,6 +452,9 @@ pub fn run(inv: Invocation) -> Result<()> {
 /// slow in the file's panel order (panels of equal width), then written as
 /// one image; statistics per panel and overall.
 fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()> {
+    // (a panel's own error first)
+    let configs =
+        nanobragg_core::geometry::panel_configs(&inv.config).map_err(|e| explain(e, inv))?;
     let o = &inv.outputs;
     let refused = [
         (inv.batch_path.is_some(), "-batch"),
@@ -463,12 +466,10 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         return Err(anyhow!(
-            "{flag}: not available with a multi-panel detector (-expt with {} panels) yet",
+            "{flag}: not available with a multi-panel detector ({} panels) yet",
             inv.config.detector.panels.len()
         ));
     }
-    let configs =
-        nanobragg_core::geometry::panel_configs(&inv.config).map_err(|e| explain(e, inv))?;
     let plans = (configs.iter())
         .map(|c| Plan::new(c, seeds).map_err(|e| explain(e, inv)))
         .collect::<Result<Vec<_>>>()?;

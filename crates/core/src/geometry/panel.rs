@@ -8,8 +8,8 @@ use crate::vec3::{cross, dot, magnitude};
 
 impl PanelConfig {
     /// The single-panel detector of this panel: `base`'s beam, polarization
-    /// and spindle axes and sampling options, this panel's axes, pixels and
-    /// sensor, placed by the sample pivot (the closest point of the panel's
+    /// and spindle axes, sensor, sampling options, ROI and mask, this
+    /// panel's axes and pixels, placed by the sample pivot (the closest point of the panel's
     /// plane and the distance to it, which put the first pixel's corner at
     /// [`PanelConfig::origin_mm`]).
     pub fn detector(&self, base: &DetectorConfig) -> Result<DetectorConfig> {
@@ -21,17 +21,27 @@ impl PanelConfig {
                 self.name
             )));
         }
-        if dot(f, s).abs() > 1e-6 {
+        if dot(f, s).abs() > 1e-2 {
             return Err(bad(format!(
                 "panel {}: the fast and slow axes are not perpendicular (cosine {:e})",
                 self.name,
                 dot(f, s)
             )));
         }
+        // refined geometries are perpendicular to a few 1e-4: slow is made
+        // perpendicular to fast (the placement by the closest point needs it)
+        let c = dot(f, s);
+        let s = [s[0] - c * f[0], s[1] - c * f[1], s[2] - c * f[2]];
+        let m = magnitude(s);
+        let s = if c.abs() < 1e-12 { self.slow } else { s.map(|x| x / m) };
         if !(self.pixel_mm > 0.0 && self.fpixels > 0 && self.spixels > 0) {
             return Err(bad(format!("panel {}: no pixels (size or counts zero)", self.name)));
         }
-        let o = cross(f, s);
+        // the normal away from the sample (f × s may point at it)
+        let mut o = cross(f, s);
+        if dot(o, base.beam) < 0.0 {
+            o = o.map(|x| -x);
+        }
         let origin = self.origin_mm;
         Ok(DetectorConfig {
             pixel_mm: self.pixel_mm,
@@ -53,10 +63,6 @@ impl PanelConfig {
             sdet: s,
             odet: o,
             pix0: None,
-            thick_um: self.thick_um,
-            attenuation_um: Some(self.attenuation_um),
-            roi: None,
-            mask: None,
             panels: Vec::new(),
             ..base.clone()
         })
