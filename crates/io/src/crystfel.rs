@@ -256,7 +256,7 @@ bad_beamstop/min_x = -5
         assert!(e.contains("panel m1: fs has length 1.5"), "{e}");
         let e = parse_geom(&GEOM.replace("clen = 0.1", "clen = /LCLS/detector_1/EncoderValue"))
             .unwrap_err();
-        assert!(e.contains("clen") && e.contains("metres"), "{e}");
+        assert!(e.contains("clen") && e.contains("data file"), "{e}");
         let e = parse_geom(&GEOM.replace("m0/max_ss = 63", "m0/max_ss = 62.5")).unwrap_err();
         assert!(e.contains("whole number"), "{e}");
         assert!(parse_geom("clen = 0.1\n").unwrap_err().contains("no panel"));
