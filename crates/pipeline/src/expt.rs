@@ -139,11 +139,7 @@ pub fn apply(config: &mut SimConfig, e: &Experiment) {
     config.beam.lambda_a = e.wavelength_a;
     // the E-vector lies in the polarization plane, across the beam
     let n = e.polarization_normal;
-    let ev = [
-        n[1] * beam[2] - n[2] * beam[1],
-        n[2] * beam[0] - n[0] * beam[2],
-        n[0] * beam[1] - n[1] * beam[0],
-    ];
+    let ev = nanobragg_core::vec3::cross(n, beam);
     let d = &mut config.detector;
     d.convention = Convention::Custom;
     d.beam = beam;

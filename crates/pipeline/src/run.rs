@@ -426,13 +426,7 @@ pub fn run(inv: Invocation) -> Result<()> {
     crate::render::check_finite_image(image, &inv, &plan)?;
     traces(&mut out, &plan, &inv, image, &rendered)?;
     writeln!(out)?;
-    let steps = plan.steps as f64;
-    writeln!(
-        out,
-        "solid angle subtended by detector = {} steradian ( {}% sphere)",
-        g(rendered.omega_sum / steps),
-        g(100.0 * rendered.omega_sum / steps / 4.0 / std::f64::consts::PI)
-    )?;
+    solid_angle_line(&mut out, rendered.omega_sum, plan.steps)?;
     if owned.is_some() {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
@@ -443,6 +437,19 @@ pub fn run(inv: Invocation) -> Result<()> {
     // all together, so that an error or a signal before here changes no output
     files.commit(gradients)?;
     out.flush()?;
+    Ok(())
+}
+
+/// The line nanoBragg.c prints of the solid angle the samples saw
+/// (`omega_sum` over `steps` samples per pixel).
+fn solid_angle_line(out: &mut impl Write, omega_sum: f64, steps: usize) -> Result<()> {
+    let steps = steps as f64;
+    writeln!(
+        out,
+        "solid angle subtended by detector = {} steradian ( {}% sphere)",
+        g(omega_sum / steps),
+        g(100.0 * omega_sum / steps / 4.0 / std::f64::consts::PI)
+    )?;
     Ok(())
 }
 
@@ -545,13 +552,7 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         info.rows.extend(panel_info.rows);
     }
     writeln!(out)?;
-    let steps = plans[0].steps as f64;
-    writeln!(
-        out,
-        "solid angle subtended by detector = {} steradian ( {}% sphere)",
-        g(info.omega_sum / steps),
-        g(100.0 * info.omega_sum / steps / 4.0 / std::f64::consts::PI)
-    )?;
+    solid_angle_line(&mut out, info.omega_sum, plans[0].steps)?;
     if !mapped {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
