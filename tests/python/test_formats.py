@@ -88,7 +88,7 @@ def positions_from_file(path):
             slow = A[:3, :3] @ slow_axis.vector
             fpx = fast_axis[()].to("m").magnitude[0]
             spx = slow_axis[()].to("m").magnitude[0]
-            ns, nf = module.data_size
+            ns, nf = module.data_size[-2:]
             i = np.arange(nf) + 0.5
             j = np.arange(ns) + 0.5
             out.append(origin + j[:, None, None] * spx * slow + i[None, :, None] * fpx * fast)
@@ -225,3 +225,53 @@ def test_spectrum_weights(tmp_path):
     assert lambdas.shape == (3,) and weights.shape == (3,)
     np.testing.assert_allclose(sorted(lambdas), [1.3 * 0.99, 1.3, 1.3 * 1.01], rtol=1e-12)
     np.testing.assert_array_equal(weights, [1, 1, 1])
+
+
+def test_multi_panel_geom(tmp_path):
+    # eight tilted 40 x 24 modules of 0.1 mm with gaps, as a CrystFEL file
+    fp, sp, pixel_mm, clen_m = 40, 24, 0.1, 0.09
+    lines = [f"clen = {clen_m}", f"res = {1000 / pixel_mm}", "photon_energy = 9500 eV"]
+    want_lab = []
+    for k in range(8):
+        row, col = divmod(k, 2)
+        a, b = 0.03 * (k - 3.5), 0.02 * abs(k - 4)
+        fs = np.array([np.cos(a), 0.0, np.sin(a)])
+        ss = np.array([0.0, np.cos(b), np.sin(b)])
+        ss = unit(ss - np.dot(ss, fs) * fs)
+        corner_px = np.array([-45.0 + 46.0 * col, -50.0 + 26.0 * row])
+        coffset_m = 0.0004 * k
+        lines += [f"m{k}/min_fs = 0", f"m{k}/max_fs = {fp - 1}", f"m{k}/min_ss = 0",
+                  f"m{k}/max_ss = {sp - 1}", f"m{k}/corner_x = {float(corner_px[0])!r}",
+                  f"m{k}/corner_y = {float(corner_px[1])!r}", f"m{k}/coffset = {coffset_m!r}",
+                  f"m{k}/fs = {fs[0]:+.17g}x {fs[1]:+.17g}y {fs[2]:+.17g}z",
+                  f"m{k}/ss = {ss[0]:+.17g}x {ss[1]:+.17g}y {ss[2]:+.17g}z"]
+        # pixel centres in CrystFEL's frame (metres), then DIALS's (-x, y, -z)
+        px = pixel_mm / 1000
+        corner = np.array([corner_px[0] * px, corner_px[1] * px, clen_m + coffset_m])
+        i, j = np.arange(fp) + 0.5, np.arange(sp) + 0.5
+        cf = corner + j[:, None, None] * px * ss + i[None, :, None] * px * fs
+        want_lab.append(cf * np.array([-1.0, 1.0, -1.0]))
+    (tmp_path / "d.geom").write_text("\n".join(lines) + "\n")
+    cmd = [exe(), "-geom", "d.geom", "-cell", "40", "40", "40", "90", "90", "90",
+           "-default_F", "100", "-N", "4", "-oversample", "1", "-nonoise", "-nopgm",
+           "-floatfile", "f.bin", "-nxmxfile", "o.nxs", "-scale", "2"]
+    subprocess.run(cmd, check=True, cwd=tmp_path, capture_output=True)
+    # -geom: the beam along DIALS -z, the E-vector along x
+    want = np.array(want_lab) @ to_nexus([0, 0, -1.0], [1.0, 0, 0]).T
+    got = positions_from_file(tmp_path / "o.nxs")
+    assert got.shape == (8, sp, fp, 3)
+    assert np.abs(got - want).max() < 1e-9
+    floats = np.fromfile(tmp_path / "f.bin", dtype="<f4").reshape(8, sp, fp)
+    assert floats.max() > 0
+    with h5py.File(tmp_path / "o.nxs", "r") as f:
+        data = f["/entry/data/data"]
+        assert data.dtype == np.int32 and data.shape == (1, 8, sp, fp)
+        np.testing.assert_array_equal(
+            data[0], np.floor(floats.astype(np.float64) * 2 + 40 + 0.5).astype(np.int32))
+        for k in range(8):
+            name = "module" if k == 0 else f"module_{k}"
+            module = f[f"/entry/instrument/detector/{name}"]
+            np.testing.assert_array_equal(module["data_origin"][()], [k, 0, 0])
+            np.testing.assert_array_equal(module["data_size"][()], [1, sp, fp])
+        assert f["/entry/instrument/beam/incident_wavelength"][()] == pytest.approx(
+            12398.42 / 9500, rel=1e-12)

@@ -44,6 +44,7 @@ fn v(x: [f64; 3]) -> String {
 }
 
 /// One panel of an experiment list: name, origin (mm), fast, slow.
+#[derive(Clone, Copy)]
 struct Panel {
     origin: [f64; 3],
     fast: [f64; 3],
@@ -264,9 +265,8 @@ fn refusals() {
     .unwrap();
     let e = err(&dir, &words("-expt bad.expt -default_F 1"));
     assert!(e.contains("bad.expt") && e.contains("image_size"), "{e}");
-    // derivatives and refinement take one panel
-    let e = err(&dir, &words("-expt two.expt -default_F 1 -gradient distance"));
-    assert!(e.contains("-gradient: not available"), "{e}");
+    let e = err(&dir, &words("-expt two.expt -default_F 1 -printout"));
+    assert!(e.contains("-printout: not available with a multi-panel detector"), "{e}");
 }
 
 #[test]
@@ -311,4 +311,180 @@ fn one_geometry_as_expt_and_as_geom_renders_the_same() {
     // placement after -geom is refused as after -expt
     let e = err(&dir, &words(&format!("-geom d.geom {rest} -Xbeam 3")));
     assert!(e.contains("-Xbeam after -geom"), "{e}");
+}
+
+/// Rotation of `v` by `deg` degrees about lab x (right-handed).
+fn rot_x(v: [f64; 3], deg: f64) -> [f64; 3] {
+    let (s, c) = deg.to_radians().sin_cos();
+    [v[0], c * v[1] - s * v[2], s * v[1] + c * v[2]]
+}
+
+fn rel_l2(a: &[f64], r: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (a, r) in a.iter().zip(r) {
+        num += (a - r) * (a - r);
+        den += r * r;
+    }
+    assert!(den > 0.0);
+    (num / den).sqrt()
+}
+
+#[test]
+fn multi_panel_derivatives_are_each_panels_own() {
+    let dir = scratch("expt", "gradient");
+    let (fp, sp, pixel) = (64, 32, 0.1);
+    let modules = modules();
+    let write = |name: &str, panels: &[Panel]| {
+        let text =
+            expt([0.0, 0.0, 1.0], 1.3, [0.0, 1.0, 0.0], 0.5, panels, (fp, sp, pixel), false, None);
+        std::fs::write(dir.join(name), text).unwrap();
+    };
+    write("d.expt", &modules);
+    let rest = "-cell 61 70 83 88 91 89 -misset 5 10 15 -default_F 100 -N 7 -oversample 1 -exact";
+    let params = "close_distance,Xbeam,Ybeam,detector_rotx,cell_a,misset_z";
+    let stdout = ok(
+        &dir,
+        &words(&format!("-expt d.expt {rest} -floatfile f.bin -gradient {params} -gradfile g")),
+    );
+    assert!(stdout.contains("g_close_distance.bin"), "{stdout}");
+    let n = fp * sp;
+    let grad = |name: &str| float_file(&dir.join(format!("g_{name}.bin")));
+    for name in params.split(',') {
+        assert_eq!(grad(name).len(), 8 * n, "{name}");
+    }
+    // distance does not place a panel
+    let e = err(&dir, &words(&format!("-expt d.expt {rest} -gradient distance")));
+    assert!(e.contains("use close_distance"), "{e}");
+
+    // panel 3 moved (along its normal, against its fast axis, about lab x):
+    // its rows change as its derivatives say, no other panel's
+    let k = 3;
+    let p = &modules[k];
+    let mut o = cross(p.fast, p.slow);
+    if dot(o, [0.0, 0.0, -1.0]) < 0.0 {
+        o = o.map(|x| -x);
+    }
+    // panel k moved by h of parameter `name`
+    let move_panel = |name: &str, h: f64| {
+        let shift = |d: [f64; 3]| [p.origin[0] + d[0], p.origin[1] + d[1], p.origin[2] + d[2]];
+        match name {
+            "close_distance" => Panel { origin: shift(o.map(|x| x * h)), ..*p },
+            "Xbeam" => Panel { origin: shift(p.fast.map(|x| -x * h)), ..*p },
+            _ => {
+                Panel { origin: rot_x(p.origin, h), fast: rot_x(p.fast, h), slow: rot_x(p.slow, h) }
+            }
+        }
+    };
+    let moved = |name: &str, h: f64, file: &str| {
+        let mut panels = modules.clone();
+        panels[k] = move_panel(name, h);
+        write("m.expt", &panels);
+        ok(&dir, &words(&format!("-expt m.expt {rest} -floatfile {file}")));
+        float_file(&dir.join(file))
+    };
+    let base = float_file(&dir.join("f.bin"));
+    // (mm, mm, degrees)
+    let cases = [("close_distance", 0.01), ("Xbeam", 0.002), ("detector_rotx", 0.002)];
+    for (name, h) in cases {
+        let up = moved(name, h, "up.bin");
+        let down = moved(name, -h, "down.bin");
+        let panel = k * n..(k + 1) * n;
+        let others = |img: &[f64]| {
+            img.iter()
+                .enumerate()
+                .filter(|(i, _)| !panel.contains(i))
+                .map(|(_, &v)| v)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(others(&up), others(&base), "{name}: another panel changed");
+        let fd: Vec<f64> = up[panel.clone()]
+            .iter()
+            .zip(&down[panel.clone()])
+            .map(|(u, d)| (u - d) / (2.0 * h))
+            .collect();
+        let g = grad(name);
+        let err = rel_l2(&g[panel.clone()], &fd);
+        eprintln!("panel {k} {name}: relative L2 error against central differences {err:e}");
+        assert!(err < 1e-3, "{name}: relative L2 error {err:e}");
+        assert!(others(&g).iter().all(|&v| v.is_finite()));
+    }
+    // a crystal parameter moves every panel's pixels
+    let h = 0.005;
+    let cell = |a: f64, file: &str| {
+        let args = rest.replace("-cell 61 ", &format!("-cell {a} "));
+        ok(&dir, &words(&format!("-expt d.expt {args} -floatfile {file}")));
+        float_file(&dir.join(file))
+    };
+    let (up, down) = (cell(61.0 + h, "up.bin"), cell(61.0 - h, "down.bin"));
+    let fd: Vec<f64> = up.iter().zip(&down).map(|(u, d)| (u - d) / (2.0 * h)).collect();
+    let err = rel_l2(&grad("cell_a"), &fd);
+    eprintln!("cell_a over the eight panels: relative L2 error {err:e}");
+    assert!(err < 1e-3, "cell_a: relative L2 error {err:e}");
+    for k in 0..8 {
+        assert!(fd[k * n..(k + 1) * n].iter().any(|&v| v != 0.0), "panel {k}: no spot");
+    }
+}
+
+/// An SMV file of unsigned shorts, `fp` x `sp`, as a `-mask`.
+fn smv_mask(path: &Path, fp: usize, sp: usize, pixels: &[u16]) {
+    let mut head = format!(
+        "{{\nHEADER_BYTES=512;\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE=unsigned_short;\nSIZE1={fp};\nSIZE2={sp};\n}}\n"
+    )
+    .into_bytes();
+    head.resize(512, b' ');
+    head.extend(pixels.iter().flat_map(|v| v.to_le_bytes()));
+    std::fs::write(path, head).unwrap();
+}
+
+#[test]
+fn roi_and_mask_cover_the_stacked_panels() {
+    let dir = scratch("expt", "roi");
+    let (fp, sp, pixel) = (64, 32, 0.1);
+    let text =
+        expt([0.0, 0.0, 1.0], 1.3, [0.0, 1.0, 0.0], 0.5, &modules(), (fp, sp, pixel), false, None);
+    std::fs::write(dir.join("d.expt"), text).unwrap();
+    let rows = 8 * sp;
+    let rest = "-cell 61 70 83 88 91 89 -misset 5 10 15 -default_F 100 -N 7 -oversample 1";
+    ok(&dir, &words(&format!("-expt d.expt {rest} -floatfile all.bin")));
+    // a mask of every third pixel off; an ROI across panels 2 to 4
+    let mask: Vec<u16> = (0..fp * rows).map(|i| (i % 3 != 0) as u16).collect();
+    smv_mask(&dir.join("m.img"), fp, rows, &mask);
+    let (x0, x1, y0, y1) = (5, 50, 2 * sp - 7, 4 * sp + 3);
+    let stdout = ok(
+        &dir,
+        &words(&format!(
+            "-expt d.expt {rest} -mask m.img -roi {x0} {x1} {y0} {y1} -floatfile part.bin"
+        )),
+    );
+    let (all, part) = (float_file(&dir.join("all.bin")), float_file(&dir.join("part.bin")));
+    assert_eq!(part.len(), fp * rows);
+    let mut inside = 0;
+    for (i, (&a, &p)) in all.iter().zip(&part).enumerate() {
+        let (f, s) = (i % fp, i / fp);
+        let rendered = mask[i] != 0 && (x0..=x1).contains(&f) && (y0..=y1).contains(&s);
+        if rendered {
+            inside += (a > 0.0) as usize;
+            assert_eq!(a, p, "pixel {f} {s}");
+        } else {
+            assert_eq!(p, 0.0, "pixel {f} {s} outside the ROI or masked");
+        }
+    }
+    assert!(inside > 100, "{inside} lit pixels inside");
+    // the statistics over the rendered pixels only
+    let n = part.iter().enumerate().filter(|(i, _)| {
+        let (f, s) = (i % fp, i / fp);
+        mask[*i] != 0 && (x0..=x1).contains(&f) && (y0..=y1).contains(&s)
+    });
+    let (count, sum) = n.fold((0usize, 0.0f64), |(c, t), (_, &v)| (c + 1, t + v as f32 as f64));
+    let mean = stdout.lines().find(|l| l.starts_with("mean=")).unwrap();
+    let got: f64 = mean.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(
+        (got - sum / count as f64).abs() <= 1e-5 * got.abs(),
+        "{mean} vs {}",
+        sum / count as f64
+    );
+    // a mask of another size is refused
+    smv_mask(&dir.join("small.img"), fp, sp, &mask[..fp * sp]);
+    let e = err(&dir, &words(&format!("-expt d.expt {rest} -mask small.img")));
+    assert!(e.contains("must cover the panels stacked along slow: 64 x 256"), "{e}");
 }

@@ -1,9 +1,16 @@
 //! `-gradient`: derivative images of every pixel by chosen parameters,
 //! written next to the usual outputs; `-curvatures`: second derivatives
 //! (see docs/derivatives.md).
+//!
+//! A multi-panel detector's derivative images stack the panels' rows as its
+//! float image does. The detector parameters are then each panel's own
+//! (`close_distance`, `Xbeam`, `Ybeam`, `detector_rot*`, `twotheta` of the
+//! panel's single-panel flags): a panel's rows hold its pixels' derivatives
+//! by its own move, which no other panel's pixels depend on.
 
 use crate::invocation::{Curvatures, Invocation};
 use anyhow::{anyhow, Result};
+use nanobragg_core::config::SimConfig;
 use nanobragg_core::diff::leaves::{applicable, check_param};
 use nanobragg_core::diff::{hessian_of, jacobian_of, Param};
 use nanobragg_core::render::RenderOptions;
@@ -12,10 +19,22 @@ use nanobragg_io::atomic::Pending;
 use std::io::Write;
 use std::path::PathBuf;
 
-/// The parameters of `-gradient`, each checked against the plan; `None`
-/// without the flag. Errors name the flag and the parameter.
-pub fn params(inv: &Invocation, plan: &Plan) -> Result<Option<Vec<Param>>> {
-    Ok(selected(inv, plan)?.map(|(params, _)| params))
+/// The parameters of `-gradient`, each checked against the plan of `cfg`
+/// (a panel's, with several); `None` without the flag. Errors name the
+/// flag and the parameter.
+pub fn params(inv: &Invocation, cfg: &SimConfig, plan: &Plan) -> Result<Option<Vec<Param>>> {
+    Ok(selected(inv, cfg, plan)?.map(|(params, _)| params))
+}
+
+/// Refuses `distance` on a multi-panel detector: its panels are placed by
+/// their closest points, so a panel's distance along the beam moves nothing.
+fn check_panel_param(inv: &Invocation, p: Param) -> Result<()> {
+    if p == Param::Distance && inv.config.detector.panels.len() > 1 {
+        return Err(anyhow!(
+            "invalid -gradient: distance: the panels of a multi-panel detector are placed by their closest points: use close_distance (each panel's own)"
+        ));
+    }
+    Ok(())
 }
 
 /// True for the parameter list `all`.
@@ -33,7 +52,11 @@ pub fn skipped_line(flag: &str, skipped: &[String]) -> Option<String> {
 }
 
 /// [`params`], with the line saying what `all` left out (see [`skipped_line`]).
-pub fn selected(inv: &Invocation, plan: &Plan) -> Result<Option<(Vec<Param>, Option<String>)>> {
+pub fn selected(
+    inv: &Invocation,
+    cfg: &SimConfig,
+    plan: &Plan,
+) -> Result<Option<(Vec<Param>, Option<String>)>> {
     if inv.gradfile.is_empty() {
         return Err(anyhow!("-gradfile: the file name prefix is empty"));
     }
@@ -49,14 +72,16 @@ pub fn selected(inv: &Invocation, plan: &Plan) -> Result<Option<(Vec<Param>, Opt
     let params = Param::parse_list(list)?;
     if is_all(list) {
         // every parameter that applies to this model
-        let (params, skipped) = applicable(&inv.config, plan, &params);
+        let (mut params, skipped) = applicable(cfg, plan, &params);
+        params.retain(|&p| check_panel_param(inv, p).is_ok());
         if params.is_empty() {
             return Err(anyhow!("invalid -gradient: no parameter applies to this model"));
         }
         return Ok(Some((params, skipped_line("-gradient", &skipped))));
     }
     for &p in &params {
-        check_param(&inv.config, plan, p)?;
+        check_panel_param(inv, p)?;
+        check_param(cfg, plan, p)?;
     }
     Ok(Some((params, None)))
 }
@@ -108,8 +133,8 @@ pub struct GradientFiles(Vec<(PathBuf, String, Pending)>);
 
 /// Opens the files of `-gradient` and `-curvatures` (none without the
 /// flag); the error names `-gradfile` and the file.
-pub fn open(inv: &Invocation, plan: &Plan) -> Result<GradientFiles> {
-    let Some(params) = params(inv, plan)? else { return Ok(GradientFiles(Vec::new())) };
+pub fn open(inv: &Invocation, cfg: &SimConfig, plan: &Plan) -> Result<GradientFiles> {
+    let Some(params) = params(inv, cfg, plan)? else { return Ok(GradientFiles(Vec::new())) };
     let mut files = Vec::new();
     for (path, what) in names(inv, &params) {
         let file = crate::run::open_output("-gradfile", &path)?;
@@ -118,32 +143,57 @@ pub fn open(inv: &Invocation, plan: &Plan) -> Result<GradientFiles> {
     Ok(GradientFiles(files))
 }
 
-/// Computes the derivative images of `-gradient` and `-curvatures` into
-/// `files` (from [`open`]), reporting each file on `out`; returns them,
-/// keyed by their flag, for the caller to commit with its other outputs.
-pub fn write(
+/// The derivative images of one panel, in the order of [`names`].
+fn panel_images(
     inv: &Invocation,
+    cfg: &SimConfig,
     plan: &Plan,
+    params: &[Param],
     seeds: SetupSeeds,
-    out: &mut impl Write,
-    files: GradientFiles,
-) -> Result<Vec<(&'static str, Pending)>> {
-    let Some(params) = params(inv, plan)? else { return Ok(Vec::new()) };
+) -> Result<Vec<Vec<f32>>> {
     let opts = RenderOptions { threads: inv.threads };
-    // in the order of names()
     let mut images: Vec<Vec<f32>> = Vec::new();
     if inv.curvatures == Curvatures::None {
-        let j = jacobian_of(&inv.config, plan, &params, seeds, opts, inv.precision)?;
+        let j = jacobian_of(cfg, plan, params, seeds, opts, inv.precision)?;
         images.extend(j.derivatives);
     } else {
         // the hyper-dual renders carry the first derivatives too
         let mixed = inv.curvatures == Curvatures::Mixed;
-        let h = hessian_of(&inv.config, plan, &params, seeds, opts, mixed)?;
+        let h = hessian_of(cfg, plan, params, seeds, opts, mixed)?;
         for (g, d2) in h.gradient.into_iter().zip(h.diagonal) {
             images.push(g);
             images.push(d2);
         }
         images.extend(h.mixed.into_iter().map(|(_, _, d2)| d2));
+    }
+    Ok(images)
+}
+
+/// Computes the derivative images of `-gradient` and `-curvatures` into
+/// `files` (from [`open`]), reporting each file on `out`; returns them,
+/// keyed by their flag, for the caller to commit with its other outputs.
+/// `panels`: each panel's configuration and plan (one: the run's), whose
+/// images are stacked in this order.
+pub fn write(
+    inv: &Invocation,
+    panels: &[(&SimConfig, &Plan)],
+    seeds: SetupSeeds,
+    out: &mut impl Write,
+    files: GradientFiles,
+) -> Result<Vec<(&'static str, Pending)>> {
+    let Some(&(cfg0, plan0)) = panels.first() else { return Ok(Vec::new()) };
+    let Some(params) = params(inv, cfg0, plan0)? else { return Ok(Vec::new()) };
+    // in the order of names(), every panel's rows one after the other
+    let mut images: Vec<Vec<f32>> = Vec::new();
+    for &(cfg, plan) in panels {
+        let panel = panel_images(inv, cfg, plan, &params, seeds)?;
+        if images.is_empty() {
+            images = panel;
+        } else {
+            for (all, p) in images.iter_mut().zip(panel) {
+                all.extend(p);
+            }
+        }
     }
     if images.len() != files.0.len() {
         return Err(anyhow!("-gradient: {} images for {} files", images.len(), files.0.len()));

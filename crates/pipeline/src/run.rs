@@ -13,7 +13,8 @@ use crate::invocation::{Invocation, Outputs};
 use crate::render::{clock_seed, explain};
 use crate::report;
 use anyhow::{anyhow, bail, Result};
-use nanobragg_core::config::SfSource;
+use nanobragg_core::config::{SfSource, SimConfig};
+use nanobragg_core::geometry::Detector;
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
 use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::response::{noisy_image, Bits, Response, SharedSeeds};
@@ -380,7 +381,7 @@ pub fn run(inv: Invocation) -> Result<()> {
     }
     let plan = Plan::new(&inv.config, SetupSeeds { misset_idum }).map_err(|e| explain(e, &inv))?;
     // refuse a bad -gradient before writing anything
-    if let Some((_, Some(skipped))) = crate::gradient::selected(&inv, &plan)? {
+    if let Some((_, Some(skipped))) = crate::gradient::selected(&inv, &inv.config, &plan)? {
         eprintln!("note: {skipped}");
     }
     response(&inv.outputs, plan.detector.pixel_size_m)?; // and a bad detector response
@@ -400,7 +401,7 @@ pub fn run(inv: Invocation) -> Result<()> {
     inv.check_device()?;
     // refuse unwritable outputs before writing anything, the Fdump file included
     let mut files = OutputFiles::open(&inv.outputs)?;
-    let gradient_files = crate::gradient::open(&inv, &plan)?;
+    let gradient_files = crate::gradient::open(&inv, &inv.config, &plan)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     report(&mut out, &plan, &inv, noise_idum)?;
@@ -430,10 +431,12 @@ pub fn run(inv: Invocation) -> Result<()> {
     if owned.is_some() {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
-    write_images(&mut out, &plan, &inv, image, &rendered, files.images(), noise_idum)?;
+    let panels = [&plan.detector];
+    write_images(&mut out, &plan, &panels, &inv, image, &rendered, files.images(), noise_idum)?;
     drop(float_map);
     let seeds = SetupSeeds { misset_idum };
-    let gradients = crate::gradient::write(&inv, &plan, seeds, &mut out, gradient_files)?;
+    let gradients =
+        crate::gradient::write(&inv, &[(&inv.config, &plan)], seeds, &mut out, gradient_files)?;
     // all together, so that an error or a signal before here changes no output
     files.commit(gradients)?;
     out.flush()?;
@@ -457,7 +460,8 @@ fn solid_angle_line(out: &mut impl Write, omega_sum: f64, steps: usize) -> Resul
 /// rendered alone (the single custom-vector panel of its own vectors, see
 /// `nanobragg_core::geometry::panel_configs`), the images stacked along
 /// slow in the file's panel order (panels of equal width), then written as
-/// one image; statistics per panel and overall.
+/// one image (NXmx: one module per panel); statistics per panel and
+/// overall; derivative images stacked the same way.
 fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()> {
     // (a panel's own error first)
     let configs =
@@ -465,8 +469,6 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
     let o = &inv.outputs;
     let refused = [
         (inv.batch_path.is_some(), "-batch"),
-        (inv.gradient.is_some(), "-gradient"),
-        (o.nxmxfile.is_some(), "-nxmxfile"),
         (o.cbffile.is_some(), "-cbffile"),
         (inv.printout, "-printout"),
         (o.response.psf.is_some(), "-psf"),
@@ -491,9 +493,14 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
             ));
         }
     }
+    // refuse a bad -gradient before writing anything
+    if let Some((_, Some(skipped))) = crate::gradient::selected(inv, &configs[0], &plans[0])? {
+        eprintln!("note: {skipped}");
+    }
     response(o, d0.pixel_size_m)?;
     inv.check_device()?;
     let mut files = OutputFiles::open(o)?;
+    let gradient_files = crate::gradient::open(inv, &configs[0], &plans[0])?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     report(&mut out, &plans[0], inv, noise_idum)?;
@@ -510,9 +517,33 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         Some(map) => le::values_mut(map),
         None => &mut owned,
     };
+    // every panel into its rows, under one progress spinner
+    let mut slices = Vec::with_capacity(plans.len());
+    let mut rest = &mut *image;
+    for plan in &plans {
+        let (panel, tail) = rest.split_at_mut(plan.detector.fpixels * plan.detector.spixels);
+        slices.push(panel);
+        rest = tail;
+    }
+    let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
+    let what = format!(
+        "rendering {} panels, {} x {} pixels in all, {} samples each",
+        plans.len(),
+        fp,
+        rows,
+        plans[0].steps
+    );
+    let rendered = with_progress(show_progress, PROGRESS_DELAY, &what, || {
+        plans
+            .iter()
+            .zip(slices.iter_mut())
+            .map(|(plan, panel)| crate::render::render_plan_into(inv, plan, panel))
+            .collect::<Result<Vec<_>>>()
+    })?;
     let mut info = RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
-    let mut at = 0;
-    for (p, plan) in panels.iter().zip(&plans) {
+    for ((p, plan), (panel, panel_info)) in
+        panels.iter().zip(&plans).zip(slices.iter().zip(rendered))
+    {
         let d = &plan.detector;
         writeln!(
             out,
@@ -525,10 +556,10 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
             g(d.pix0[2] * 1e3),
             g(d.close_distance_m * 1e3)
         )?;
-        let panel = &mut image[at..at + d.fpixels * d.spixels];
-        at += panel.len();
-        let panel_info = crate::render::render_plan_into(inv, plan, panel)?;
         crate::render::check_finite_image(panel, inv, plan)?;
+        if let Some((hkl, hkl0)) = panel_info.interpolation_fallback {
+            write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
+        }
         let (mut sum, mut max) = (0.0f64, 0.0f32);
         for r in &panel_info.rows {
             sum += r.sum;
@@ -551,6 +582,8 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
             info.interpolation_fallback.or(panel_info.interpolation_fallback);
         info.rows.extend(panel_info.rows);
     }
+    drop(slices);
+    let image: &[f32] = image;
     writeln!(out)?;
     solid_angle_line(&mut out, info.omega_sum, plans[0].steps)?;
     if !mapped {
@@ -561,11 +594,14 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
     let mut stacked = plans[0].clone();
     stacked.detector.spixels = rows;
     stacked.detector.detsize_s_m = rows as f64 * d0.pixel_size_m;
-    stacked.detector.roi = [0, fp as i64, 0, rows as i64];
-    stacked.mask = None;
-    write_images(&mut out, &stacked, inv, image, &info, files.images(), noise_idum)?;
+    stacked.detector.roi = nanobragg_core::geometry::stacked_roi(&inv.config.detector);
+    stacked.mask = inv.config.detector.mask.clone();
+    let detectors: Vec<&Detector> = plans.iter().map(|p| &p.detector).collect();
+    write_images(&mut out, &stacked, &detectors, inv, image, &info, files.images(), noise_idum)?;
     drop(float_map);
-    files.commit(Vec::new())?;
+    let each: Vec<(&SimConfig, &Plan)> = configs.iter().zip(&plans).collect();
+    let gradients = crate::gradient::write(inv, &each, seeds, &mut out, gradient_files)?;
+    files.commit(gradients)?;
     out.flush()?;
     Ok(())
 }
@@ -735,9 +771,13 @@ fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response>> {
 
 /// Writes the integer, PGM and noise images into their temporaries and
 /// prints the statistics, as nanoBragg.c does after the float image.
+/// `panels`: the detector panels whose rows the image stacks, for the NXmx
+/// file (one panel: `plan`'s detector).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_images(
     out: &mut impl Write,
     plan: &Plan,
+    panels: &[&Detector],
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
@@ -842,7 +882,7 @@ pub(crate) fn write_images(
         }
     }
     if let Some(pixels) = &pixels32 {
-        let img = mx_image(plan, o, pixels);
+        let img = mx_image(plan, panels, o, pixels);
         if let Some(file) = files.nxmx {
             writeln!(out, "writing {} as NXmx (HDF5) with 4-byte integers", shown(&o.nxmxfile))?;
             write_nxmx(file, &img)?;
@@ -875,8 +915,14 @@ fn write_nxmx(file: &mut Pending, img: &MxImage) -> Result<()> {
 pub const SATURATION_I32: i32 = i32::MAX;
 
 /// The int32 image `pixels` of this run with its geometry and values, for
-/// the NXmx and CBF writers.
-pub(crate) fn mx_image<'a>(plan: &Plan, o: &Outputs, pixels: &'a [i32]) -> MxImage<'a> {
+/// the NXmx and CBF writers: `panels`' rows one after the other (the
+/// detector-wide values, distance and beam centre, are `plan`'s).
+pub(crate) fn mx_image<'a>(
+    plan: &Plan,
+    panels: &[&Detector],
+    o: &Outputs,
+    pixels: &'a [i32],
+) -> MxImage<'a> {
     use nanobragg_core::units::RTD;
     let d = &plan.detector;
     // the spectrum as rendered: every source counts once
@@ -904,15 +950,22 @@ pub(crate) fn mx_image<'a>(plan: &Plan, o: &Outputs, pixels: &'a [i32]) -> MxIma
         .map_or(0, |t| t.as_secs());
     let end = start + plan.exposure_s.max(0.0).round() as u64;
     MxImage {
-        panels: vec![Panel {
-            origin_m: d.pix0,
-            fast: d.fdet,
-            slow: d.sdet,
-            pixel_size_m: d.pixel_size_m,
-            fpixels: d.fpixels,
-            spixels: d.spixels,
-            pixels,
-        }],
+        panels: panels
+            .iter()
+            .scan(0, |at, p| {
+                let n = p.fpixels * p.spixels;
+                *at += n;
+                Some(Panel {
+                    origin_m: p.pix0,
+                    fast: p.fdet,
+                    slow: p.sdet,
+                    pixel_size_m: p.pixel_size_m,
+                    fpixels: p.fpixels,
+                    spixels: p.spixels,
+                    pixels: &pixels[*at - n..*at],
+                })
+            })
+            .collect(),
         beam: d.beam,
         polar: d.polar,
         spindle: d.spindle,

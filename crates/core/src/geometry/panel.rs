@@ -69,30 +69,76 @@ impl PanelConfig {
     }
 }
 
+/// The ROI of a multi-panel detector's stacked image (every panel's rows
+/// along slow, the first panel's width), its negative bounds resolved to the
+/// edges as a single panel's are.
+pub fn stacked_roi(d: &DetectorConfig) -> [i64; 4] {
+    let rows: usize = d.panels.iter().map(|p| p.spixels).sum();
+    let width = d.panels.first().map_or(0, |p| p.fpixels) as i64;
+    let r = d.roi.unwrap_or([-1; 4]);
+    let edge = |v: i64, e: i64| if v < 0 { e } else { v };
+    [edge(r[0], 0), edge(r[1], width), edge(r[2], 0), edge(r[3], rows as i64)]
+}
+
 /// The configuration of each panel of `cfg` as a single-panel one (one
 /// configuration, `cfg` itself, where it has no panel list).
+///
+/// The panels' images stack along slow in their order, and `-roi` and
+/// `-mask` describe that stacked image: each panel gets the rows of them
+/// that fall on it (a panel the ROI misses renders no pixel).
 pub fn panel_configs(cfg: &SimConfig) -> Result<Vec<SimConfig>> {
     let d = &cfg.detector;
     if d.panels.is_empty() {
         return Ok(vec![cfg.clone()]);
     }
-    let refuse = |what: &'static str, msg: &str| Err(Error::Invalid { what, msg: msg.to_string() });
+    let refuse = |what: &'static str, msg: String| Err(Error::Invalid { what, msg });
     if [d.rotx_deg, d.roty_deg, d.rotz_deg, d.twotheta_deg].iter().any(|&x| x != 0.0) {
         return refuse(
             "-detector_rot*/-twotheta",
-            "a multi-panel detector (-expt) is placed by its panels' vectors: move or turn the panels in the file",
+            "a multi-panel detector (-expt) is placed by its panels' vectors: move or turn the panels in the file".into(),
         );
     }
-    if d.roi.is_some() || d.mask.is_some() || d.curved {
+    if d.curved {
         return refuse(
-            "-roi/-mask/-curved_det",
-            "not available for a multi-panel detector (-expt) yet: they describe one panel",
+            "-curved_det",
+            "not available for a multi-panel detector (-expt): its panels are flat".into(),
         );
     }
-    let one = |p: &PanelConfig| {
+    let rows: usize = d.panels.iter().map(|p| p.spixels).sum();
+    let width = d.panels[0].fpixels;
+    if let Some(mask) = &d.mask {
+        if d.panels.iter().any(|p| p.fpixels != width) || mask.len() != width * rows {
+            return refuse(
+                "-mask",
+                format!(
+                    "the mask has {} pixels; for this multi-panel detector it must cover the panels stacked along slow: {} x {} pixels",
+                    mask.len(),
+                    width,
+                    rows
+                ),
+            );
+        }
+    }
+    let roi = d.roi.map(|_| stacked_roi(d));
+    let mut at = 0usize;
+    let mut configs = Vec::with_capacity(d.panels.len());
+    for p in &d.panels {
         let mut c = cfg.clone();
         c.detector = p.detector(d)?;
-        Ok(c)
-    };
-    d.panels.iter().map(one).collect()
+        let first = at as i64;
+        let sp = p.spixels as i64;
+        c.detector.roi = roi.map(|r| {
+            let (lo, hi) = (r[2] - first, r[3] - first);
+            if hi < 0 || lo > sp - 1 {
+                // no row of this panel: a range past its last row
+                [r[0], r[1], sp, sp]
+            } else {
+                [r[0], r[1], lo.max(0), hi.min(sp)]
+            }
+        });
+        c.detector.mask = d.mask.as_ref().map(|m| m[at * width..(at + p.spixels) * width].to_vec());
+        at += p.spixels;
+        configs.push(c);
+    }
+    Ok(configs)
 }
