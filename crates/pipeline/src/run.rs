@@ -533,12 +533,19 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         rows,
         plans[0].steps
     );
+    let gpu = uses_gpu(inv);
     let rendered = with_progress(show_progress, PROGRESS_DELAY, &what, || {
-        plans
-            .iter()
-            .zip(slices.iter_mut())
-            .map(|(plan, panel)| crate::render::render_plan_into(inv, plan, panel))
-            .collect::<Result<Vec<_>>>()
+        let one = |(plan, panel): (&Plan, &mut &mut [f32])| {
+            crate::render::render_plan_into(inv, plan, panel)
+        };
+        if gpu {
+            return plans.iter().zip(slices.iter_mut()).map(one).collect::<Result<Vec<_>>>();
+        }
+        // the panels' renders side by side: a thread that finishes its
+        // part of one panel takes rows of another instead of waiting
+        use rayon::prelude::*;
+        // (in the global pool, which run() sized to -threads)
+        plans.par_iter().zip(slices.par_iter_mut()).map(one).collect()
     })?;
     let mut info = RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
     for ((p, plan), (panel, panel_info)) in
