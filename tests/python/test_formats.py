@@ -92,7 +92,8 @@ def positions_from_file(path):
             i = np.arange(nf) + 0.5
             j = np.arange(ns) + 0.5
             out.append(origin + j[:, None, None] * spx * slow + i[None, :, None] * fpx * fast)
-        return np.array(out)
+        # (a list where the modules differ in size)
+        return np.array(out) if len({o.shape for o in out}) == 1 else out
 
 
 def ours(pix0, fdet, sdet, beam, polar):
@@ -275,3 +276,40 @@ def test_multi_panel_geom(tmp_path):
             np.testing.assert_array_equal(module["data_size"][()], [1, sp, fp])
         assert f["/entry/instrument/beam/incident_wavelength"][()] == pytest.approx(
             12398.42 / 9500, rel=1e-12)
+
+
+def test_geom_data_layout_modules(tmp_path):
+    # three panels of two sizes in a 50 x 30 data array (a gap below panel 1)
+    layout = [("a", 0, 0, 20, 18), ("b", 20, 0, 30, 12), ("c", 0, 18, 50, 12)]
+    lines = ["clen = 0.08", "res = 10000", "photon_energy = 9500 eV"]
+    for k, (n, x, y, f, s) in enumerate(layout):
+        lines += [f"{n}/min_fs = {x}", f"{n}/max_fs = {x + f - 1}", f"{n}/min_ss = {y}",
+                  f"{n}/max_ss = {y + s - 1}", f"{n}/corner_x = {-25.0 + x + 2 * k}",
+                  f"{n}/corner_y = {-15.0 + y + k}", f"{n}/fs = +1x +0y +0z",
+                  f"{n}/ss = +0x +1y +0z"]
+    (tmp_path / "l.geom").write_text("\n".join(lines) + "\n")
+    cmd = [exe(), "-geom", "l.geom", "-cell", "40", "40", "40", "90", "90", "90",
+           "-default_F", "100", "-N", "4", "-oversample", "1", "-nonoise", "-nopgm",
+           "-floatfile", "f.bin", "-nxmxfile", "o.nxs"]
+    subprocess.run(cmd, check=True, cwd=tmp_path, capture_output=True)
+    floats = np.fromfile(tmp_path / "f.bin", dtype="<f4").reshape(30, 50)
+    assert floats.max() > 0
+    assert np.all(floats[12:18, 20:] == 0)  # the gap
+    with h5py.File(tmp_path / "o.nxs", "r") as f:
+        data = f["/entry/data/data"]
+        assert data.shape == (1, 3, 18, 50)  # each module in a slot of the largest size
+        scale = 55000 / floats.max()
+        for k, (n, x, y, fp, sp) in enumerate(layout):
+            want = np.floor(floats[y:y + sp, x:x + fp].astype(np.float64) * scale + 40 + 0.5)
+            np.testing.assert_allclose(data[0, k, :sp, :fp], want, atol=1)
+            assert np.all(data[0, k, sp:, :] == 0) and np.all(data[0, k, :, fp:] == 0)
+    got = positions_from_file(tmp_path / "o.nxs")
+    R = to_nexus([0, 0, -1.0], [1.0, 0, 0])
+    for k, (n, x, y, fp, sp) in enumerate(layout):
+        assert got[k].shape == (sp, fp, 3)
+        i, j = np.arange(fp) + 0.5, np.arange(sp) + 0.5
+        corner = np.array([(-25.0 + x + 2 * k) * 1e-4, (-15.0 + y + k) * 1e-4, 0.08])
+        cf = corner + j[:, None, None] * 1e-4 * np.array([0, 1.0, 0]) + (
+            i[None, :, None] * 1e-4 * np.array([1.0, 0, 0]))
+        want = (cf * np.array([-1.0, 1.0, -1.0])) @ R.T
+        assert np.abs(got[k] - want).max() < 1e-9

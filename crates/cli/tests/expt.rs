@@ -486,5 +486,88 @@ fn roi_and_mask_cover_the_stacked_panels() {
     // a mask of another size is refused
     smv_mask(&dir.join("small.img"), fp, sp, &mask[..fp * sp]);
     let e = err(&dir, &words(&format!("-expt d.expt {rest} -mask small.img")));
-    assert!(e.contains("must cover the panels stacked along slow: 64 x 256"), "{e}");
+    assert!(e.contains("must cover the image of its panels: 64 x 256 pixels"), "{e}");
+}
+
+#[test]
+fn geom_data_layout_places_the_panels() {
+    let dir = scratch("expt", "layout");
+    // four panels of three sizes in a 64 x 46 data array, a gap at the end
+    // (name, min_fs, min_ss, fpixels, spixels, corner_x, corner_y)
+    let panels = [
+        ("a", 0, 0, 40, 16, -45.0, -30.0),
+        ("b", 40, 0, 24, 16, 0.0, -30.0),
+        ("c", 0, 16, 64, 20, -40.0, -10.0),
+        ("d", 0, 36, 30, 10, -20.0, 15.0),
+    ];
+    let (width, height) = (64, 46);
+    let entry = |(n, x, y, f, s, cx, cy): (&str, usize, usize, usize, usize, f64, f64), k: f64| {
+        let a: f64 = 0.03 * (k - 1.5);
+        format!(
+            "{n}/min_fs = {x}\n{n}/max_fs = {}\n{n}/min_ss = {y}\n{n}/max_ss = {}\n\
+             {n}/corner_x = {cx}\n{n}/corner_y = {cy}\n{n}/coffset = {}\n\
+             {n}/fs = {:+}x +0y {:+}z\n{n}/ss = +0x +1y +0z\n",
+            x + f - 1,
+            y + s - 1,
+            0.0003 * k,
+            a.cos(),
+            a.sin()
+        )
+    };
+    let head = "clen = 0.07\nres = 10000\nphoton_energy = 9500 eV\n";
+    let mut geom = head.to_string();
+    for (k, p) in panels.iter().enumerate() {
+        geom += &entry(*p, k as f64);
+    }
+    std::fs::write(dir.join("l.geom"), geom).unwrap();
+    let rest = "-cell 41 47 53 84 93 97 -misset 5 -10 20 -default_F 100 -N 5 -oversample 2";
+    let stdout = ok(
+        &dir,
+        &words(&format!(
+            "-geom l.geom {rest} -floatfile all.bin -gradient close_distance,cell_b -gradfile g"
+        )),
+    );
+    let all = float_file(&dir.join("all.bin"));
+    assert_eq!(all.len(), width * height);
+    let g_close = float_file(&dir.join("g_close_distance.bin"));
+    let mut covered = vec![false; width * height];
+    for (k, &(n, x, y, f, s, cx, cy)) in panels.iter().enumerate() {
+        // the panel alone, at the start of its own data array
+        let one = head.to_string() + &entry((n, 0, 0, f, s, cx, cy), k as f64);
+        std::fs::write(dir.join("one.geom"), one).unwrap();
+        ok(
+            &dir,
+            &words(&format!(
+                "-geom one.geom {rest} -floatfile one.bin -gradient close_distance -gradfile o"
+            )),
+        );
+        let alone = float_file(&dir.join("one.bin"));
+        let d_alone = float_file(&dir.join("o_close_distance.bin"));
+        assert!(alone.iter().any(|&v| v > 0.0), "panel {n}: no signal");
+        for row in 0..s {
+            for col in 0..f {
+                let at = (y + row) * width + x + col;
+                covered[at] = true;
+                assert_eq!(all[at], alone[row * f + col], "panel {n} pixel {col} {row}");
+                assert_eq!(g_close[at], d_alone[row * f + col], "panel {n} derivative");
+            }
+        }
+    }
+    // the gap holds no signal and no pixel of the statistics
+    let gap: Vec<usize> = (0..width * height).filter(|&i| !covered[i]).collect();
+    assert_eq!(gap.len(), 34 * 10);
+    assert!(gap.iter().all(|&i| all[i] == 0.0 && g_close[i] == 0.0));
+    let mean: f64 = (0..width * height).filter(|&i| covered[i]).map(|i| all[i]).sum::<f64>()
+        / (width * height - gap.len()) as f64;
+    let line = stdout.lines().find(|l| l.starts_with("mean=")).unwrap();
+    let got: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!((got - mean).abs() <= 1e-5 * mean, "{line} vs {mean}");
+    // panels in one place of the data array are stacked, which needs one width
+    let mut twice = head.to_string();
+    twice += &entry(panels[0], 0.0);
+    twice += &entry(("e", 30, 10, 20, 10, 5.0, 5.0), 1.0);
+    std::fs::write(dir.join("twice.geom"), twice).unwrap();
+    let e = err(&dir, &words(&format!("-geom twice.geom {rest}")));
+    assert!(e.contains("panels a and e overlap in the data array"), "{e}");
+    assert!(e.contains("panel e is 20 pixels wide, panel a 40"), "{e}");
 }

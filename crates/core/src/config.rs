@@ -157,6 +157,10 @@ pub struct PanelConfig {
     pub fpixels: usize,
     /// Pixels along slow.
     pub spixels: usize,
+    /// Where its pixels lie in the written image (fast, slow index of its
+    /// first pixel), as a CrystFEL geometry's `min_fs`/`min_ss` say; `None`
+    /// for every panel: the panels are stacked along slow in their order.
+    pub data_origin: Option<[usize; 2]>,
 }
 
 impl Default for DetectorConfig {

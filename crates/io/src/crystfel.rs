@@ -134,9 +134,13 @@ fn panel(name: &str, own: &Keys, global: &Keys) -> Result<Panel, String> {
                 "panel {name}: {lo} {a} to {hi} {b} is not a whole number of pixels"
             ));
         }
+        if a < 0.0 || a.fract() != 0.0 {
+            return Err(format!("panel {name}: {lo} {a} is not a pixel index"));
+        }
         Ok(n as usize)
     };
     let (fpixels, spixels) = (extent("min_fs", "max_fs")?, extent("min_ss", "max_ss")?);
+    let data_origin = [num("min_fs")? as usize, num("min_ss")? as usize];
     let metres = |key: &str| -> Result<f64, String> {
         let (line, v) = get(key).ok_or(format!("panel {name}: no {key}"))?;
         with_unit(v, &[("m", 1.0), ("mm", 1e-3)]).ok_or(format!(
@@ -173,6 +177,7 @@ fn panel(name: &str, own: &Keys, global: &Keys) -> Result<Panel, String> {
         image_size: [fpixels, spixels],
         thickness_mm: 0.0,
         mu_per_mm: 0.0,
+        data_origin: Some(data_origin),
     })
 }
 
@@ -235,6 +240,7 @@ bad_beamstop/min_x = -5
         assert_eq!(g.panels.len(), 2);
         let p = &g.panels[1];
         assert_eq!(p.image_size, [128, 64]);
+        assert_eq!(p.data_origin, Some([128, 0]));
         assert_eq!(p.pixel_mm, [0.1, 0.1]);
         assert_eq!(p.fast, [-1.0, 0.0, -0.0]);
         assert_eq!(p.slow, [-0.0, -1.0, -0.0]);

@@ -53,6 +53,10 @@ pub struct Panel {
     pub thickness_mm: f64,
     /// Sensor attenuation coefficient (1/mm).
     pub mu_per_mm: f64,
+    /// Where the panel's pixels lie in the file's data array (fast, slow
+    /// index of its first pixel): a CrystFEL geometry's `min_fs`, `min_ss`.
+    /// `None` (DIALS): the panels' images are stacked along slow.
+    pub data_origin: Option<[usize; 2]>,
 }
 
 /// Reads the one experiment of a DIALS experiment list.
@@ -228,6 +232,7 @@ fn panels(detector: &Value) -> Result<Vec<Panel>, String> {
             image_size: size.map(|n| n as usize),
             thickness_mm: optional("thickness"),
             mu_per_mm: optional("mu"),
+            data_origin: None,
         });
     }
     Ok(panels)

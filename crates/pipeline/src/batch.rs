@@ -297,7 +297,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
             write_images(
                 &mut sink,
                 &plans[i],
-                &[&plans[i].detector],
+                &[(&plans[i].detector, [0, 0])],
                 inv,
                 image,
                 &info,

@@ -182,6 +182,7 @@ fn set_panels(config: &mut SimConfig, panels: &[Panel]) {
             pixel_mm: p.pixel_mm[0],
             fpixels: p.image_size[0],
             spixels: p.image_size[1],
+            data_origin: p.data_origin,
         })
         .collect();
     match panels.as_slice() {

@@ -13,6 +13,7 @@ use anyhow::{anyhow, Result};
 use nanobragg_core::config::SimConfig;
 use nanobragg_core::diff::leaves::{applicable, check_param};
 use nanobragg_core::diff::{hessian_of, jacobian_of, Param};
+use nanobragg_core::geometry::PanelLayout;
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_io::atomic::Pending;
@@ -172,26 +173,31 @@ fn panel_images(
 /// Computes the derivative images of `-gradient` and `-curvatures` into
 /// `files` (from [`open`]), reporting each file on `out`; returns them,
 /// keyed by their flag, for the caller to commit with its other outputs.
-/// `panels`: each panel's configuration and plan (one: the run's), whose
-/// images are stacked in this order.
+/// `panels`: each panel's configuration and plan (one: the run's), placed
+/// in the images by `layout` (`None`: one panel).
 pub fn write(
     inv: &Invocation,
     panels: &[(&SimConfig, &Plan)],
+    layout: Option<&PanelLayout>,
     seeds: SetupSeeds,
     out: &mut impl Write,
     files: GradientFiles,
 ) -> Result<Vec<(&'static str, Pending)>> {
     let Some(&(cfg0, plan0)) = panels.first() else { return Ok(Vec::new()) };
     let Some(params) = params(inv, cfg0, plan0)? else { return Ok(Vec::new()) };
-    // in the order of names(), every panel's rows one after the other
+    // in the order of names(), every panel in its place
     let mut images: Vec<Vec<f32>> = Vec::new();
-    for &(cfg, plan) in panels {
+    for (k, &(cfg, plan)) in panels.iter().enumerate() {
         let panel = panel_images(inv, cfg, plan, &params, seeds)?;
-        if images.is_empty() {
-            images = panel;
-        } else {
-            for (all, p) in images.iter_mut().zip(panel) {
-                all.extend(p);
+        match layout {
+            None => images = panel,
+            Some(layout) => {
+                if images.is_empty() {
+                    images = vec![vec![0.0; layout.width * layout.height]; panel.len()];
+                }
+                for (all, p) in images.iter_mut().zip(&panel) {
+                    layout.put(k, p, all);
+                }
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::render::{clock_seed, explain};
 use crate::report;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::{SfSource, SimConfig};
-use nanobragg_core::geometry::Detector;
+use nanobragg_core::geometry::{Detector, PanelLayout};
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
 use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::response::{noisy_image, Bits, Response, SharedSeeds};
@@ -431,12 +431,18 @@ pub fn run(inv: Invocation) -> Result<()> {
     if owned.is_some() {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
-    let panels = [&plan.detector];
+    let panels = [(&plan.detector, [0, 0])];
     write_images(&mut out, &plan, &panels, &inv, image, &rendered, files.images(), noise_idum)?;
     drop(float_map);
     let seeds = SetupSeeds { misset_idum };
-    let gradients =
-        crate::gradient::write(&inv, &[(&inv.config, &plan)], seeds, &mut out, gradient_files)?;
+    let gradients = crate::gradient::write(
+        &inv,
+        &[(&inv.config, &plan)],
+        None,
+        seeds,
+        &mut out,
+        gradient_files,
+    )?;
     // all together, so that an error or a signal before here changes no output
     files.commit(gradients)?;
     out.flush()?;
@@ -483,13 +489,14 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         .map(|c| Plan::new(c, seeds).map_err(|e| explain(e, inv)))
         .collect::<Result<Vec<_>>>()?;
     let panels = &inv.config.detector.panels;
+    let layout = PanelLayout::new(&inv.config.detector).map_err(|e| explain(e, inv))?;
     let d0 = &plans[0].detector;
     for (p, plan) in panels.iter().zip(&plans) {
         let d = &plan.detector;
-        if d.fpixels != d0.fpixels || d.pixel_size_m != d0.pixel_size_m {
+        if d.pixel_size_m != d0.pixel_size_m {
             return Err(anyhow!(
-                "-expt: panel {} is {} pixels of {} mm wide, panel {} {} of {} mm: the panels are stacked into one image, which needs one width and pixel size",
-                p.name, d.fpixels, d.pixel_size_m * 1e3, panels[0].name, d0.fpixels, d0.pixel_size_m * 1e3
+                "-expt: panel {} has pixels of {} mm, panel {} of {} mm: the panels are written as one image, which needs one pixel size",
+                p.name, d.pixel_size_m * 1e3, panels[0].name, d0.pixel_size_m * 1e3
             ));
         }
     }
@@ -504,9 +511,9 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     report(&mut out, &plans[0], inv, noise_idum)?;
-    let rows: usize = plans.iter().map(|p| p.detector.spixels).sum();
-    let fp = d0.fpixels;
-    // every panel renders into its rows of the mapped float file (or of one image)
+    let (fp, rows) = (layout.width, layout.height);
+    // panels stacked in order render straight into their rows of the mapped
+    // float file (or of one image); others into their own, copied into place
     let mut float_map = files.float.map(fp * rows * 4).map_err(|e| write_error("-floatfile", e))?;
     let mapped = float_map.is_some();
     let mut owned = match mapped {
@@ -517,13 +524,21 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         Some(map) => le::values_mut(map),
         None => &mut owned,
     };
-    // every panel into its rows, under one progress spinner
-    let mut slices = Vec::with_capacity(plans.len());
-    let mut rest = &mut *image;
-    for plan in &plans {
-        let (panel, tail) = rest.split_at_mut(plan.detector.fpixels * plan.detector.spixels);
-        slices.push(panel);
-        rest = tail;
+    let stacked_in_order = layout.is_stacked();
+    let mut own: Vec<Vec<f32>> = match stacked_in_order {
+        true => Vec::new(),
+        false => plans.iter().map(|p| vec![0.0; p.detector.fpixels * p.detector.spixels]).collect(),
+    };
+    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(plans.len());
+    if stacked_in_order {
+        let mut rest = &mut *image;
+        for plan in &plans {
+            let (panel, tail) = rest.split_at_mut(plan.detector.fpixels * plan.detector.spixels);
+            slices.push(panel);
+            rest = tail;
+        }
+    } else {
+        slices.extend(own.iter_mut().map(|v| &mut v[..]));
     }
     let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
     let what = format!(
@@ -590,24 +605,43 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         info.rows.extend(panel_info.rows);
     }
     drop(slices);
+    for (k, panel) in own.iter().enumerate() {
+        layout.put(k, panel, image);
+    }
+    drop(own);
+    if !stacked_in_order {
+        // (the rows' statistics are those of the panels' rows)
+        info.rows.clear();
+    }
     let image: &[f32] = image;
     writeln!(out)?;
     solid_angle_line(&mut out, info.omega_sum, plans[0].steps)?;
     if !mapped {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
-    // the written images are one image of every panel's rows (SMV headers
-    // carry the first panel's geometry: SMV describes one panel)
-    let mut stacked = plans[0].clone();
-    stacked.detector.spixels = rows;
-    stacked.detector.detsize_s_m = rows as f64 * d0.pixel_size_m;
-    stacked.detector.roi = nanobragg_core::geometry::stacked_roi(&inv.config.detector);
-    stacked.mask = inv.config.detector.mask.clone();
-    let detectors: Vec<&Detector> = plans.iter().map(|p| &p.detector).collect();
-    write_images(&mut out, &stacked, &detectors, inv, image, &info, files.images(), noise_idum)?;
+    // the written images are one image of every panel (SMV headers carry
+    // the first panel's geometry: SMV describes one panel); the statistics
+    // leave out the pixels between panels
+    let mut whole = plans[0].clone();
+    whole.detector.fpixels = fp;
+    whole.detector.spixels = rows;
+    whole.detector.detsize_f_m = fp as f64 * d0.pixel_size_m;
+    whole.detector.detsize_s_m = rows as f64 * d0.pixel_size_m;
+    whole.detector.roi = layout.roi(&inv.config.detector);
+    whole.mask = match (inv.config.detector.mask.clone(), layout.coverage()) {
+        (Some(mut mask), Some(covered)) => {
+            mask.iter_mut().zip(covered).for_each(|(m, c)| *m = if c == 0 { 0 } else { *m });
+            Some(mask)
+        }
+        (mask, covered) => mask.or(covered),
+    };
+    let detectors: Vec<(&Detector, [usize; 2])> =
+        plans.iter().map(|p| &p.detector).zip(layout.origins.iter().copied()).collect();
+    write_images(&mut out, &whole, &detectors, inv, image, &info, files.images(), noise_idum)?;
     drop(float_map);
     let each: Vec<(&SimConfig, &Plan)> = configs.iter().zip(&plans).collect();
-    let gradients = crate::gradient::write(inv, &each, seeds, &mut out, gradient_files)?;
+    let gradients =
+        crate::gradient::write(inv, &each, Some(&layout), seeds, &mut out, gradient_files)?;
     files.commit(gradients)?;
     out.flush()?;
     Ok(())
@@ -778,13 +812,14 @@ fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response>> {
 
 /// Writes the integer, PGM and noise images into their temporaries and
 /// prints the statistics, as nanoBragg.c does after the float image.
-/// `panels`: the detector panels whose rows the image stacks, for the NXmx
-/// file (one panel: `plan`'s detector).
+/// `panels`: the detector panels in the image and where each one's first
+/// pixel lies in it (fast, slow), for the NXmx file (one panel: `plan`'s
+/// detector at 0, 0).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_images(
     out: &mut impl Write,
     plan: &Plan,
-    panels: &[&Detector],
+    panels: &[(&Detector, [usize; 2])],
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
@@ -889,7 +924,24 @@ pub(crate) fn write_images(
         }
     }
     if let Some(pixels) = &pixels32 {
-        let img = mx_image(plan, panels, o, pixels);
+        // each panel's pixels in one piece (the image's own where it is one panel)
+        let parts: Vec<Vec<i32>> = match panels {
+            [(d, [0, 0])] if d.fpixels == fp && d.spixels == sp => Vec::new(),
+            _ => panels
+                .iter()
+                .map(|(d, [x, y])| {
+                    (0..d.spixels)
+                        .flat_map(|s| &pixels[(y + s) * fp + x..][..d.fpixels])
+                        .copied()
+                        .collect()
+                })
+                .collect(),
+        };
+        let with_pixels: Vec<(&Detector, &[i32])> = match parts.is_empty() {
+            true => vec![(panels[0].0, &pixels[..])],
+            false => panels.iter().map(|p| p.0).zip(parts.iter().map(|v| &v[..])).collect(),
+        };
+        let img = mx_image(plan, &with_pixels, o);
         if let Some(file) = files.nxmx {
             writeln!(out, "writing {} as NXmx (HDF5) with 4-byte integers", shown(&o.nxmxfile))?;
             write_nxmx(file, &img)?;
@@ -921,14 +973,13 @@ fn write_nxmx(file: &mut Pending, img: &MxImage) -> Result<()> {
 /// The saturation value of the int32 images: their clip.
 pub const SATURATION_I32: i32 = i32::MAX;
 
-/// The int32 image `pixels` of this run with its geometry and values, for
-/// the NXmx and CBF writers: `panels`' rows one after the other (the
-/// detector-wide values, distance and beam centre, are `plan`'s).
+/// The int32 image of this run, each panel with its pixels, with its
+/// geometry and values, for the NXmx and CBF writers (the detector-wide
+/// values, distance and beam centre, are `plan`'s).
 pub(crate) fn mx_image<'a>(
     plan: &Plan,
-    panels: &[&Detector],
+    panels: &[(&Detector, &'a [i32])],
     o: &Outputs,
-    pixels: &'a [i32],
 ) -> MxImage<'a> {
     use nanobragg_core::units::RTD;
     let d = &plan.detector;
@@ -959,18 +1010,14 @@ pub(crate) fn mx_image<'a>(
     MxImage {
         panels: panels
             .iter()
-            .scan(0, |at, p| {
-                let n = p.fpixels * p.spixels;
-                *at += n;
-                Some(Panel {
-                    origin_m: p.pix0,
-                    fast: p.fdet,
-                    slow: p.sdet,
-                    pixel_size_m: p.pixel_size_m,
-                    fpixels: p.fpixels,
-                    spixels: p.spixels,
-                    pixels: &pixels[*at - n..*at],
-                })
+            .map(|&(p, pixels)| Panel {
+                origin_m: p.pix0,
+                fast: p.fdet,
+                slow: p.sdet,
+                pixel_size_m: p.pixel_size_m,
+                fpixels: p.fpixels,
+                spixels: p.spixels,
+                pixels,
             })
             .collect(),
         beam: d.beam,

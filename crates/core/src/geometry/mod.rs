@@ -7,4 +7,4 @@ pub use convention::Axes;
 pub use detector::Detector;
 pub mod panel;
 
-pub use panel::{panel_configs, stacked_roi};
+pub use panel::{panel_configs, PanelLayout};

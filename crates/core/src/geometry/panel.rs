@@ -69,23 +69,141 @@ impl PanelConfig {
     }
 }
 
-/// The ROI of a multi-panel detector's stacked image (every panel's rows
-/// along slow, the first panel's width), its negative bounds resolved to the
-/// edges as a single panel's are.
-pub fn stacked_roi(d: &DetectorConfig) -> [i64; 4] {
-    let rows: usize = d.panels.iter().map(|p| p.spixels).sum();
-    let width = d.panels.first().map_or(0, |p| p.fpixels) as i64;
-    let r = d.roi.unwrap_or([-1; 4]);
-    let edge = |v: i64, e: i64| if v < 0 { e } else { v };
-    [edge(r[0], 0), edge(r[1], width), edge(r[2], 0), edge(r[3], rows as i64)]
+/// Where each panel's pixels lie in the one image a multi-panel run writes:
+/// at the panels' `data_origin`s (a CrystFEL geometry's data layout) where
+/// no two of them overlap, else stacked along slow in the panels' order
+/// (panels of one width).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PanelLayout {
+    /// The image's pixels along fast.
+    pub width: usize,
+    /// The image's pixels along slow.
+    pub height: usize,
+    /// Each panel's first pixel in the image (fast, slow).
+    pub origins: Vec<[usize; 2]>,
+    /// Each panel's pixels (fast, slow).
+    pub sizes: Vec<[usize; 2]>,
+}
+
+impl PanelLayout {
+    /// The layout of `d`'s panels; panels of several widths that must be
+    /// stacked are refused.
+    pub fn new(d: &DetectorConfig) -> Result<Self> {
+        let bad = |msg: String| Error::Invalid { what: "-expt", msg };
+        let panels = &d.panels;
+        let sizes: Vec<[usize; 2]> = panels.iter().map(|p| [p.fpixels, p.spixels]).collect();
+        let given: Vec<[usize; 2]> = panels.iter().filter_map(|p| p.data_origin).collect();
+        if !given.is_empty() && given.len() != panels.len() {
+            return Err(bad("some panels have a place in the data array and some not".into()));
+        }
+        // two panels with a pixel of the data array in common, if any (files
+        // that give each panel its own slab with `dim` keys all start at 0, 0)
+        let span =
+            |o: &[[usize; 2]], k: usize, axis: usize| o[k][axis]..o[k][axis] + sizes[k][axis];
+        let overlap = |o: &[[usize; 2]]| {
+            for i in 0..o.len() {
+                for j in i + 1..o.len() {
+                    let meets = |axis| {
+                        let (a, b) = (span(o, i, axis), span(o, j, axis));
+                        a.start < b.end && b.start < a.end
+                    };
+                    if meets(0) && meets(1) {
+                        return Some((i, j));
+                    }
+                }
+            }
+            None
+        };
+        let clash = if given.is_empty() { None } else { overlap(&given) };
+        let origins = if !given.is_empty() && clash.is_none() {
+            given
+        } else {
+            // stacked along slow in the panels' order
+            let width = sizes.first().map_or(0, |s| s[0]);
+            if let Some(p) = panels.iter().find(|p| p.fpixels != width) {
+                let why = match clash {
+                    Some((i, j)) => format!(
+                        "panels {} and {} overlap in the data array (min_fs/min_ss), so the panels are stacked along slow into one image",
+                        panels[i].name, panels[j].name
+                    ),
+                    None => "the panels are stacked along slow into one image".into(),
+                };
+                return Err(bad(format!(
+                    "{why}, which needs one width: panel {} is {} pixels wide, panel {} {}",
+                    p.name, p.fpixels, panels[0].name, width
+                )));
+            }
+            let mut at = 0;
+            sizes
+                .iter()
+                .map(|s| {
+                    at += s[1];
+                    [0, at - s[1]]
+                })
+                .collect()
+        };
+        let span = |k: usize, axis: usize| span(&origins, k, axis);
+        let width = (0..panels.len()).map(|k| span(k, 0).end).max().unwrap_or(0);
+        let height = (0..panels.len()).map(|k| span(k, 1).end).max().unwrap_or(0);
+        Ok(PanelLayout { width, height, origins, sizes })
+    }
+
+    /// Whether the panels fill the image row after row in their order:
+    /// each panel's pixels are then one piece of the image, the next panel's
+    /// right after.
+    pub fn is_stacked(&self) -> bool {
+        let mut at = 0;
+        self.origins.iter().zip(&self.sizes).all(|(o, s)| {
+            let ok = o[0] == 0 && s[0] == self.width && o[1] == at;
+            at += s[1];
+            ok
+        }) && at == self.height
+    }
+
+    /// Panel `k`'s pixels copied into their place in `image`.
+    pub fn put<T: Copy>(&self, k: usize, panel: &[T], image: &mut [T]) {
+        let ([x, y], [f, s]) = (self.origins[k], self.sizes[k]);
+        for (row, src) in panel.chunks_exact(f).take(s).enumerate() {
+            let at = (y + row) * self.width + x;
+            image[at..at + f].copy_from_slice(src);
+        }
+    }
+
+    /// Panel `k`'s pixels taken from `image`.
+    pub fn get<T: Copy>(&self, k: usize, image: &[T]) -> Vec<T> {
+        let ([x, y], [f, s]) = (self.origins[k], self.sizes[k]);
+        (0..s).flat_map(|row| &image[(y + row) * self.width + x..][..f]).copied().collect()
+    }
+
+    /// The image's pixels that belong to a panel (1) or to none (0); `None`
+    /// where the panels cover the whole image.
+    pub fn coverage(&self) -> Option<Vec<u16>> {
+        let covered: usize = self.sizes.iter().map(|s| s[0] * s[1]).sum();
+        if covered == self.width * self.height {
+            return None;
+        }
+        let mut map = vec![0u16; self.width * self.height];
+        for (k, s) in self.sizes.iter().enumerate() {
+            self.put(k, &vec![1u16; s[0] * s[1]], &mut map);
+        }
+        Some(map)
+    }
+
+    /// The image's ROI (`-roi`), its negative bounds resolved to the edges
+    /// as a single panel's are.
+    pub fn roi(&self, d: &DetectorConfig) -> [i64; 4] {
+        let r = d.roi.unwrap_or([-1; 4]);
+        let edge = |v: i64, e: usize| if v < 0 { e as i64 } else { v };
+        [edge(r[0], 0), edge(r[1], self.width), edge(r[2], 0), edge(r[3], self.height)]
+    }
 }
 
 /// The configuration of each panel of `cfg` as a single-panel one (one
 /// configuration, `cfg` itself, where it has no panel list).
 ///
-/// The panels' images stack along slow in their order, and `-roi` and
-/// `-mask` describe that stacked image: each panel gets the rows of them
-/// that fall on it (a panel the ROI misses renders no pixel).
+/// `-roi` and `-mask` describe the written image (see [`PanelLayout`]):
+/// each panel gets the part of them that falls on it (a panel the ROI
+/// misses renders no pixel).
 pub fn panel_configs(cfg: &SimConfig) -> Result<Vec<SimConfig>> {
     let d = &cfg.detector;
     if d.panels.is_empty() {
@@ -104,40 +222,37 @@ pub fn panel_configs(cfg: &SimConfig) -> Result<Vec<SimConfig>> {
             "not available for a multi-panel detector (-expt): its panels are flat".into(),
         );
     }
-    let rows: usize = d.panels.iter().map(|p| p.spixels).sum();
-    let width = d.panels[0].fpixels;
+    let layout = PanelLayout::new(d)?;
     if let Some(mask) = &d.mask {
-        if d.panels.iter().any(|p| p.fpixels != width) || mask.len() != width * rows {
+        if mask.len() != layout.width * layout.height {
             return refuse(
                 "-mask",
                 format!(
-                    "the mask has {} pixels; for this multi-panel detector it must cover the panels stacked along slow: {} x {} pixels",
+                    "the mask has {} pixels; for this multi-panel detector it must cover the image of its panels: {} x {} pixels",
                     mask.len(),
-                    width,
-                    rows
+                    layout.width,
+                    layout.height
                 ),
             );
         }
     }
-    let roi = d.roi.map(|_| stacked_roi(d));
-    let mut at = 0usize;
+    let roi = d.roi.map(|_| layout.roi(d));
     let mut configs = Vec::with_capacity(d.panels.len());
-    for p in &d.panels {
+    for (k, p) in d.panels.iter().enumerate() {
         let mut c = cfg.clone();
         c.detector = p.detector(d)?;
-        let first = at as i64;
-        let sp = p.spixels as i64;
+        let ([x, y], [f, s]) = (layout.origins[k], layout.sizes[k]);
+        let (x, y, f, s) = (x as i64, y as i64, f as i64, s as i64);
         c.detector.roi = roi.map(|r| {
-            let (lo, hi) = (r[2] - first, r[3] - first);
-            if hi < 0 || lo > sp - 1 {
-                // no row of this panel: a range past its last row
-                [r[0], r[1], sp, sp]
+            let (x0, x1, y0, y1) = (r[0] - x, r[1] - x, r[2] - y, r[3] - y);
+            if x1 < 0 || x0 > f - 1 || y1 < 0 || y0 > s - 1 {
+                // no pixel of this panel: a range past its last row
+                [0, 0, s, s]
             } else {
-                [r[0], r[1], lo.max(0), hi.min(sp)]
+                [x0.max(0), x1.min(f), y0.max(0), y1.min(s)]
             }
         });
-        c.detector.mask = d.mask.as_ref().map(|m| m[at * width..(at + p.spixels) * width].to_vec());
-        at += p.spixels;
+        c.detector.mask = d.mask.as_ref().map(|m| layout.get(k, m));
         configs.push(c);
     }
     Ok(configs)
