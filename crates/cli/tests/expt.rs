@@ -568,6 +568,6 @@ fn geom_data_layout_places_the_panels() {
     twice += &entry(("e", 30, 10, 20, 10, 5.0, 5.0), 1.0);
     std::fs::write(dir.join("twice.geom"), twice).unwrap();
     let e = err(&dir, &words(&format!("-geom twice.geom {rest}")));
-    assert!(e.contains("panels a and e overlap in the data array"), "{e}");
+    assert!(e.contains("-geom twice.geom: panels a and e overlap in the data array"), "{e}");
     assert!(e.contains("panel e is 20 pixels wide, panel a 40"), "{e}");
 }

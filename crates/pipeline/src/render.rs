@@ -147,6 +147,17 @@ pub fn check_finite_image(image: &[f32], inv: &Invocation, plan: &Plan) -> Resul
     ))
 }
 
+/// The flag and file of the detector file that set the panels (the last
+/// `-expt` or `-geom`), as `-geom FILE`.
+pub(crate) fn detector_file(inv: &Invocation) -> Option<String> {
+    let (path, file) = inv.detector_files.last()?;
+    let flag = match file {
+        crate::expt::DetectorFile::Expt(_) => "-expt",
+        crate::expt::DetectorFile::Geom(_) => "-geom",
+    };
+    Some(format!("{flag} {}", path.display()))
+}
+
 /// Adds the flag and file a setup error comes from, where the library's
 /// message does not say.
 pub fn explain(e: nanobragg_core::Error, inv: &Invocation) -> anyhow::Error {
@@ -178,6 +189,8 @@ pub fn explain(e: nanobragg_core::Error, inv: &Invocation) -> anyhow::Error {
         E::Invalid { what: "-sourcefile", .. } => flag_file("-sourcefile", &inv.source_path),
         E::Invalid { what: "-spectrum", .. } => flag_file("-spectrum", &inv.spectrum_path),
         E::Invalid { what: "-mat", .. } => flag_file("-mat", &inv.mat_path),
+        // the panels' setup names -expt for either file: the file that set them
+        E::Invalid { what: "-expt", .. } => detector_file(inv),
         _ => None,
     };
     match (context, &e) {

@@ -495,7 +495,8 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         let d = &plan.detector;
         if d.pixel_size_m != d0.pixel_size_m {
             return Err(anyhow!(
-                "-expt: panel {} has pixels of {} mm, panel {} of {} mm: the panels are written as one image, which needs one pixel size",
+                "{}: panel {} has pixels of {} mm, panel {} of {} mm: the panels are written as one image, which needs one pixel size",
+                crate::render::detector_file(inv).unwrap_or_else(|| "-expt".into()),
                 p.name, d.pixel_size_m * 1e3, panels[0].name, d0.pixel_size_m * 1e3
             ));
         }
