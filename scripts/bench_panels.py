@@ -26,6 +26,19 @@ import time
 COMMON = "-default_F 100 -N 5 -oversample 2 -nonoise -nopgm -floatfile float.bin"
 
 
+def write_expt(path, panels):
+    """An experiment list of `panels`: the bench crystal (100 Å cubic), 1 Å along -z."""
+    cell = [[100.0, 0.0, 0.0], [0.0, 100.0, 0.0], [0.0, 0.0, 100.0]]
+    expt = {"__id__": "ExperimentList",
+            "experiment": [{"__id__": "Experiment", "beam": 0, "detector": 0, "crystal": 0}],
+            "beam": [{"direction": [0.0, 0.0, 1.0], "wavelength": 1.0}],
+            "detector": [{"panels": panels}],
+            "crystal": [{"real_space_a": cell[0], "real_space_b": cell[1],
+                         "real_space_c": cell[2]}]}
+    with open(path, "w") as f:
+        json.dump(expt, f)
+
+
 def experiment(path):
     panels = []
     for row in range(8):
@@ -39,15 +52,7 @@ def experiment(path):
             panels.append({"name": f"M{k}", "origin": [x, y, -120.0], "fast_axis": fast,
                            "slow_axis": slow, "pixel_size": [0.075, 0.075],
                            "image_size": [1024, 512]})
-    cell = [[100.0, 0.0, 0.0], [0.0, 100.0, 0.0], [0.0, 0.0, 100.0]]
-    expt = {"__id__": "ExperimentList",
-            "experiment": [{"__id__": "Experiment", "beam": 0, "detector": 0, "crystal": 0}],
-            "beam": [{"direction": [0.0, 0.0, 1.0], "wavelength": 1.0}],
-            "detector": [{"panels": panels}],
-            "crystal": [{"real_space_a": cell[0], "real_space_b": cell[1],
-                         "real_space_c": cell[2]}]}
-    with open(path, "w") as f:
-        json.dump(expt, f)
+    write_expt(path, panels)
 
 
 def tiles(path):
@@ -59,15 +64,7 @@ def tiles(path):
                            "origin": [-153.6 + col * 1024 * 0.075, 153.6 - row * 512 * 0.075, -120.0],
                            "fast_axis": [1.0, 0.0, 0.0], "slow_axis": [0.0, -1.0, 0.0],
                            "pixel_size": [0.075, 0.075], "image_size": [1024, 512]})
-    cell = [[100.0, 0.0, 0.0], [0.0, 100.0, 0.0], [0.0, 0.0, 100.0]]
-    expt = {"__id__": "ExperimentList",
-            "experiment": [{"__id__": "Experiment", "beam": 0, "detector": 0, "crystal": 0}],
-            "beam": [{"direction": [0.0, 0.0, 1.0], "wavelength": 1.0}],
-            "detector": [{"panels": panels}],
-            "crystal": [{"real_space_a": cell[0], "real_space_b": cell[1],
-                         "real_space_c": cell[2]}]}
-    with open(path, "w") as f:
-        json.dump(expt, f)
+    write_expt(path, panels)
 
 
 def best(cmds, cwd, runs):

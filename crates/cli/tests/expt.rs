@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{cases, float_file, scratch};
+use common::{cases, float_file, rel_l2, scratch};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -317,16 +317,6 @@ fn one_geometry_as_expt_and_as_geom_renders_the_same() {
 fn rot_x(v: [f64; 3], deg: f64) -> [f64; 3] {
     let (s, c) = deg.to_radians().sin_cos();
     [v[0], c * v[1] - s * v[2], s * v[1] + c * v[2]]
-}
-
-fn rel_l2(a: &[f64], r: &[f64]) -> f64 {
-    let (mut num, mut den) = (0.0, 0.0);
-    for (a, r) in a.iter().zip(r) {
-        num += (a - r) * (a - r);
-        den += r * r;
-    }
-    assert!(den > 0.0);
-    (num / den).sqrt()
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{float_file as floats, nanobragg, TRICLINIC};
+use common::{float_file as floats, nanobragg, rel_l2, TRICLINIC};
 
 fn scratch(name: &str) -> std::path::PathBuf {
     common::scratch("gradient", name)
@@ -45,16 +45,6 @@ fn derivative_images_match_finite_differences() {
     eprintln!("distance: relative L2 error {err:e}");
     assert!(den > 0.0 && err < 1e-4, "relative L2 error {err:e}");
     std::fs::remove_dir_all(&dir).ok();
-}
-
-fn rel_l2(a: &[f64], r: &[f64]) -> f64 {
-    let (mut num, mut den) = (0.0, 0.0);
-    for (a, r) in a.iter().zip(r) {
-        num += (a - r) * (a - r);
-        den += r * r;
-    }
-    assert!(den > 0.0);
-    (num / den).sqrt()
 }
 
 #[test]

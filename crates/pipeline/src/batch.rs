@@ -294,16 +294,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
                 RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
             let noise_idum = -noise_seed.wrapping_add(i as i64);
             let mut sink = std::io::sink();
-            write_images(
-                &mut sink,
-                &plans[i],
-                &[(&plans[i].detector, [0, 0])],
-                inv,
-                image,
-                &info,
-                files,
-                noise_idum,
-            )?;
+            write_images(&mut sink, &plans[i], None, inv, image, &info, files, noise_idum)?;
         }
         let files: Vec<(&'static str, Pending)> =
             names.iter().zip(owned).filter_map(|((flag, _), p)| Some((*flag, p?))).collect();

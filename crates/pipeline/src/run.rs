@@ -431,8 +431,7 @@ pub fn run(inv: Invocation) -> Result<()> {
     if owned.is_some() {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
-    let panels = [(&plan.detector, [0, 0])];
-    write_images(&mut out, &plan, &panels, &inv, image, &rendered, files.images(), noise_idum)?;
+    write_images(&mut out, &plan, None, &inv, image, &rendered, files.images(), noise_idum)?;
     drop(float_map);
     let seeds = SetupSeeds { misset_idum };
     let gradients = crate::gradient::write(
@@ -636,9 +635,17 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         }
         (mask, covered) => mask.or(covered),
     };
-    let detectors: Vec<(&Detector, [usize; 2])> =
-        plans.iter().map(|p| &p.detector).zip(layout.origins.iter().copied()).collect();
-    write_images(&mut out, &whole, &detectors, inv, image, &info, files.images(), noise_idum)?;
+    let detectors: Vec<&Detector> = plans.iter().map(|p| &p.detector).collect();
+    write_images(
+        &mut out,
+        &whole,
+        Some((&detectors, &layout)),
+        inv,
+        image,
+        &info,
+        files.images(),
+        noise_idum,
+    )?;
     drop(float_map);
     let each: Vec<(&SimConfig, &Plan)> = configs.iter().zip(&plans).collect();
     let gradients =
@@ -813,14 +820,13 @@ fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response>> {
 
 /// Writes the integer, PGM and noise images into their temporaries and
 /// prints the statistics, as nanoBragg.c does after the float image.
-/// `panels`: the detector panels in the image and where each one's first
-/// pixel lies in it (fast, slow), for the NXmx file (one panel: `plan`'s
-/// detector at 0, 0).
+/// `panels`: a multi-panel detector's panels and where they lie in the
+/// image, for the NXmx file (`None`: the one panel of `plan`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_images(
     out: &mut impl Write,
     plan: &Plan,
-    panels: &[(&Detector, [usize; 2])],
+    panels: Option<(&[&Detector], &PanelLayout)>,
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
@@ -925,22 +931,15 @@ pub(crate) fn write_images(
         }
     }
     if let Some(pixels) = &pixels32 {
-        // each panel's pixels in one piece (the image's own where it is one panel)
-        let parts: Vec<Vec<i32>> = match panels {
-            [(d, [0, 0])] if d.fpixels == fp && d.spixels == sp => Vec::new(),
-            _ => panels
-                .iter()
-                .map(|(d, [x, y])| {
-                    (0..d.spixels)
-                        .flat_map(|s| &pixels[(y + s) * fp + x..][..d.fpixels])
-                        .copied()
-                        .collect()
-                })
-                .collect(),
-        };
-        let with_pixels: Vec<(&Detector, &[i32])> = match parts.is_empty() {
-            true => vec![(panels[0].0, &pixels[..])],
-            false => panels.iter().map(|p| p.0).zip(parts.iter().map(|v| &v[..])).collect(),
+        // each panel's pixels in one piece
+        let parts: Vec<Vec<i32>> = panels.map_or(Vec::new(), |(_, layout)| {
+            (0..layout.origins.len()).map(|k| layout.get(k, pixels)).collect()
+        });
+        let with_pixels: Vec<(&Detector, &[i32])> = match panels {
+            None => vec![(d, &pixels[..])],
+            Some((detectors, _)) => {
+                detectors.iter().copied().zip(parts.iter().map(|v| &v[..])).collect()
+            }
         };
         let img = mx_image(plan, &with_pixels, o);
         if let Some(file) = files.nxmx {

@@ -591,3 +591,14 @@ pub fn set_scratch(set: &str, id: &str) -> PathBuf {
     .unwrap();
     dir
 }
+
+/// Relative L2 distance of `a` from the reference `r` (which must not be all zero).
+pub fn rel_l2(a: &[f64], r: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (a, r) in a.iter().zip(r) {
+        num += (a - r) * (a - r);
+        den += r * r;
+    }
+    assert!(den > 0.0);
+    (num / den).sqrt()
+}
