@@ -12,7 +12,7 @@ use argmin::core::{CostFunction, Error as ArgminError, Executor, Gradient, IterS
 use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
 use nanobragg_core::config::Misset;
-use nanobragg_core::diff::loss::LossKind;
+use nanobragg_core::diff::loss::{self, LossKind};
 use nanobragg_core::diff::Param;
 use nanobragg_core::error::shown;
 use nanobragg_core::render::{Precision, RenderOptions};
@@ -27,7 +27,10 @@ const REFINE_FLAGS: [(&str, &str); 8] = [
     ("-refine", "parameters to refine, comma separated (names as for -gradient)"),
     ("-loss", "sse or poisson (default: poisson for whole counts, else sse)"),
     ("-maxiter", "most L-BFGS iterations (default 100)"),
-    ("-gtol", "stop when the scaled gradient's norm is below this (default 1e-6)"),
+    (
+        "-gtol",
+        "stop when the scaled gradient's norm is below this (default 1e-2 for poisson, 1e-6 for sse)",
+    ),
     ("-history", "L-BFGS memory (default 8, at most 1000)"),
     ("-prefit", "spots (default: fit spot centroids first) or none"),
     ("-min_explained", "least share of observed spots the fit must explain (default 0.8)"),
@@ -42,7 +45,7 @@ struct Request {
     all: bool,
     loss: Option<LossKind>,
     maxiter: u64,
-    gtol: f64,
+    gtol: Option<f64>,
     history: usize,
     prefit: bool,
     min_explained: f64,
@@ -92,7 +95,8 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
             "-loss" => loss = Some(value.parse::<LossKind>().map_err(|_| bad("sse or poisson"))?),
             "-maxiter" => maxiter = value.parse().map_err(|_| bad("a whole number"))?,
             "-gtol" => {
-                gtol = value.parse().ok().filter(|g: &f64| *g > 0.0).ok_or_else(|| bad("> 0"))?
+                gtol =
+                    Some(value.parse().ok().filter(|g: &f64| *g > 0.0).ok_or_else(|| bad("> 0"))?)
             }
             "-prefit" => {
                 prefit = match value.as_str() {
@@ -348,8 +352,9 @@ pub struct Settings {
     pub loss: Option<LossKind>,
     /// Most L-BFGS iterations.
     pub maxiter: u64,
-    /// Stop when the scaled gradient's norm is below this.
-    pub gtol: f64,
+    /// Stop when the scaled gradient's norm is below this (default: by the
+    /// loss, [`default_gtol`]).
+    pub gtol: Option<f64>,
     /// L-BFGS memory.
     pub history: usize,
     /// Fit the spot centroids before the pixels ([`crate::spots`]).
@@ -357,6 +362,19 @@ pub struct Settings {
     /// The least share of the observed spots the refined model must
     /// explain for the fit to count as a success.
     pub min_explained: f64,
+}
+
+/// The default of [`Settings::gtol`] for a loss. The gradient is taken in
+/// whitened units (one unit is one step of the Gauss–Newton curvature):
+/// for the Poisson loss that is about one standard error, so 1e-2 is far
+/// inside it, while below about 2e-3 the gradient is the image's rounding
+/// and L-BFGS only spends renders; for SSE (noiseless images) the unit is
+/// set by the rounding itself.
+pub fn default_gtol(kind: LossKind) -> f64 {
+    match kind {
+        LossKind::Poisson => 1e-2,
+        LossKind::Sse => 1e-6,
+    }
 }
 
 /// Default of [`Settings::min_explained`].
@@ -369,7 +387,7 @@ impl Settings {
             params,
             loss: None,
             maxiter: 100,
-            gtol: 1e-6,
+            gtol: None,
             history: 8,
             prefit: true,
             min_explained: DEFAULT_MIN_EXPLAINED,
@@ -413,7 +431,9 @@ pub struct Refined {
     pub start: Vec<f64>,
     /// Their refined values.
     pub values: Vec<f64>,
-    /// Their standard errors (`None` where the information is singular).
+    /// Their standard errors (`None` where the information is singular);
+    /// for the Poisson loss scaled by √(χ²/pixel) of [`FitCheck`] where that
+    /// exceeds 1.
     pub standard_errors: Vec<Option<f64>>,
     /// The loss used.
     pub loss: LossKind,
@@ -517,11 +537,24 @@ fn fit(
     let still = model.plan0.phisteps <= 1 && model.plan0.osc_rad == 0.0;
     let moving = settings.params.iter().any(|&p| spots::moves_spots(p));
     let prefit = if settings.prefit && still && moving && spots.len() >= MIN_SPOTS {
-        let fit = spots::fit_centroids(&model, &model.start, &spots)?;
+        // candidates of the prefit are judged by the pixel loss alone (one
+        // plain render each)
+        let used = loss::pixels_used(&model.plan0, Some(&job.observed.skip));
+        let judge = |v: &[f64]| -> Result<f64> {
+            let image = model.image(v, job.opts, Precision::Fast64)?;
+            Ok(loss::loss_value(kind, &image, &job.observed.values, &used))
+        };
+        let t = Instant::now();
+        let fit = spots::fit_centroids(&model, &model.start, &spots, judge)?;
         if print {
             println!(
-                "prefit: {} spots, {} indexed, rms {:.3} px from the predicted centroids",
-                fit.spots, fit.indexed, fit.rms_px
+                "prefit: {} spots, {} indexed, rms {:.3} px from the predicted centroids \
+                 (best of {} starting points, {:.1} s)",
+                fit.spots,
+                fit.indexed,
+                fit.rms_px,
+                fit.starts,
+                t.elapsed().as_secs_f64()
             );
         }
         Some(fit)
@@ -595,7 +628,7 @@ fn fit(
     };
     let linesearch = MoreThuenteLineSearch::new();
     let solver = LBFGS::new(linesearch, settings.history)
-        .with_tolerance_grad(settings.gtol)?
+        .with_tolerance_grad(settings.gtol.unwrap_or_else(|| default_gtol(kind)))?
         .with_tolerance_cost(0.0)?;
     let x0 = vec![0.0; settings.params.len()];
     let progress = Progress { print, history: history.clone() };
@@ -625,14 +658,17 @@ fn fit(
         );
     }
     let np = settings.params.len();
+    let check = check_fit(&model, &values, &job, &spots, settings.min_explained)?;
+    // quasi-Poisson: counts that scatter more than Poisson (or a model that
+    // misses something) widen the errors by the square root of the excess
+    let dispersion = check.chi2_per_pixel.filter(|x| x.is_finite()).unwrap_or(1.0).max(1.0);
     let standard_errors: Vec<Option<f64>> = match &fin.covariance {
-        Some(c) => (0..np).map(|i| Some(c[i * np + i].max(0.0).sqrt())).collect(),
+        Some(c) => (0..np).map(|i| Some((dispersion * c[i * np + i].max(0.0)).sqrt())).collect(),
         None => vec![None; np],
     };
     let (command_line, notes) = refined_command_line(model_args, &model, &values, &standard_errors);
     let history = history.lock().unwrap().clone();
     let evaluations = *evaluations.lock().unwrap() + 1;
-    let check = check_fit(&model, &values, &job, &spots, settings.min_explained)?;
     Ok(Refined {
         params: settings.params.clone(),
         start: model.start.clone(),

@@ -688,7 +688,7 @@ impl Refined {
 /// for whole counts, else sse); `skip`: pixels to leave out; `verbose`
 /// prints each iteration.
 #[pyfunction]
-#[pyo3(signature = (model, observed, params, loss = None, maxiter = 100, gtol = 1e-6,
+#[pyo3(signature = (model, observed, params, loss = None, maxiter = 100, gtol = None,
                     history = 8, skip = None, threads = None, verbose = false,
                     prefit = true, min_explained = 0.8))]
 #[allow(clippy::too_many_arguments)]
@@ -699,7 +699,7 @@ fn refine(
     params: Vec<String>,
     loss: Option<&str>,
     maxiter: u64,
-    gtol: f64,
+    gtol: Option<f64>,
     history: usize,
     skip: Option<PyReadonlyArray2<'_, bool>>,
     threads: Option<usize>,
@@ -717,7 +717,7 @@ fn refine(
     if params.is_empty() {
         return Err(error("refine: name at least one parameter"));
     }
-    if gtol.is_nan() || gtol <= 0.0 || history == 0 {
+    if gtol.is_some_and(|g| g.is_nan() || g <= 0.0) || history == 0 {
         return Err(error("refine: gtol and history must be > 0"));
     }
     let settings = Settings {
