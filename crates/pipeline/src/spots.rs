@@ -214,8 +214,8 @@ impl Still {
             scale(self.recip[0], hkl[0]),
             add(scale(self.recip[1], hkl[1]), scale(self.recip[2], hkl[2])),
         );
-        let width = dot(n, self.metric.map(|row| dot(row, n))).sqrt();
-        dot(sub(q, q0), n) * width
+        let per_width = dot(n, self.metric.map(|row| dot(row, n))).sqrt();
+        dot(sub(q, q0), n) * per_width
     }
 
     /// Where the reflection `hkl` falls (pixel units), the spot's centre for
@@ -339,7 +339,7 @@ fn residuals(
 ) -> Result<Option<Vec<f64>>> {
     let plan = model.plan_at(values)?;
     let still = Still::of(&plan);
-    let mut r = Vec::with_capacity(2 * hkls.len());
+    let mut r = Vec::with_capacity(3 * hkls.len());
     for (s, hkl) in spots.iter().zip(hkls) {
         let Some([f, sl]) = still.position_of(*hkl) else { return Ok(None) };
         let w = s.photons.max(0.0).sqrt();
@@ -423,7 +423,7 @@ const SEARCH_SPOTS: usize = 60;
 /// damped Gauss–Newton, indexing from the low-resolution spots outwards.
 ///
 /// The fit runs from `start` and from the best distinct points of a search
-/// over crystal orientation and beam centre; `judge` (the pixel loss at a
+/// over crystal orientation, detector distance and beam centre; `judge` (the pixel loss at a
 /// set of values, lower is better) picks among the results, since spot
 /// centroids alone cannot always tell a turned crystal from a moved beam.
 pub fn fit_centroids(
@@ -459,12 +459,26 @@ pub fn fit_centroids(
     for (dims, count) in [(Dims::CENTRE, 1), (Dims::TURN, 2), (Dims::ALL, 3)] {
         starts.extend(search_starts(model, start, low, dims, count)?);
     }
+    // the same point found by two searches is fitted once
+    let mut unique: Vec<Vec<f64>> = Vec::new();
+    for v in starts {
+        if !unique.iter().any(|u| u.iter().zip(&v).all(|(a, b)| (a - b).abs() < 1e-9)) {
+            unique.push(v);
+        }
+    }
     let mut best: Option<(f64, Vec<f64>)> = None;
-    let tried = starts.len();
-    for from in starts {
-        let values = refine_from(model, from, &free, &ordered)?;
-        let loss = judge(&values)?;
-        if best.as_ref().is_none_or(|(b, _)| loss < *b) {
+    let tried = unique.len();
+    for (k, from) in unique.into_iter().enumerate() {
+        // a search point that makes an invalid model is skipped; the start's
+        // own fit is not
+        let fitted = refine_from(model, from, &free, &ordered)
+            .and_then(|values| Ok((judge(&values)?, values)));
+        let (loss, values) = match fitted {
+            Ok(x) => x,
+            Err(e) if k == 0 => return Err(e),
+            Err(_) => continue,
+        };
+        if loss.is_finite() && best.as_ref().is_none_or(|(b, _)| loss < *b) {
             best = Some((loss, values));
         }
     }
@@ -603,15 +617,21 @@ fn search_starts(
             continue;
         }
         let mut v = values.to_vec();
-        if let Some(i) = distance {
-            v[i] += c.distance_m * 1e3;
-        }
         if let Some(idx) = misset {
             put_rotation(model, &mut v, idx, c.rot)?;
         }
-        if let Some((xi, yi)) = centre {
-            put_shift(model, &mut v, [xi, yi], c.shift)?;
-        }
+        // the detector move the search scored, through the parameters that
+        // can make it (the pivot and any tilt decide how each moves it)
+        let movers: Vec<usize> =
+            distance.into_iter().chain(centre.into_iter().flat_map(|(x, y)| [x, y])).collect();
+        let want = add(
+            scale(base.odet, c.distance_m),
+            add(
+                scale(base.fdet, c.shift[0] * base.pixel_m),
+                scale(base.sdet, c.shift[1] * base.pixel_m),
+            ),
+        );
+        put_detector_move(model, &mut v, &movers, want)?;
         out.push(v);
     }
     Ok(out)
@@ -712,27 +732,34 @@ fn put_rotation(model: &Parameters, v: &mut [f64], idx: [usize; 3], rot: [f64; 3
     Ok(())
 }
 
-/// Move `Xbeam`/`Ybeam` (at `idx`) so that the detector shifts by `shift`
-/// pixels along its fast and slow axes.
-fn put_shift(model: &Parameters, v: &mut [f64], idx: [usize; 2], shift: [f64; 2]) -> Result<()> {
-    let plan = model.plan_at(v)?;
-    let (base, px) = (plan.detector.pix0, plan.detector.pixel_size_m);
-    let (fdet, sdet) = (plan.detector.fdet, plan.detector.sdet);
-    // how a millimetre of each moves pix0 along fast and slow, then solve
-    let mut cols = [[0.0; 2]; 2];
-    for (c, &i) in idx.iter().enumerate() {
-        let mut w = v.to_vec();
-        w[i] += 1.0;
-        let d = sub(model.plan_at(&w)?.detector.pix0, base);
-        cols[c] = [dot(d, fdet) / px, dot(d, sdet) / px];
-    }
-    let det = cols[0][0] * cols[1][1] - cols[1][0] * cols[0][1];
-    if det.abs() < 1e-12 {
+/// Move the detector parameters at `idx` (`distance`, `Xbeam`, `Ybeam`) so
+/// that the detector's corner moves by `want` (m, lab frame), in the least
+/// squares sense: each parameter's move of the corner is measured through
+/// the plan, so the pivot and any tilt are accounted for.
+fn put_detector_move(
+    model: &Parameters,
+    v: &mut [f64],
+    idx: &[usize],
+    want: [f64; 3],
+) -> Result<()> {
+    if idx.is_empty() || norm(want) == 0.0 {
         return Ok(());
     }
-    let [df, ds] = shift;
-    v[idx[0]] += (df * cols[1][1] - ds * cols[1][0]) / det;
-    v[idx[1]] += (cols[0][0] * ds - cols[0][1] * df) / det;
+    let base = model.plan_at(v)?.detector.pix0;
+    let mut cols = Vec::with_capacity(idx.len());
+    for &i in idx {
+        let mut w = v.to_vec();
+        w[i] += 1.0;
+        cols.push(sub(model.plan_at(&w)?.detector.pix0, base));
+    }
+    let n = idx.len();
+    let m: Vec<f64> = (0..n * n).map(|k| dot(cols[k / n], cols[k % n])).collect();
+    let rhs: Vec<f64> = cols.iter().map(|c| dot(*c, want)).collect();
+    if let Some(d) = solve(&m, &rhs, n) {
+        for (&i, di) in idx.iter().zip(d) {
+            v[i] += di;
+        }
+    }
     Ok(())
 }
 
