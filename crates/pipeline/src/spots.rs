@@ -185,12 +185,26 @@ impl Still {
         self.real.map(|r| dot(r, q))
     }
 
-    /// The scattering vector (1/m) of the pixel position `(fast, slow)`.
-    fn q_at(&self, fast: f64, slow: f64) -> [f64; 3] {
-        let p = add(
+    /// The lab position (m, from the sample) of the pixel position
+    /// `(fast, slow)`.
+    fn point_at(&self, fast: f64, slow: f64) -> [f64; 3] {
+        add(
             self.pix0,
             add(scale(self.fdet, fast * self.pixel_m), scale(self.sdet, slow * self.pixel_m)),
-        );
+        )
+    }
+
+    /// The reciprocal-lattice point (1/m) of the reflection `hkl`.
+    fn lattice_point(&self, hkl: [f64; 3]) -> [f64; 3] {
+        add(
+            scale(self.recip[0], hkl[0]),
+            add(scale(self.recip[1], hkl[1]), scale(self.recip[2], hkl[2])),
+        )
+    }
+
+    /// The scattering vector (1/m) of the pixel position `(fast, slow)`.
+    fn q_at(&self, fast: f64, slow: f64) -> [f64; 3] {
+        let p = self.point_at(fast, slow);
         let k = norm(self.s0);
         sub(scale(p, k / norm(p)), self.s0)
     }
@@ -203,17 +217,11 @@ impl Still {
     /// crystal turns about an axis across the beam, but its lattice point
     /// leaves the sphere: this sees it.
     fn excitation(&self, fast: f64, slow: f64, hkl: [f64; 3]) -> f64 {
-        let p = add(
-            self.pix0,
-            add(scale(self.fdet, fast * self.pixel_m), scale(self.sdet, slow * self.pixel_m)),
-        );
+        let p = self.point_at(fast, slow);
         let k = norm(self.s0);
         let n = scale(p, 1.0 / norm(p));
         let q = sub(scale(n, k), self.s0);
-        let q0 = add(
-            scale(self.recip[0], hkl[0]),
-            add(scale(self.recip[1], hkl[1]), scale(self.recip[2], hkl[2])),
-        );
+        let q0 = self.lattice_point(hkl);
         let per_width = dot(n, self.metric.map(|row| dot(row, n))).sqrt();
         dot(sub(q, q0), n) * per_width
     }
@@ -224,10 +232,7 @@ impl Still {
     /// largest (in [`Still::metric`]; for an isotropic spot the point
     /// nearest to it).
     fn position_of(&self, hkl: [f64; 3]) -> Option<[f64; 2]> {
-        let q0 = add(
-            scale(self.recip[0], hkl[0]),
-            add(scale(self.recip[1], hkl[1]), scale(self.recip[2], hkl[2])),
-        );
+        let q0 = self.lattice_point(hkl);
         let k = norm(self.s0);
         let m = |x: [f64; 3]| self.metric.map(|row| dot(row, x));
         let mut s1 = add(self.s0, q0);
@@ -441,11 +446,7 @@ pub fn fit_centroids(
     let mut by_res: Vec<(f64, Spot)> = spots
         .iter()
         .map(|s| {
-            let h = still0.hkl_at(s.fast, s.slow);
-            let q = add(
-                scale(still0.recip[0], h[0]),
-                add(scale(still0.recip[1], h[1]), scale(still0.recip[2], h[2])),
-            );
+            let q = still0.lattice_point(still0.hkl_at(s.fast, s.slow));
             (norm(q), *s)
         })
         .collect();
