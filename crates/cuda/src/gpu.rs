@@ -165,11 +165,21 @@ fn context() -> Result<Arc<CudaContext>, CudaError> {
     if n <= 0 {
         return Err(CudaError::NoDevice("the driver reports no CUDA devices".into()));
     }
-    CudaContext::new(0).map_err(|e| CudaError::NoDevice(e.to_string()))
+    let ordinal = DEVICE.load(std::sync::atomic::Ordering::Relaxed) % n as usize;
+    CudaContext::new(ordinal).map_err(|e| CudaError::NoDevice(e.to_string()))
 }
 
-/// The GPU that [`render`] and [`GpuRenderer`] use (device 0; select another
-/// with `CUDA_VISIBLE_DEVICES`).
+/// The GPU a process renders on, modulo the devices visible (see [`select_device`]).
+static DEVICE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Renders on GPU `ordinal` (modulo the number visible) from the next
+/// context on: an MPI rank takes the GPU of its local rank.
+pub fn select_device(ordinal: usize) {
+    DEVICE.store(ordinal, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The GPU that [`render`] and [`GpuRenderer`] use (device 0, or the one
+/// [`select_device`] chose; `CUDA_VISIBLE_DEVICES` also selects).
 pub fn device_info() -> Result<DeviceInfo, CudaError> {
     guarded(|| {
         let ctx = context()?;

@@ -34,12 +34,12 @@ pub use params::{generated_declarations, kernel_source, KERNEL_CU};
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "cuda")]
-pub use gpu::{device_info, render, GpuRenderer};
+pub use gpu::{device_info, render, select_device, GpuRenderer};
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{device_info, render, GpuRenderer};
+pub use stub::{device_info, render, select_device, GpuRenderer};
 
 /// The kernel's scalar type for a precision: "f32" (Fast32) or "f64"
 /// (Fast64 and Exact64 both run the f64 kernel, nanoBragg.c's formulas).

@@ -6,6 +6,9 @@ use nanobragg_core::render::{Precision, RenderOutput};
 use nanobragg_core::setup::Plan;
 use std::convert::Infallible;
 
+/// Nothing to select without the `cuda` feature.
+pub fn select_device(_ordinal: usize) {}
+
 /// The GPU that would be used (always [`CudaError::NotBuilt`] in this build).
 pub fn device_info() -> Result<DeviceInfo, CudaError> {
     Err(CudaError::NotBuilt)

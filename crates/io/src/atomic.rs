@@ -96,6 +96,13 @@ impl Pending {
         &self.target
     }
 
+    /// The temporary this output is written to until [`Self::commit`]
+    /// (`None`: a device or pipe, written in place), for a writer that
+    /// opens the file by name itself (HDF5).
+    pub fn temp_path(&self) -> Option<&Path> {
+        self.temp.as_ref().map(|t| t.path.as_path())
+    }
+
     /// Opens a device or pipe target for writing now rather than at
     /// [`Self::write`] (a temporary is open from [`Self::create`]), so that
     /// a caller can tell a target that cannot be opened from a write that

@@ -38,7 +38,7 @@ use crate::IoError;
 /// The HDF5 library (Debian's serial build) is not thread-safe and
 /// `hdf5-metno` locks only around its own calls: every use of HDF5 in this
 /// program goes through this lock (the raw calls in [`file_image`] included).
-static HDF5: Mutex<()> = Mutex::new(());
+pub(crate) static HDF5: Mutex<()> = Mutex::new(());
 
 /// The bytes of an NXmx file holding `img` (else the reason).
 pub fn nxmx_bytes(img: &MxImage) -> Result<Vec<u8>, String> {
@@ -80,20 +80,8 @@ fn build(img: &MxImage) -> hdf5::Result<Vec<u8>> {
         SERIAL.fetch_add(1, Ordering::Relaxed)
     );
     let file = hdf5::File::with_options().with_fapl(|p| p.core_filebacked(false)).create(&name)?;
-    let frame = McStas::new(img.beam, img.polar);
-    let det_path = "/entry/instrument/detector";
-
-    let entry = group(&file, "entry", "NXentry")?;
-    text(&entry, "definition", "NXmx")?;
-    text(&entry, "start_time", &img.start_time)?;
-    text(&entry, "end_time_estimated", &img.end_time)?;
-
-    let source = group(&entry, "source", "NXsource")?;
-    text(&source, "name", "nanobragg simulation")?;
-
-    let instrument = group(&entry, "instrument", "NXinstrument")?;
-    text(&instrument, "name", "nanobragg")?;
-
+    header(&file, img)?;
+    let instrument = file.group("entry/instrument")?;
     let beam = group(&instrument, "beam", "NXbeam")?;
     if let [(lambda, _)] = img.spectrum_a.as_slice() {
         number(&beam, "incident_wavelength", *lambda, Some("angstrom"))?;
@@ -103,6 +91,46 @@ fn build(img: &MxImage) -> hdf5::Result<Vec<u8>> {
         array(&beam, "incident_wavelength_weights", &weights, None)?;
     }
     array(&beam, "incident_polarisation_stokes", &[1.0, img.kahn_factor, 0.0, 0.0], None)?;
+    let n = img.panels.len();
+    let [_, smax, fmax] = frame_shape(img);
+    let data = if n == 1 {
+        let ds = data_dataset::<i32>(&file, &[1, smax, fmax], false)?;
+        ds.write_raw(img.panels[0].pixels)?;
+        ds
+    } else {
+        let ds = data_dataset::<i32>(&file, &[1, n, smax, fmax], false)?;
+        let parts: Vec<&[i32]> = img.panels.iter().map(|p| p.pixels).collect();
+        ds.write_raw(&stack_panels(img, &parts))?;
+        ds
+    };
+    drop(data);
+    link_data(&file)?;
+
+    file.flush()?;
+    let bytes = file_image(&file)?;
+    drop(file);
+    Ok(bytes)
+}
+
+/// The detector path of every NXmx file written here.
+const DETECTOR: &str = "/entry/instrument/detector";
+
+/// Everything of an NXmx file but the beam and the data: the entry, source,
+/// instrument, detector with its modules and transformations, and sample.
+pub(crate) fn header(file: &hdf5::File, img: &MxImage) -> hdf5::Result<()> {
+    let frame = McStas::new(img.beam, img.polar);
+    let det_path = DETECTOR;
+
+    let entry = group(file, "entry", "NXentry")?;
+    text(&entry, "definition", "NXmx")?;
+    text(&entry, "start_time", &img.start_time)?;
+    text(&entry, "end_time_estimated", &img.end_time)?;
+
+    let source = group(&entry, "source", "NXsource")?;
+    text(&source, "name", "nanobragg simulation")?;
+
+    let instrument = group(&entry, "instrument", "NXinstrument")?;
+    text(&instrument, "name", "nanobragg")?;
 
     let detector = group(&instrument, "detector", "NXdetector")?;
     let root = format!("{det_path}/transformations/origin");
@@ -127,8 +155,6 @@ fn build(img: &MxImage) -> hdf5::Result<Vec<u8>> {
     axis(&transformations, "origin", 0.0, "m", "translation", [0.0, 0.0, 1.0], ".")?;
 
     let n = img.panels.len();
-    let smax = img.panels.iter().map(|p| p.spixels).max().unwrap_or(0);
-    let fmax = img.panels.iter().map(|p| p.fpixels).max().unwrap_or(0);
     for (i, p) in img.panels.iter().enumerate() {
         let name = if i == 0 { "module".to_string() } else { format!("module_{i}") };
         let module = group(&detector, &name, "NXdetector_module")?;
@@ -152,26 +178,6 @@ fn build(img: &MxImage) -> hdf5::Result<Vec<u8>> {
 
     let data_group = group(&entry, "data", "NXdata")?;
     attr_text(&data_group, "signal", "data")?;
-    let data = if n == 1 {
-        let ds =
-            data_group.new_dataset::<i32>().shape((1, p0.spixels, p0.fpixels)).create("data")?;
-        ds.write_raw(p0.pixels)?;
-        ds
-    } else {
-        let mut all = vec![0i32; n * smax * fmax];
-        for (i, p) in img.panels.iter().enumerate() {
-            for s in 0..p.spixels {
-                let at = (i * smax + s) * fmax;
-                all[at..at + p.fpixels]
-                    .copy_from_slice(&p.pixels[s * p.fpixels..(s + 1) * p.fpixels]);
-            }
-        }
-        let ds = data_group.new_dataset::<i32>().shape((1, n, smax, fmax)).create("data")?;
-        ds.write_raw(&all)?;
-        ds
-    };
-    drop(data);
-    detector.link_hard("/entry/data/data", "data")?;
 
     let sample = group(&entry, "sample", "NXsample")?;
     text(&sample, "name", "simulated crystal")?;
@@ -183,11 +189,54 @@ fn build(img: &MxImage) -> hdf5::Result<Vec<u8>> {
     axis_attrs(&phi, "deg", "rotation", spindle, ".")?;
     array(&goniometer, "phi_end", &[img.phi_start_deg + img.phi_range_deg], Some("deg"))?;
     array(&goniometer, "phi_increment_set", &[img.phi_range_deg], Some("deg"))?;
+    Ok(())
+}
 
-    file.flush()?;
-    let bytes = file_image(&file)?;
-    drop(file);
-    Ok(bytes)
+/// The shape of one frame of `img`'s data: (panels, slow, fast), the
+/// panels' sizes the largest of any (smaller panels are zero-padded).
+pub(crate) fn frame_shape(img: &MxImage) -> [usize; 3] {
+    let smax = img.panels.iter().map(|p| p.spixels).max().unwrap_or(0);
+    let fmax = img.panels.iter().map(|p| p.fpixels).max().unwrap_or(0);
+    [img.panels.len(), smax, fmax]
+}
+
+/// One frame's values, `parts[k]` those of panel k, in the (panels,
+/// slow, fast) layout of [`frame_shape`], smaller panels zero-padded.
+pub(crate) fn stack_panels<T: Copy + Default>(img: &MxImage, parts: &[&[T]]) -> Vec<T> {
+    let [n, smax, fmax] = frame_shape(img);
+    let mut all = vec![T::default(); n * smax * fmax];
+    for (i, (p, v)) in img.panels.iter().zip(parts).enumerate() {
+        for s in 0..p.spixels {
+            let at = (i * smax + s) * fmax;
+            all[at..at + p.fpixels].copy_from_slice(&v[s * p.fpixels..(s + 1) * p.fpixels]);
+        }
+    }
+    all
+}
+
+/// `/entry/data/data` of the given shape; `chunked`: one frame a chunk
+/// (frames written one at a time into a file on disk).
+pub(crate) fn data_dataset<T: hdf5::H5Type>(
+    file: &hdf5::File,
+    shape: &[usize],
+    chunked: bool,
+) -> hdf5::Result<hdf5::Dataset> {
+    let data_group = file.group("entry/data")?;
+    let builder = data_group.new_dataset::<T>().shape(shape);
+    let builder = match chunked {
+        true => {
+            let mut chunk = shape.to_vec();
+            chunk[0] = 1;
+            builder.chunk(chunk)
+        }
+        false => builder,
+    };
+    builder.create("data")
+}
+
+/// The detector's link to the data.
+pub(crate) fn link_data(file: &hdf5::File) -> hdf5::Result<()> {
+    file.group(DETECTOR)?.link_hard("/entry/data/data", "data")
 }
 
 /// The bytes of the open in-memory `file`.
@@ -215,22 +264,22 @@ fn vlen(s: &str) -> hdf5::Result<VarLenUnicode> {
     s.parse::<VarLenUnicode>().map_err(|e| hdf5::Error::from(e.to_string()))
 }
 
-fn attr_text(loc: &Location, name: &str, value: &str) -> hdf5::Result<()> {
+pub(crate) fn attr_text(loc: &Location, name: &str, value: &str) -> hdf5::Result<()> {
     loc.new_attr::<VarLenUnicode>().shape(()).create(name)?.write_scalar(&vlen(value)?)
 }
 
 /// A child group with its `NX_class`.
-fn group(parent: &Group, name: &str, class: &str) -> hdf5::Result<Group> {
+pub(crate) fn group(parent: &Group, name: &str, class: &str) -> hdf5::Result<Group> {
     let g = parent.create_group(name)?;
     attr_text(&g, "NX_class", class)?;
     Ok(g)
 }
 
-fn text(g: &Group, name: &str, value: &str) -> hdf5::Result<()> {
+pub(crate) fn text(g: &Group, name: &str, value: &str) -> hdf5::Result<()> {
     g.new_dataset::<VarLenUnicode>().shape(()).create(name)?.write_scalar(&vlen(value)?)
 }
 
-fn number(g: &Group, name: &str, value: f64, units: Option<&str>) -> hdf5::Result<()> {
+pub(crate) fn number(g: &Group, name: &str, value: f64, units: Option<&str>) -> hdf5::Result<()> {
     let ds = g.new_dataset::<f64>().shape(()).create(name)?;
     ds.write_scalar(&value)?;
     if let Some(u) = units {
@@ -239,11 +288,16 @@ fn number(g: &Group, name: &str, value: f64, units: Option<&str>) -> hdf5::Resul
     Ok(())
 }
 
-fn integer(g: &Group, name: &str, value: i32) -> hdf5::Result<()> {
+pub(crate) fn integer(g: &Group, name: &str, value: i32) -> hdf5::Result<()> {
     g.new_dataset::<i32>().shape(()).create(name)?.write_scalar(&value)
 }
 
-fn array(g: &Group, name: &str, values: &[f64], units: Option<&str>) -> hdf5::Result<()> {
+pub(crate) fn array(
+    g: &Group,
+    name: &str,
+    values: &[f64],
+    units: Option<&str>,
+) -> hdf5::Result<()> {
     let ds = g.new_dataset::<f64>().shape(values.len()).create(name)?;
     ds.write_raw(values)?;
     if let Some(u) = units {
@@ -252,7 +306,7 @@ fn array(g: &Group, name: &str, values: &[f64], units: Option<&str>) -> hdf5::Re
     Ok(())
 }
 
-fn int_array(g: &Group, name: &str, values: &[i32]) -> hdf5::Result<()> {
+pub(crate) fn int_array(g: &Group, name: &str, values: &[i32]) -> hdf5::Result<()> {
     g.new_dataset::<i32>().shape(values.len()).create(name)?.write_raw(values)
 }
 

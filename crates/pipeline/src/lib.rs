@@ -10,6 +10,7 @@
 
 pub mod add;
 pub mod batch;
+pub mod dataset;
 pub mod expt;
 pub mod flags;
 pub mod gradient;
@@ -43,10 +44,11 @@ pub fn main_as(program: &str, args: &[String]) -> anyhow::Result<()> {
 }
 
 /// Runs the command line `args` (without the program name): a render, or
-/// the subcommands `refine`, `noisify`, `nonbragg` and `add`.
+/// the subcommands `refine`, `dataset`, `noisify`, `nonbragg` and `add`.
 pub fn main_with_args(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("refine") => refine::main(&args[1..]),
+        Some("dataset") => dataset::main(&args[1..]),
         Some("noisify") => noisify::run(&args[1..], &mut std::io::stdout().lock()),
         Some("add") => add::run(&args[1..], &mut std::io::stdout().lock()),
         Some("nonbragg") => nonbragg::run(&args[1..], &mut std::io::stdout().lock()),

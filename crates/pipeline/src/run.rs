@@ -788,11 +788,11 @@ fn statistics_and_int_image(
 }
 
 /// noisify's calibration seed word when none is given (it acts as seed 1).
-const NOISIFY_CALIB_IDUM: i64 = 123456789;
+pub(crate) const NOISIFY_CALIB_IDUM: i64 = 123456789;
 
 /// The noise image's detector response (noisify's options), `None` when no
 /// option asks for one; options that need another one are refused.
-fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response>> {
+pub(crate) fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response>> {
     let r = &o.response;
     if r.psf.is_none() && (r.psf_fwhm_um.is_some() || r.psf_radius.is_some()) {
         bail!("-psf_fwhm and -psf_radius shape the point-spread function: give -psf gauss|fiber");
@@ -973,17 +973,9 @@ fn write_nxmx(file: &mut Pending, img: &MxImage) -> Result<()> {
 /// The saturation value of the int32 images: their clip.
 pub const SATURATION_I32: i32 = i32::MAX;
 
-/// The int32 image of this run, each panel with its pixels, with its
-/// geometry and values, for the NXmx and CBF writers (the detector-wide
-/// values, distance and beam centre, are `plan`'s).
-pub(crate) fn mx_image<'a>(
-    plan: &Plan,
-    panels: &[(&Detector, &'a [i32])],
-    o: &Outputs,
-) -> MxImage<'a> {
-    use nanobragg_core::units::RTD;
-    let d = &plan.detector;
-    // the spectrum as rendered: every source counts once
+/// The spectrum as rendered: (wavelength Å, weight), every source counting
+/// once.
+pub(crate) fn plan_spectrum(plan: &Plan) -> Vec<(f64, f64)> {
     let mut spectrum_a: Vec<(f64, f64)> = Vec::new();
     for s in &plan.sources.list {
         let lambda_a = s.lambda_m * 1e10;
@@ -995,6 +987,20 @@ pub(crate) fn mx_image<'a>(
     if spectrum_a.is_empty() {
         spectrum_a.push((plan.lambda0_m * 1e10, 1.0));
     }
+    spectrum_a
+}
+
+/// The int32 image of this run, each panel with its pixels, with its
+/// geometry and values, for the NXmx and CBF writers (the detector-wide
+/// values, distance and beam centre, are `plan`'s).
+pub(crate) fn mx_image<'a>(
+    plan: &Plan,
+    panels: &[(&Detector, &'a [i32])],
+    o: &Outputs,
+) -> MxImage<'a> {
+    use nanobragg_core::units::RTD;
+    let d = &plan.detector;
+    let spectrum_a = plan_spectrum(plan);
     // pixels cannot be negative without a negative offset or read-out noise:
     // then -1 marks an invalid pixel, as on Pilatus detectors; else no value does
     let underload_value =

@@ -1,0 +1,428 @@
+//! Many shots in one NXmx file, written a frame at a time: the output of a
+//! dataset (`nanobragg dataset`), one file per worker.
+//!
+//! The layout is [`crate::nxmx`]'s with N frames, plus what varies per shot:
+//!
+//! ```text
+//! /entry/data/data               int32 (N, slow, fast) or (N, panels, slow, fast),
+//!                                one frame a chunk
+//! /entry/instrument/beam         incident_wavelength (N) Å, one per shot; or (N, m)
+//!                                with incident_wavelength_weights (N, m) for spectra
+//! /entry/simulation              NXcollection, one value per shot (axis 0):
+//!   shot                         uint64: the shot's index in the dataset
+//!   misset_deg (N, 3)            crystal rotation about x, y, z (nanoBragg's -misset)
+//!   n_cells (N, 3)               unit cells along a, b, c (-Na -Nb -Nc)
+//!   mosaic_spread_deg, mosaic_seed, fluence (photons/m²), water_um,
+//!   noise_seed, photons (on the image, after noise)
+//!   noiseless (N, ...)           float32 photons before noise (optional)
+//!   spec, spec_digest            the dataset's specification and its digest
+//! ```
+//!
+//! The file is written to a hidden temporary beside its name and renamed
+//! when [`SeriesFile::commit`] is called: a worker that dies leaves no file
+//! that looks whole.
+
+use std::path::Path;
+
+use hdf5::types::VarLenUnicode;
+
+use crate::atomic::Pending;
+use crate::mx::MxImage;
+use crate::nxmx::{
+    array, attr_text, data_dataset, frame_shape, group, header, link_data, text, HDF5,
+};
+use crate::IoError;
+
+/// What varies from shot to shot, written beside its frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShotRecord {
+    /// The shot's index in the dataset (0-based).
+    pub shot: u64,
+    /// The beam: (wavelength Å, weight) per channel.
+    pub spectrum_a: Vec<(f64, f64)>,
+    /// Crystal rotation about x, y, z (deg), applied in that order.
+    pub misset_deg: [f64; 3],
+    /// Unit cells along a, b, c.
+    pub n_cells: [f64; 3],
+    /// Mosaic spread (deg).
+    pub mosaic_spread_deg: f64,
+    /// Seed of the mosaic domains.
+    pub mosaic_seed: i64,
+    /// Photons per m² on the sample.
+    pub fluence: f64,
+    /// Water around the crystal (µm), the amorphous background's thickness.
+    pub water_um: f64,
+    /// Seed of the noise image.
+    pub noise_seed: i64,
+    /// Photons on the image after noise.
+    pub photons: f64,
+}
+
+/// An NXmx file of `frames` shots being written.
+pub struct SeriesFile {
+    pending: Option<Pending>,
+    file: Option<hdf5::File>,
+    data: Option<hdf5::Dataset>,
+    noiseless: Option<hdf5::Dataset>,
+    /// The frame's dimensions after the frame index.
+    frame: Vec<usize>,
+    /// Panel sizes (fast, slow), for stacking.
+    panels: Vec<(usize, usize)>,
+    frames: usize,
+    records: Vec<ShotRecord>,
+}
+
+fn h5(path: &Path) -> impl Fn(hdf5::Error) -> IoError + '_ {
+    move |e| IoError::InvalidInput { path: path.to_path_buf(), reason: format!("HDF5: {e}") }
+}
+
+impl SeriesFile {
+    /// Starts `target` (a regular file; written on [`Self::commit`]) for
+    /// `frames` shots of the detector and experiment of `img` (its pixels
+    /// are not read). `noiseless`: also keep the float images. `spec`: the
+    /// dataset's specification and its digest, stored with the shots.
+    pub fn create(
+        target: &Path,
+        img: &MxImage,
+        frames: usize,
+        noiseless: bool,
+        spec: (&str, &str),
+    ) -> Result<SeriesFile, IoError> {
+        if img.panels.is_empty() || frames == 0 {
+            return Err(IoError::InvalidInput {
+                path: target.to_path_buf(),
+                reason: "a series needs a panel and a frame".into(),
+            });
+        }
+        let pending = Pending::create(target)?;
+        let Some(temp) = pending.temp_path().map(Path::to_path_buf) else {
+            return Err(IoError::InvalidInput {
+                path: target.to_path_buf(),
+                reason: "a dataset file must be a regular file, not a device or pipe".into(),
+            });
+        };
+        let err = h5(target);
+        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
+        let file = hdf5::File::create(&temp).map_err(&err)?;
+        header(&file, img).map_err(&err)?;
+        let [n, smax, fmax] = frame_shape(img);
+        let frame = if n == 1 { vec![smax, fmax] } else { vec![n, smax, fmax] };
+        let shape: Vec<usize> = std::iter::once(frames).chain(frame.iter().copied()).collect();
+        let data = data_dataset::<i32>(&file, &shape, true).map_err(&err)?;
+        link_data(&file).map_err(&err)?;
+        let sim = group(&file, "entry/simulation", "NXcollection").map_err(&err)?;
+        text(&sim, "spec", spec.0).map_err(&err)?;
+        text(&sim, "spec_digest", spec.1).map_err(&err)?;
+        let noiseless = match noiseless {
+            true => {
+                let mut chunk = shape.clone();
+                chunk[0] = 1;
+                let ds = sim.new_dataset::<f32>().shape(&shape[..]).chunk(chunk);
+                let ds = ds.create("noiseless").map_err(&err)?;
+                attr_text(&ds, "units", "photons").map_err(&err)?;
+                Some(ds)
+            }
+            false => None,
+        };
+        let panels = img.panels.iter().map(|p| (p.fpixels, p.spixels)).collect();
+        let file = Some(file);
+        Ok(SeriesFile {
+            pending: Some(pending),
+            file,
+            data: Some(data),
+            noiseless,
+            frame,
+            panels,
+            frames,
+            records: Vec::new(),
+        })
+    }
+
+    /// The file this series becomes.
+    pub fn target(&self) -> &Path {
+        self.pending.as_ref().expect("present until committed").target()
+    }
+
+    /// Frames written so far.
+    pub fn written(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Writes the next frame: `pixels[k]` the counts of panel k (fast index
+    /// fastest), `noiseless[k]` its float image where the file keeps those.
+    pub fn write_frame(
+        &mut self,
+        pixels: &[&[i32]],
+        noiseless: Option<&[&[f32]]>,
+        record: ShotRecord,
+    ) -> Result<(), IoError> {
+        let target = self.target().to_path_buf();
+        let invalid = |reason: String| IoError::InvalidInput { path: target.clone(), reason };
+        let k = self.records.len();
+        if k >= self.frames {
+            return Err(invalid(format!("more than the {} frames of the file", self.frames)));
+        }
+        if pixels.len() != self.panels.len()
+            || pixels.iter().zip(&self.panels).any(|(p, (f, s))| p.len() != f * s)
+        {
+            return Err(invalid("a frame's panels do not match the detector".into()));
+        }
+        let err = h5(&target);
+        let frame = self.stack(pixels);
+        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
+        let data = self.data.as_ref().expect("open until committed");
+        write_frame(data, k, &self.frame, &frame).map_err(&err)?;
+        if let (Some(ds), Some(parts)) = (&self.noiseless, noiseless) {
+            let frame = self.stack(parts);
+            write_frame(ds, k, &self.frame, &frame).map_err(&err)?;
+        }
+        self.records.push(record);
+        Ok(())
+    }
+
+    fn stack<T: Copy + Default>(&self, parts: &[&[T]]) -> Vec<T> {
+        if parts.len() == 1 {
+            return parts[0].to_vec();
+        }
+        let (n, smax, fmax) = (self.frame[0], self.frame[1], self.frame[2]);
+        let mut all = vec![T::default(); n * smax * fmax];
+        for (i, (v, &(f, s))) in parts.iter().zip(&self.panels).enumerate() {
+            for row in 0..s {
+                let at = (i * smax + row) * fmax;
+                all[at..at + f].copy_from_slice(&v[row * f..(row + 1) * f]);
+            }
+        }
+        all
+    }
+
+    /// Writes the shots' values, closes the file and renames it into place.
+    /// A file not committed is removed.
+    pub fn commit(mut self) -> Result<(), IoError> {
+        let target = self.target().to_path_buf();
+        if self.records.len() != self.frames {
+            return Err(IoError::InvalidInput {
+                path: target,
+                reason: format!("{} of {} frames written", self.records.len(), self.frames),
+            });
+        }
+        let err = h5(&target);
+        {
+            let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
+            let file = self.file.take().expect("open until committed");
+            write_records(&file, &self.records).map_err(&err)?;
+            // every handle closed before the rename
+            self.data.take();
+            self.noiseless.take();
+            file.close().map_err(&err)?;
+        }
+        self.pending.take().expect("present until committed").commit()
+    }
+}
+
+impl Drop for SeriesFile {
+    fn drop(&mut self) {
+        // HDF5 closes under its lock; the temporary goes with `pending`
+        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
+        self.data.take();
+        self.noiseless.take();
+        self.file.take();
+    }
+}
+
+/// Writes frame `k` (`values`: its `frame` dimensions, row-major) into `ds`.
+fn write_frame<T: hdf5::H5Type>(
+    ds: &hdf5::Dataset,
+    k: usize,
+    frame: &[usize],
+    values: &[T],
+) -> hdf5::Result<()> {
+    use hdf5::{Hyperslab, SliceOrIndex};
+    use ndarray::{ArrayView, IxDyn};
+    let shape: Vec<usize> = std::iter::once(1).chain(frame.iter().copied()).collect();
+    let view = ArrayView::from_shape(IxDyn(&shape), values).map_err(|e| e.to_string())?;
+    let sel: Vec<SliceOrIndex> =
+        std::iter::once(k..k + 1).chain(frame.iter().map(|&d| 0..d)).map(Into::into).collect();
+    ds.write_slice(view, Hyperslab::from(sel))
+}
+
+/// The per-shot values of `/entry/simulation` and the beam's wavelengths.
+fn write_records(file: &hdf5::File, records: &[ShotRecord]) -> hdf5::Result<()> {
+    let n = records.len();
+    let sim = file.group("entry/simulation")?;
+    let shots: Vec<u64> = records.iter().map(|r| r.shot).collect();
+    sim.new_dataset::<u64>().shape(n).create("shot")?.write_raw(&shots)?;
+    let triple = |name: &str, f: &dyn Fn(&ShotRecord) -> [f64; 3], units: Option<&str>| {
+        let v: Vec<f64> = records.iter().flat_map(f).collect();
+        let ds = sim.new_dataset::<f64>().shape((n, 3)).create(name)?;
+        ds.write_raw(&v)?;
+        if let Some(u) = units {
+            attr_text(&ds, "units", u)?;
+        }
+        Ok::<(), hdf5::Error>(())
+    };
+    triple("misset_deg", &|r| r.misset_deg, Some("deg"))?;
+    triple("n_cells", &|r| r.n_cells, None)?;
+    let column = |name: &str, f: &dyn Fn(&ShotRecord) -> f64, units: Option<&str>| {
+        let v: Vec<f64> = records.iter().map(f).collect();
+        array(&sim, name, &v, units)
+    };
+    column("mosaic_spread_deg", &|r| r.mosaic_spread_deg, Some("deg"))?;
+    column("fluence", &|r| r.fluence, Some("m-2"))?;
+    column("water_um", &|r| r.water_um, Some("um"))?;
+    column("photons", &|r| r.photons, None)?;
+    let seeds = |name: &str, f: &dyn Fn(&ShotRecord) -> i64| {
+        let v: Vec<i64> = records.iter().map(f).collect();
+        sim.new_dataset::<i64>().shape(n).create(name)?.write_raw(&v)
+    };
+    seeds("noise_seed", &|r| r.noise_seed)?;
+    seeds("mosaic_seed", &|r| r.mosaic_seed)?;
+
+    // the beam: one wavelength per shot, or a spectrum per shot (channels
+    // padded with zero weights to the longest)
+    let beam = group(&file.group("entry/instrument")?, "beam", "NXbeam")?;
+    let m = records.iter().map(|r| r.spectrum_a.len()).max().unwrap_or(1);
+    if m <= 1 {
+        let v: Vec<f64> =
+            records.iter().map(|r| r.spectrum_a.first().map_or(0.0, |c| c.0)).collect();
+        array(&beam, "incident_wavelength", &v, Some("angstrom"))?;
+    } else {
+        let (mut lambdas, mut weights) = (Vec::with_capacity(n * m), Vec::with_capacity(n * m));
+        for r in records {
+            for c in 0..m {
+                let (l, w) = r.spectrum_a.get(c).copied().unwrap_or((r.spectrum_a[0].0, 0.0));
+                lambdas.push(l);
+                weights.push(w);
+            }
+        }
+        let ds = beam.new_dataset::<f64>().shape((n, m)).create("incident_wavelength")?;
+        ds.write_raw(&lambdas)?;
+        attr_text(&ds, "units", "angstrom")?;
+        beam.new_dataset::<f64>()
+            .shape((n, m))
+            .create("incident_wavelength_weights")?
+            .write_raw(&weights)?;
+    }
+    Ok(())
+}
+
+/// The shots a committed series file holds and the digest of the
+/// specification it was written from.
+pub fn read_shots(path: &Path) -> Result<(Vec<u64>, String), IoError> {
+    let err = h5(path);
+    let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
+    let file = hdf5::File::open(path).map_err(&err)?;
+    let sim = file.group("entry/simulation").map_err(&err)?;
+    let shots: Vec<u64> = sim.dataset("shot").and_then(|d| d.read_raw()).map_err(&err)?;
+    let digest = sim.dataset("spec_digest").and_then(|d| d.read_scalar::<VarLenUnicode>());
+    let digest = digest.map_err(&err)?.as_str().to_string();
+    Ok((shots, digest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mx::Panel;
+
+    fn image<'a>(panels: Vec<Panel<'a>>) -> MxImage<'a> {
+        MxImage {
+            panels,
+            beam: [1.0, 0.0, 0.0],
+            polar: [0.0, 0.0, 1.0],
+            spindle: [0.0, 0.0, 1.0],
+            wavelength_a: 1.0,
+            spectrum_a: vec![(1.0, 1.0)],
+            kahn_factor: 0.0,
+            distance_m: 0.1,
+            beam_centre_px: [1.0, 1.0],
+            exposure_s: 1.0,
+            phi_start_deg: 0.0,
+            phi_range_deg: 0.0,
+            saturation_value: i32::MAX,
+            underload_value: -1,
+            sensor_material: "Si".into(),
+            sensor_thickness_m: 0.0,
+            start_time: "2026-11-28T00:00:00Z".into(),
+            end_time: "2026-11-28T00:00:01Z".into(),
+        }
+    }
+
+    fn record(shot: u64, channels: usize) -> ShotRecord {
+        ShotRecord {
+            shot,
+            spectrum_a: (0..channels)
+                .map(|c| (1.0 + c as f64 * 0.01, 1.0 / channels as f64))
+                .collect(),
+            misset_deg: [shot as f64, 2.0, 3.0],
+            n_cells: [5.0; 3],
+            mosaic_spread_deg: 0.1,
+            mosaic_seed: 7,
+            fluence: 1e24,
+            water_um: 0.0,
+            noise_seed: 100 + shot as i64,
+            photons: 12.0,
+        }
+    }
+
+    #[test]
+    fn frames_panels_and_records() {
+        let dir = std::env::temp_dir().join(format!("nb-series-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("s.nxs");
+        let panel = |f, s| Panel {
+            origin_m: [0.1, 0.0, 0.0],
+            fast: [0.0, 0.0, 1.0],
+            slow: [0.0, -1.0, 0.0],
+            pixel_size_m: 1e-4,
+            fpixels: f,
+            spixels: s,
+            pixels: &[],
+        };
+        let img = image(vec![panel(3, 2), panel(2, 1)]);
+        let mut file = SeriesFile::create(&target, &img, 2, true, ("spec text", "abc")).unwrap();
+        let frames: Vec<(Vec<i32>, Vec<i32>)> =
+            (0..2).map(|k| ((0..6).map(|i| i + 10 * k).collect(), vec![-1 - k, -2 - k])).collect();
+        for (k, (a, b)) in frames.iter().enumerate() {
+            let fa: Vec<f32> = a.iter().map(|&v| v as f32 + 0.5).collect();
+            let fb: Vec<f32> = b.iter().map(|&v| v as f32 + 0.5).collect();
+            file.write_frame(&[a, b], Some(&[&fa, &fb]), record(40 + k as u64, 3 - k)).unwrap();
+        }
+        // too many frames, or panels of the wrong size, are refused
+        assert!(file.write_frame(&[&frames[0].0, &frames[0].1], None, record(9, 1)).is_err());
+        assert!(!target.exists(), "nothing at the name before the commit");
+        file.commit().unwrap();
+        let (shots, digest) = read_shots(&target).unwrap();
+        assert_eq!((shots, digest.as_str()), (vec![40, 41], "abc"));
+
+        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
+        let f = hdf5::File::open(&target).unwrap();
+        let data = f.dataset("entry/data/data").unwrap();
+        assert_eq!(data.shape(), [2, 2, 2, 3]);
+        let all: Vec<i32> = data.read_raw().unwrap();
+        // frame 1, panel 1 (1 x 2) in the corner of its (2 x 3) slot
+        assert_eq!(&all[12..18], &[10, 11, 12, 13, 14, 15]);
+        assert_eq!(&all[18..24], &[-2, -3, 0, 0, 0, 0]);
+        let floats: Vec<f32> = f.dataset("entry/simulation/noiseless").unwrap().read_raw().unwrap();
+        assert_eq!(floats[18], -1.5);
+        let lam = f.dataset("entry/instrument/beam/incident_wavelength").unwrap();
+        assert_eq!(lam.shape(), [2, 3]);
+        let w: Vec<f64> = f
+            .dataset("entry/instrument/beam/incident_wavelength_weights")
+            .unwrap()
+            .read_raw()
+            .unwrap();
+        // shot 41 has two channels: the third padded with weight 0
+        assert_eq!(w[5], 0.0);
+        let misset: Vec<f64> =
+            f.dataset("entry/simulation/misset_deg").unwrap().read_raw().unwrap();
+        assert_eq!(misset, [40.0, 2.0, 3.0, 41.0, 2.0, 3.0]);
+        drop((f, data, lam));
+        drop(_lock);
+
+        // a file not committed leaves nothing behind
+        let other = dir.join("t.nxs");
+        let file = SeriesFile::create(&other, &img, 2, false, ("", "")).unwrap();
+        drop(file);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,138 @@
+//! The workers of a dataset: the ranks of an MPI job (the `mpi` feature),
+//! the shards of a job array (`-shard i/K`, `SLURM_ARRAY_TASK_ID`), or both.
+//! Worker `w` of `W` is rank `r` of shard `s`: `w = s · ranks + r`.
+
+use anyhow::{anyhow, bail, Result};
+
+/// This process's place among the dataset's workers.
+pub struct Team {
+    /// This shard (0-based) and the number of shards.
+    pub shard: (u64, u64),
+    /// This rank in its shard's MPI job and the job's size (0 of 1 without MPI).
+    pub rank: usize,
+    /// Ranks in the MPI job.
+    pub ranks: usize,
+    /// This rank's index among the ranks on its node (which GPU it takes).
+    pub local_rank: usize,
+    #[cfg(feature = "mpi")]
+    mpi: Option<Mpi>,
+}
+
+#[cfg(feature = "mpi")]
+struct Mpi {
+    world: mpi::topology::SimpleCommunicator,
+    // finalizes MPI when dropped, after `world`
+    _universe: mpi::environment::Universe,
+}
+
+/// Ranks in the job when an MPI launcher started this process (Open MPI,
+/// MPICH and Slurm's PMI set these).
+fn launcher_size() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+/// `-shard i/K` as given, else the job array's task (`SLURM_ARRAY_TASK_ID`
+/// from `SLURM_ARRAY_TASK_MIN`, of `SLURM_ARRAY_TASK_COUNT`), else 0 of 1.
+pub fn shard_from(flag: Option<&str>) -> Result<(u64, u64)> {
+    let parse = |s: &str| -> Option<(u64, u64)> {
+        let (i, k) = s.split_once('/')?;
+        Some((i.trim().parse().ok()?, k.trim().parse().ok()?))
+    };
+    let (i, k) = match flag {
+        Some(s) => parse(s).ok_or_else(|| anyhow!("-shard {s}: expected i/K, e.g. 0/4"))?,
+        None => match std::env::var("SLURM_ARRAY_TASK_ID") {
+            Ok(id) => {
+                let num = |v: &str| std::env::var(v).ok().and_then(|s| s.parse::<u64>().ok());
+                let (Ok(id), Some(count)) = (id.parse::<u64>(), num("SLURM_ARRAY_TASK_COUNT"))
+                else {
+                    bail!("SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT: expected numbers");
+                };
+                (id - num("SLURM_ARRAY_TASK_MIN").unwrap_or(0).min(id), count)
+            }
+            Err(_) => (0, 1),
+        },
+    };
+    if k == 0 || i >= k {
+        bail!("-shard {i}/{k}: the shard is 0 to K-1 of K >= 1");
+    }
+    Ok((i, k))
+}
+
+impl Team {
+    /// Joins the MPI job where a launcher started this process (refused
+    /// without the `mpi` feature when the job has more than one rank: every
+    /// rank would render every shot).
+    pub fn join(shard: (u64, u64)) -> Result<Team> {
+        let local = ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok()?.parse().ok())
+            .unwrap_or(0);
+        let size = launcher_size();
+        #[cfg(feature = "mpi")]
+        if size.is_some() {
+            use mpi::traits::Communicator;
+            let universe = mpi::initialize()
+                .ok_or_else(|| anyhow!("dataset: MPI could not be initialised"))?;
+            let world = universe.world();
+            let (rank, ranks) = (world.rank() as usize, world.size() as usize);
+            let mpi = Some(Mpi { world, _universe: universe });
+            return Ok(Team { shard, rank, ranks, local_rank: local, mpi });
+        }
+        if let Some(n) = size.filter(|&n| n > 1) {
+            bail!(
+                "dataset: started by an MPI launcher with {n} ranks, but this nanobragg was built \
+                 without MPI (every rank would render every shot): build it with `--features mpi`, \
+                 or run the ranks as shards (-shard i/K)"
+            );
+        }
+        Ok(Team {
+            shard,
+            rank: 0,
+            ranks: 1,
+            local_rank: local,
+            #[cfg(feature = "mpi")]
+            mpi: None,
+        })
+    }
+
+    /// This worker's index among all workers, and their number.
+    pub fn worker(&self) -> (u64, u64) {
+        let ranks = self.ranks as u64;
+        (self.shard.0 * ranks + self.rank as u64, self.shard.1 * ranks)
+    }
+
+    /// `values` from rank 0 on every rank.
+    pub fn broadcast(&self, values: Vec<u64>) -> Vec<u64> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            use mpi::traits::{Communicator, Root};
+            let root = m.world.process_at_rank(0);
+            let mut len = values.len() as u64;
+            root.broadcast_into(&mut len);
+            let mut buf = values;
+            buf.resize(len as usize, 0);
+            root.broadcast_into(&mut buf[..]);
+            return buf;
+        }
+        values
+    }
+
+    /// Every rank's `row`, on rank 0 (`None` on the others).
+    pub fn gather<const N: usize>(&self, row: [f64; N]) -> Option<Vec<[f64; N]>> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            use mpi::traits::{Communicator, Root};
+            let root = m.world.process_at_rank(0);
+            if self.rank != 0 {
+                root.gather_into(&row[..]);
+                return None;
+            }
+            let mut all = vec![0.0f64; N * self.ranks];
+            root.gather_into_root(&row[..], &mut all[..]);
+            return Some(all.chunks(N).map(|c| c.try_into().expect("N values")).collect());
+        }
+        Some(vec![row])
+    }
+}
