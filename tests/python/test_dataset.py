@@ -23,7 +23,7 @@ nxmx = pytest.importorskip("nxmx")
 from test_formats import exe  # noqa: E402
 
 SPEC = """
-args = "-default_F 100 -cell 50 50 50 90 90 90 -lambda 1.3 -distance 80 -detpixels {pixels} -pixel 0.2 -mosaic_domains 3 -oversample 1 -readout_noise 2 -psf gauss"
+args = "-default_F 100 -cell 50 50 50 90 90 90 -lambda 1.3 -distance 80 -detpixels {pixels} -pixel 0.2 -mosaic_domains 3 -oversample {oversample} -readout_noise 2 -psf gauss"
 shots = 16
 seed = 11
 output = "out"
@@ -45,10 +45,14 @@ water_um = [0, 20]
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
 
-def spec(tmp_path, pixels=64, per_file=0):
+def spec(tmp_path, pixels=64, per_file=0, oversample=1):
     path = tmp_path / "set.toml"
-    path.write_text(SPEC.format(pixels=pixels, per_file=per_file))
+    path.write_text(SPEC.format(pixels=pixels, per_file=per_file, oversample=oversample))
     return path
+
+
+# shots slow enough (about 0.2 s each) to kill a run part way
+SLOW = {"pixels": 192, "oversample": 8}
 
 
 def render(spec_path, where, *flags, launcher=(), check=True):
@@ -82,6 +86,14 @@ def reference(tmp_path_factory):
     """The dataset rendered by one process."""
     tmp = tmp_path_factory.mktemp("reference")
     render(spec(tmp), tmp / "one")
+    return gather(tmp / "one")
+
+
+@pytest.fixture(scope="module")
+def slow_reference(tmp_path_factory):
+    """The slow shots' dataset rendered by one process."""
+    tmp = tmp_path_factory.mktemp("slow")
+    render(spec(tmp, **SLOW), tmp / "one")
     return gather(tmp / "one")
 
 
@@ -145,9 +157,8 @@ def kill_when(proc, folder, files, pattern):
     proc.wait(timeout=120)
 
 
-def test_resume_after_a_kill(tmp_path, reference):
-    # larger shots (more time each) one to a file; the same shots as the reference's
-    path = spec(tmp_path, per_file=1)
+def test_resume_after_a_kill(tmp_path, slow_reference):
+    path = spec(tmp_path, per_file=1, **SLOW)
     where = tmp_path / "killed"
     where.mkdir()
     proc = subprocess.Popen([exe(), "dataset", str(path), "-threads", "1"], cwd=where,
@@ -158,7 +169,7 @@ def test_resume_after_a_kill(tmp_path, reference):
     # without -resume the earlier files are this run's own: refused only when foreign
     r = render(path, where, "-resume")
     assert f"{16 - done} missing before this run" in r.stdout
-    assert_same(gather(where), reference)
+    assert_same(gather(where), slow_reference)
     # a second -resume finds nothing to do
     assert "0 missing before this run" in render(path, where, "-resume").stdout
 
@@ -190,8 +201,8 @@ def test_mpi_ranks_give_the_same_shots(tmp_path, reference, mpi):
     assert_same(gather(tmp_path / "mpi"), reference)
 
 
-def test_mpi_resume_after_killing_a_rank(tmp_path, reference, mpi):
-    path = spec(tmp_path, per_file=1)
+def test_mpi_resume_after_killing_a_rank(tmp_path, slow_reference, mpi):
+    path = spec(tmp_path, per_file=1, **SLOW)
     where = tmp_path / "mpikill"
     where.mkdir()
     proc = subprocess.Popen([*MPIRUN, "-np", "4", exe(), "dataset", str(path), "-threads", "1"],
@@ -202,4 +213,51 @@ def test_mpi_resume_after_killing_a_rank(tmp_path, reference, mpi):
     assert done < 16
     r = render(path, where, "-resume", launcher=[*MPIRUN, "-np", "4"])
     assert f"{16 - done} missing before this run" in r.stdout
+    assert_same(gather(where), slow_reference)
+
+
+def python_package():
+    try:
+        import nanobragg.dataset  # noqa: F401
+    except ImportError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs the Python dataset tests: {e}")
+        pytest.skip(f"the nanobragg package is not installed: {e}")
+    return nanobragg.dataset
+
+
+def test_python_shards_give_the_same_shots(tmp_path, reference, monkeypatch):
+    dataset = python_package()
+    path = spec(tmp_path)
+    (tmp_path / "py").mkdir()
+    monkeypatch.chdir(tmp_path / "py")
+    accounts = [dataset.run(path, shard=(i, 2), threads=1)[0] for i in range(2)]
+    assert [a["written"] for a in accounts] == [list(range(0, 16, 2)), list(range(1, 16, 2))]
+    assert_same(gather(tmp_path / "py"), reference)
+    # nothing missing: a resumed run renders nothing
+    assert dataset.run(path, resume=True)[0]["todo"] == 0
+    import nanobragg
+    with pytest.raises(nanobragg.Error, match="shard 2/2"):
+        dataset.run(path, shard=(2, 2))
+
+
+def test_mpi4py_ranks_give_the_same_shots(tmp_path, reference, mpi):
+    python_package()
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs the mpi4py test: {e}")
+        pytest.skip("no mpi4py")
+    import sys
+    path = spec(tmp_path)
+    where = tmp_path / "mpi4py"
+    where.mkdir()
+    script = ("from mpi4py import MPI; import nanobragg.dataset as d; "
+              f"a = d.run({str(path)!r}, comm=MPI.COMM_WORLD, threads=1); "
+              "print(MPI.COMM_WORLD.Get_rank(), len(a), sum(len(x['written']) for x in a))")
+    r = subprocess.run([*MPIRUN, "-np", "4", sys.executable, "-c", script], cwd=where,
+                       capture_output=True, text=True, check=True)
+    assert sorted(r.stdout.split("\n")[:4]) == [f"{k} 4 16" for k in range(4)]
+    assert len(list((where / "out").glob("*.nxs"))) == 4
     assert_same(gather(where), reference)

@@ -802,6 +802,49 @@ fn jacobian<'py>(
     Ok((image, derivatives))
 }
 
+/// Renders one worker's shots of the dataset `spec` (a SPEC.toml path):
+/// shard `shard` of `shards` (shots shard, shard + shards, ...), or with
+/// `resume` those of them no file in the output folder holds; the worker's
+/// account as a dict. `nanobragg.dataset.run` distributes the shards.
+#[pyfunction]
+#[pyo3(signature = (spec, shard = 0, shards = 1, resume = false, threads = None,
+                    device = "cpu", progress = false))]
+#[allow(clippy::too_many_arguments)]
+fn dataset_worker<'py>(
+    py: Python<'py>,
+    spec: std::path::PathBuf,
+    shard: u64,
+    shards: u64,
+    resume: bool,
+    threads: Option<usize>,
+    device: &str,
+    progress: bool,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use nanobragg_pipeline::dataset::{team::Team, Dataset, DatasetSpec};
+    let w = py
+        .detach(|| -> anyhow::Result<_> {
+            let spec = DatasetSpec::read(&spec)?;
+            let mut extra = vec!["-device".to_string(), device.to_string()];
+            if let Some(t) = threads {
+                extra.extend(["-threads".to_string(), t.to_string()]);
+            }
+            let set = Dataset::new(spec, &extra)?;
+            let team = Team::solo((shard, shards))?;
+            nanobragg_pipeline::dataset::run_worker(&set, &team, resume, progress)
+        })
+        .map_err(pyerr)?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("worker", w.worker)?;
+    d.set_item("todo", w.todo)?;
+    d.set_item("shots", &w.shots)?;
+    d.set_item("written", &w.written)?;
+    d.set_item("lost", w.lost())?;
+    d.set_item("photons", w.photons)?;
+    d.set_item("seconds", w.seconds)?;
+    d.set_item("error", w.failure.map(|e| format!("{e:#}")))?;
+    Ok(d)
+}
+
 /// Runs the command line `args` (without the program name), as the
 /// `nanobragg` command does; returns the exit status.
 #[pyfunction]
@@ -829,5 +872,6 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(jacobian, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset_worker, m)?)?;
     Ok(())
 }

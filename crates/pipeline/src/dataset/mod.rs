@@ -381,9 +381,71 @@ fn read_shots(_path: &Path) -> Result<(Vec<u64>, String)> {
 
 /// One worker's account, gathered on rank 0: worker, shots written, shots
 /// lost, photons, seconds, shots to render.
-type Account = [f64; 6];
+pub type Account = [f64; 6];
+
+/// One worker's part of a dataset, rendered.
+pub struct WorkerRun {
+    /// This worker's index.
+    pub worker: u64,
+    /// The shard's shots that were still to render when the run started.
+    pub todo: usize,
+    /// This worker's shots.
+    pub shots: Vec<u64>,
+    /// Those written (in files committed).
+    pub written: Vec<u64>,
+    /// Photons on the shots written.
+    pub photons: f64,
+    /// Seconds the worker took.
+    pub seconds: f64,
+    /// What stopped the worker before its last shot.
+    pub failure: Option<anyhow::Error>,
+}
+
+impl WorkerRun {
+    /// The worker's shots not written.
+    pub fn lost(&self) -> &[u64] {
+        &self.shots[self.written.len()..]
+    }
+
+    /// The numbers gathered on rank 0.
+    pub fn account(&self) -> Account {
+        [
+            self.worker as f64,
+            self.written.len() as f64,
+            self.lost().len() as f64,
+            self.photons,
+            self.seconds,
+            self.shots.len() as f64,
+        ]
+    }
+}
 
 fn run(set: &Dataset, team: &Team, req: &Request) -> Result<()> {
+    let show = req.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
+    let w = run_worker(set, team, req.resume, show)?;
+    let (worker, workers) = team.worker();
+    if let Some(e) = &w.failure {
+        eprintln!(
+            "dataset: worker {worker} of {workers} stopped: {e:#}\n\
+             dataset: worker {worker} lost {} shots ({}): run again with -resume to render them",
+            w.lost().len(),
+            shot_list(w.lost())
+        );
+    }
+    if let Some(all) = team.gather(w.account()) {
+        summary(&mut std::io::stdout().lock(), set, team, req.resume, w.todo, &all, w.seconds)?;
+    }
+    let lost = w.lost().len();
+    match w.failure {
+        Some(e) => Err(e.context(format!("dataset: worker {worker} lost {lost} shots"))),
+        None => Ok(()),
+    }
+}
+
+/// Renders this worker's shots of `set` (all of the shard's with `resume`
+/// false, else those no file in the output folder holds) into its files.
+/// `progress`: a progress bar where this is worker 0.
+pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> Result<WorkerRun> {
     let spec = &set.spec;
     let (worker, workers) = team.worker();
     let (shard, shards) = team.shard;
@@ -392,49 +454,17 @@ fn run(set: &Dataset, team: &Team, req: &Request) -> Result<()> {
     let owned: Vec<u64> = (shard..spec.shots).step_by(shards as usize).collect();
     // the shard's shots still to render, as rank 0 of the shard sees them
     // before any of this run's files exist
-    let todo = match req.resume {
-        true => {
-            let missing = if team.rank == 0 { missing_shots(set, &owned) } else { Ok(Vec::new()) };
-            team.broadcast(missing?)
-        }
-        false => {
-            if team.rank == 0 {
-                refuse_other_runs(set, workers)?;
-            }
-            owned
-        }
+    let todo = match resume {
+        true => team.broadcast_result(|| missing_shots(set, &owned))?,
+        false => team.broadcast_result(|| refuse_other_runs(set, workers).map(|()| owned))?,
     };
-    let mine: Vec<u64> = todo.iter().copied().skip(team.rank).step_by(team.ranks).collect();
+    let shots: Vec<u64> = todo.iter().copied().skip(team.rank).step_by(team.ranks).collect();
     let started = Instant::now();
-    let show = req.progress.unwrap_or_else(|| std::io::stderr().is_terminal()) && worker == 0;
-    let bar = progress_bar(show, mine.len() as u64);
-    let (written, photons, failure) = render_files(set, worker, req.resume, &mine, &bar);
+    let bar = progress_bar(progress && worker == 0, shots.len() as u64);
+    let (written, photons, failure) = render_files(set, worker, resume, &shots, &bar);
     bar.finish_and_clear();
-    let lost: Vec<u64> = mine[written.len()..].to_vec();
-    if let Some(e) = &failure {
-        eprintln!(
-            "dataset: worker {worker} of {workers} stopped: {e:#}\n\
-             dataset: worker {worker} lost {} shots ({}): run again with -resume to render them",
-            lost.len(),
-            shot_list(&lost)
-        );
-    }
     let seconds = started.elapsed().as_secs_f64();
-    let account: Account = [
-        worker as f64,
-        written.len() as f64,
-        lost.len() as f64,
-        photons,
-        seconds,
-        mine.len() as f64,
-    ];
-    if let Some(all) = team.gather(account) {
-        summary(&mut std::io::stdout().lock(), set, team, req.resume, todo.len(), &all, seconds)?;
-    }
-    match failure {
-        Some(e) => Err(e.context(format!("dataset: worker {worker} lost {} shots", lost.len()))),
-        None => Ok(()),
-    }
+    Ok(WorkerRun { worker, todo: todo.len(), shots, written, photons, seconds, failure })
 }
 
 /// Without `-resume`, a file of this dataset's name that this run does not

@@ -103,20 +103,48 @@ impl Team {
         (self.shard.0 * ranks + self.rank as u64, self.shard.1 * ranks)
     }
 
-    /// `values` from rank 0 on every rank.
-    pub fn broadcast(&self, values: Vec<u64>) -> Vec<u64> {
+    /// A team of one process: shard `shard`, no MPI (a caller that
+    /// distributes the shards itself, as Python through mpi4py does).
+    pub fn solo(shard: (u64, u64)) -> Result<Team> {
+        if shard.1 == 0 || shard.0 >= shard.1 {
+            bail!("shard {}/{}: the shard is 0 to K-1 of K >= 1", shard.0, shard.1);
+        }
+        Ok(Team {
+            shard,
+            rank: 0,
+            ranks: 1,
+            local_rank: 0,
+            #[cfg(feature = "mpi")]
+            mpi: None,
+        })
+    }
+
+    /// What `on_root` gives on rank 0, on every rank (its error too: the
+    /// other ranks then fail without waiting for a message that will not
+    /// come).
+    pub fn broadcast_result(&self, on_root: impl FnOnce() -> Result<Vec<u64>>) -> Result<Vec<u64>> {
         #[cfg(feature = "mpi")]
         if let Some(m) = &self.mpi {
             use mpi::traits::{Communicator, Root};
             let root = m.world.process_at_rank(0);
-            let mut len = values.len() as u64;
+            let mine = if self.rank == 0 { Some(on_root()) } else { None };
+            // [0, values...] or [1] for an error
+            let mut buf = match &mine {
+                Some(Ok(v)) => std::iter::once(0).chain(v.iter().copied()).collect(),
+                Some(Err(_)) => vec![1],
+                None => Vec::new(),
+            };
+            let mut len = buf.len() as u64;
             root.broadcast_into(&mut len);
-            let mut buf = values;
             buf.resize(len as usize, 0);
             root.broadcast_into(&mut buf[..]);
-            return buf;
+            return match mine {
+                Some(r) => r,
+                None if buf[0] == 0 => Ok(buf[1..].to_vec()),
+                None => Err(anyhow!("dataset: rank 0 stopped (see its message)")),
+            };
         }
-        values
+        on_root()
     }
 
     /// Every rank's `row`, on rank 0 (`None` on the others).
