@@ -44,6 +44,9 @@ water_um = [0, 20]
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
+# the tests' own environment: no job array or MPI launcher of a surrounding job
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI"))}
+
 
 def spec(tmp_path, pixels=64, per_file=0, oversample=1):
     path = tmp_path / "set.toml"
@@ -59,7 +62,7 @@ def render(spec_path, where, *flags, launcher=(), check=True):
     """Runs the dataset in folder `where` (its output: where/out)."""
     where.mkdir(exist_ok=True)
     cmd = [*launcher, exe(), "dataset", str(spec_path), "-threads", "1", *flags]
-    return subprocess.run(cmd, cwd=where, capture_output=True, text=True, check=check)
+    return subprocess.run(cmd, cwd=where, capture_output=True, text=True, check=check, env=ENV)
 
 
 def gather(folder):
@@ -106,8 +109,13 @@ def test_one_process_writes_a_whole_dataset(reference):
 
 def test_shards_give_the_same_shots(tmp_path, reference):
     path = spec(tmp_path)
-    for i in range(3):
+    for i in range(2):
         render(path, tmp_path / "shards", "-shard", f"{i}/3")
+    # the third as a Slurm job array's task 9 of tasks 1, 5, 9 (--array=1-9:4)
+    env = {**ENV, "SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_MIN": "1",
+           "SLURM_ARRAY_TASK_STEP": "4", "SLURM_ARRAY_TASK_COUNT": "3"}
+    subprocess.run([exe(), "dataset", str(path), "-threads", "1"], cwd=tmp_path / "shards",
+                   env=env, check=True, capture_output=True)
     assert len(list((tmp_path / "shards" / "out").glob("*.nxs"))) == 3
     assert_same(gather(tmp_path / "shards"), reference)
 
@@ -161,7 +169,7 @@ def test_resume_after_a_kill(tmp_path, slow_reference):
     path = spec(tmp_path, per_file=1, **SLOW)
     where = tmp_path / "killed"
     where.mkdir()
-    proc = subprocess.Popen([exe(), "dataset", str(path), "-threads", "1"], cwd=where,
+    proc = subprocess.Popen([exe(), "dataset", str(path), "-threads", "1"], cwd=where, env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_when(proc, where / "out", 3, f"{exe()} dataset {path}")
     done = len(list((where / "out").glob("*.nxs")))
@@ -172,22 +180,26 @@ def test_resume_after_a_kill(tmp_path, slow_reference):
     assert_same(gather(where), slow_reference)
     # a second -resume finds nothing to do
     assert "0 missing before this run" in render(path, where, "-resume").stdout
+    # without -resume, the resumed run's files are not this run's: refused
+    r = render(path, where, check=False)
+    assert r.returncode != 0 and "from another run of this dataset" in r.stderr
 
 
-def mpi_ready():
+def mpi_ready(tmp):
+    """Why the MPI tests cannot run here (None: they can)."""
     if shutil.which("mpirun") is None:
         return "no mpirun"
-    r = subprocess.run([*MPIRUN, "-np", "2", exe(), "dataset", "-h"], capture_output=True)
-    probe = subprocess.run([*MPIRUN, "-np", "2", exe(), "dataset", "/nonexistent.toml"],
-                           capture_output=True, text=True)
-    if "built without MPI" in probe.stderr or r.returncode != 0:
-        return "nanobragg built without the mpi feature"
+    path = spec(tmp)
+    r = subprocess.run([*MPIRUN, "-np", "2", exe(), "dataset", str(path)], cwd=tmp,
+                       capture_output=True, text=True, env=ENV)
+    if "rendered by 2 ranks" not in r.stdout:
+        return f"nanobragg dataset does not run under mpirun: {r.stderr.strip()[-300:]}"
     return None
 
 
 @pytest.fixture(scope="module")
-def mpi():
-    why = mpi_ready()
+def mpi(tmp_path_factory):
+    why = mpi_ready(tmp_path_factory.mktemp("probe"))
     if why and os.environ.get("CI") == "true":
         pytest.fail(f"CI runs the MPI tests: {why}")
     if why:
@@ -206,7 +218,8 @@ def test_mpi_resume_after_killing_a_rank(tmp_path, slow_reference, mpi):
     where = tmp_path / "mpikill"
     where.mkdir()
     proc = subprocess.Popen([*MPIRUN, "-np", "4", exe(), "dataset", str(path), "-threads", "1"],
-                            cwd=where, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=where, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     kill_when(proc, where / "out", 2, f"^{exe()} dataset {path}")
     assert proc.returncode != 0
     done = len(list((where / "out").glob("*.nxs")))
@@ -257,7 +270,7 @@ def test_mpi4py_ranks_give_the_same_shots(tmp_path, reference, mpi):
               f"a = d.run({str(path)!r}, comm=MPI.COMM_WORLD, threads=1); "
               "print(MPI.COMM_WORLD.Get_rank(), len(a), sum(len(x['written']) for x in a))")
     r = subprocess.run([*MPIRUN, "-np", "4", sys.executable, "-c", script], cwd=where,
-                       capture_output=True, text=True, check=True)
+                       capture_output=True, text=True, check=True, env=ENV)
     assert sorted(r.stdout.split("\n")[:4]) == [f"{k} 4 16" for k in range(4)]
     assert len(list((where / "out").glob("*.nxs"))) == 4
     assert_same(gather(where), reference)

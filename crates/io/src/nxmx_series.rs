@@ -7,7 +7,8 @@
 //! /entry/data/data               int32 (N, slow, fast) or (N, panels, slow, fast),
 //!                                one frame a chunk
 //! /entry/instrument/beam         incident_wavelength (N) Å, one per shot; or (N, m)
-//!                                with incident_wavelength_weights (N, m) for spectra
+//!                                with incident_wavelength_weights (N, m) for spectra;
+//!                                incident_polarisation_stokes
 //! /entry/simulation              NXcollection, one value per shot (axis 0):
 //!   shot                         uint64: the shot's index in the dataset
 //!   misset_deg (N, 3)            crystal rotation about x, y, z (nanoBragg's -misset)
@@ -70,6 +71,8 @@ pub struct SeriesFile {
     panels: Vec<(usize, usize)>,
     frames: usize,
     records: Vec<ShotRecord>,
+    /// The beam's polarization (Kahn factor), written with the wavelengths.
+    kahn_factor: f64,
 }
 
 fn h5(path: &Path) -> impl Fn(hdf5::Error) -> IoError + '_ {
@@ -127,6 +130,7 @@ impl SeriesFile {
         let panels = img.panels.iter().map(|p| (p.fpixels, p.spixels)).collect();
         let file = Some(file);
         Ok(SeriesFile {
+            kahn_factor: img.kahn_factor,
             pending: Some(pending),
             file,
             data: Some(data),
@@ -209,7 +213,7 @@ impl SeriesFile {
         {
             let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
             let file = self.file.take().expect("open until committed");
-            write_records(&file, &self.records).map_err(&err)?;
+            write_records(&file, &self.records, self.kahn_factor).map_err(&err)?;
             // every handle closed before the rename
             self.data.take();
             self.noiseless.take();
@@ -246,7 +250,7 @@ fn write_frame<T: hdf5::H5Type>(
 }
 
 /// The per-shot values of `/entry/simulation` and the beam's wavelengths.
-fn write_records(file: &hdf5::File, records: &[ShotRecord]) -> hdf5::Result<()> {
+fn write_records(file: &hdf5::File, records: &[ShotRecord], kahn: f64) -> hdf5::Result<()> {
     let n = records.len();
     let sim = file.group("entry/simulation")?;
     let shots: Vec<u64> = records.iter().map(|r| r.shot).collect();
@@ -302,6 +306,7 @@ fn write_records(file: &hdf5::File, records: &[ShotRecord]) -> hdf5::Result<()> 
             .create("incident_wavelength_weights")?
             .write_raw(&weights)?;
     }
+    array(&beam, "incident_polarisation_stokes", &[1.0, kahn, 0.0, 0.0], None)?;
     Ok(())
 }
 

@@ -803,24 +803,25 @@ fn jacobian<'py>(
 }
 
 /// Renders one worker's shots of the dataset `spec` (a SPEC.toml path):
-/// shard `shard` of `shards` (shots shard, shard + shards, ...), or with
-/// `resume` those of them no file in the output folder holds; the worker's
-/// account as a dict. `nanobragg.dataset.run` distributes the shards.
+/// shard `shard` of `shards` (shots shard, shard + shards, ...; by default
+/// a Slurm job array's task, else all shots), or with `resume` those of
+/// them no file in the output folder holds; the worker's account as a
+/// dict. `nanobragg.dataset.run` distributes the shards.
 #[pyfunction]
-#[pyo3(signature = (spec, shard = 0, shards = 1, resume = false, threads = None,
+#[pyo3(signature = (spec, shard = None, shards = None, resume = false, threads = None,
                     device = "cpu", progress = false))]
 #[allow(clippy::too_many_arguments)]
 fn dataset_worker<'py>(
     py: Python<'py>,
     spec: std::path::PathBuf,
-    shard: u64,
-    shards: u64,
+    shard: Option<u64>,
+    shards: Option<u64>,
     resume: bool,
     threads: Option<usize>,
     device: &str,
     progress: bool,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    use nanobragg_pipeline::dataset::{team::Team, Dataset, DatasetSpec};
+    use nanobragg_pipeline::dataset::{team, Dataset, DatasetSpec};
     let w = py
         .detach(|| -> anyhow::Result<_> {
             let spec = DatasetSpec::read(&spec)?;
@@ -829,7 +830,15 @@ fn dataset_worker<'py>(
                 extra.extend(["-threads".to_string(), t.to_string()]);
             }
             let set = Dataset::new(spec, &extra)?;
-            let team = Team::solo((shard, shards))?;
+            let shard = match (shard, shards) {
+                (Some(i), Some(k)) => (i, k),
+                (None, None) => team::shard_from(None)?,
+                _ => anyhow::bail!("dataset: give shard and shards together"),
+            };
+            let team = team::Team::solo(shard)?;
+            if set.inv.uses_gpu() {
+                nanobragg_pipeline::dataset::select_gpu();
+            }
             nanobragg_pipeline::dataset::run_worker(&set, &team, resume, progress)
         })
         .map_err(pyerr)?;

@@ -72,10 +72,16 @@ impl Dataset {
     /// The dataset of `spec`; `extra`: flags that apply to every shot on top
     /// of the spec's (`-threads`, `-device`).
     pub fn new(spec: DatasetSpec, extra: &[String]) -> Result<Dataset> {
-        if let Some(flag) = spec.args.iter().find(|a| NOT_IN_A_DATASET.contains(&a.as_str())) {
+        // (any spelling of the flags)
+        let refused = spec.args.iter().find_map(|a| {
+            let flag = crate::flags::FLAGS.iter().find(|f| f.spellings().any(|n| n == a))?;
+            NOT_IN_A_DATASET.contains(&flag.name).then_some((a, flag.name))
+        });
+        if let Some((given, name)) = refused {
+            let also = if given == name { String::new() } else { format!(" ({name})") };
             bail!(
-                "dataset {}: {flag} is not a dataset's flag: a dataset writes its shots to \
-                 NXmx files named by `output` and `name`",
+                "dataset {}: {given}{also} is not a dataset's flag: a dataset writes its shots \
+                 to NXmx files named by `output` and `name`",
                 spec.path.display()
             );
         }
@@ -116,6 +122,8 @@ impl Dataset {
         }
         if let Some(n) = d.n_cells {
             (c.crystal.na, c.crystal.nb, c.crystal.nc) = (n, n, n);
+            // a crystal size in args would take precedence over the cells
+            c.crystal.size_mm = [0.0; 3];
         }
         if let Some(um) = d.size_um {
             c.crystal.size_mm = [um / 1e3; 3];
@@ -220,15 +228,16 @@ impl Dataset {
             }
         };
         let p0 = &plans[0];
-        let mut spectrum_a: Vec<(f64, f64)> = match &d.spectrum {
-            Some(lines) => {
-                let total: f64 = lines.iter().map(|l| l[1]).sum();
-                lines.iter().map(|l| (l[0], l[1] / total)).collect()
-            }
-            None => Vec::new(),
-        };
-        if spectrum_a.is_empty() {
-            spectrum_a = crate::run::plan_spectrum(p0);
+        // the shot's spectrum, else the args' (-spectrum, or the sources'
+        // wavelengths), weights summing to 1
+        let mut spectrum_a: Vec<(f64, f64)> =
+            match d.spectrum.as_ref().or(self.inv.config.beam.spectrum.as_ref()) {
+                Some(lines) => lines.iter().map(|l| (l[0], l[1])).collect(),
+                None => crate::run::plan_spectrum(p0),
+            };
+        let total: f64 = spectrum_a.iter().map(|l| l.1).sum();
+        if total > 0.0 {
+            spectrum_a.iter_mut().for_each(|l| l.1 /= total);
         }
         let record = ShotRecord {
             shot: i,
@@ -307,14 +316,29 @@ pub fn main(args: &[String]) -> Result<()> {
     };
     let spec = DatasetSpec::read(&req.spec)?;
     let team = Team::join(team::shard_from(req.shard.as_deref())?)?;
-    let set = Dataset::new(spec, &req.extra)?;
+    if team.ranks > 1 {
+        // a rank that panics ends the job: the others would wait for it
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            report(info);
+            std::process::abort();
+        }));
+    }
+    // (every rank reads the same files; one that fails alone ends the job)
+    let set = Dataset::new(spec, &req.extra).map_err(|e| team.fail(e))?;
     if set.inv.threads > 0 {
         let _ = rayon::ThreadPoolBuilder::new().num_threads(set.inv.threads).build_global();
     }
-    if set.inv.uses_gpu() || set.inv.device == crate::Device::Cuda {
-        nanobragg_cuda::select_device(team.local_rank);
+    if set.inv.uses_gpu() {
+        select_gpu();
     }
     run(&set, &team, &req)
+}
+
+/// Renders on the GPU of this process's local rank (modulo the GPUs
+/// visible): the ranks of a node share its GPUs.
+pub fn select_gpu() {
+    nanobragg_cuda::select_device(team::local_rank());
 }
 
 /// The output files: `<name>_<worker>.nxs`, `_<part>` where a worker's shots
@@ -339,15 +363,34 @@ fn existing_files(dir: &Path, name: &str) -> Result<Vec<PathBuf>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(files),
         Err(e) => bail!("dataset: cannot read {}: {e}", dir.display()),
     };
-    let prefix = format!("{name}_");
     for e in entries.flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with(&prefix) && n.ends_with(".nxs") {
+        if parse_file_name(name, &n).is_some() {
             files.push(e.path());
         }
     }
     files.sort();
     Ok(files)
+}
+
+/// The worker, resume pass and part of a file name [`file_name`] made for
+/// the dataset `name` (`None`: not one of its names).
+fn parse_file_name(name: &str, file: &str) -> Option<(u64, Option<u32>, Option<usize>)> {
+    let rest = file.strip_prefix(name)?.strip_prefix('_')?.strip_suffix(".nxs")?;
+    let digits = |s: &str, n: usize| s.len() >= n && s.bytes().all(|b| b.is_ascii_digit());
+    let mut parts = rest.split('_');
+    let worker = parts.next().filter(|w| digits(w, 5))?.parse().ok()?;
+    let (mut resume, mut part) = (None, None);
+    for p in parts {
+        match p.strip_prefix("resume") {
+            Some(n) if resume.is_none() && part.is_none() && digits(n, 1) => {
+                resume = Some(n.parse().ok()?)
+            }
+            None if part.is_none() && digits(p, 3) => part = Some(p.parse().ok()?),
+            _ => return None,
+        }
+    }
+    Some((worker, resume, part))
 }
 
 /// The shots of `owned` that no file in the folder holds; a file written
@@ -364,7 +407,11 @@ fn missing_shots(set: &Dataset, owned: &[u64]) -> Result<Vec<u64>> {
                 f.display()
             );
         }
-        done.extend(shots);
+        for i in shots {
+            if !done.insert(i) {
+                eprintln!("warning: dataset: shot {i} is in more than one file ({})", f.display());
+            }
+        }
     }
     Ok(owned.iter().copied().filter(|i| !done.contains(i)).collect())
 }
@@ -422,7 +469,7 @@ impl WorkerRun {
 
 fn run(set: &Dataset, team: &Team, req: &Request) -> Result<()> {
     let show = req.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
-    let w = run_worker(set, team, req.resume, show)?;
+    let w = run_worker(set, team, req.resume, show).map_err(|e| team.fail(e))?;
     let (worker, workers) = team.worker();
     if let Some(e) = &w.failure {
         eprintln!(
@@ -447,7 +494,7 @@ fn run(set: &Dataset, team: &Team, req: &Request) -> Result<()> {
 /// `progress`: a progress bar where this is worker 0.
 pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> Result<WorkerRun> {
     let spec = &set.spec;
-    let (worker, workers) = team.worker();
+    let (worker, _) = team.worker();
     let (shard, shards) = team.shard;
     std::fs::create_dir_all(&spec.output)
         .with_context(|| format!("dataset: cannot create {}", spec.output.display()))?;
@@ -456,7 +503,7 @@ pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> R
     // before any of this run's files exist
     let todo = match resume {
         true => team.broadcast_result(|| missing_shots(set, &owned))?,
-        false => team.broadcast_result(|| refuse_other_runs(set, workers).map(|()| owned))?,
+        false => team.broadcast_result(|| refuse_other_runs(set, team, &owned).map(|()| owned))?,
     };
     let shots: Vec<u64> = todo.iter().copied().skip(team.rank).step_by(team.ranks).collect();
     let started = Instant::now();
@@ -467,16 +514,23 @@ pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> R
     Ok(WorkerRun { worker, todo: todo.len(), shots, written, photons, seconds, failure })
 }
 
-/// Without `-resume`, a file of this dataset's name that this run does not
-/// replace (from a run with more workers, or resumed) is refused: it would
-/// be taken for part of this run.
-fn refuse_other_runs(set: &Dataset, workers: u64) -> Result<()> {
+/// Without `-resume`, a file of this dataset's name that belongs to this
+/// shard's workers (worker ≡ shard mod shards) but that this run does not
+/// write (from a run with other ranks or `shots_per_file`, or resumed) is
+/// refused: it would be taken for part of this run.
+fn refuse_other_runs(set: &Dataset, team: &Team, todo: &[u64]) -> Result<()> {
+    let (shard, shards) = team.shard;
+    let ours: std::collections::HashSet<String> = (0..team.ranks)
+        .flat_map(|rank| {
+            let shots = todo.iter().skip(rank).step_by(team.ranks).count();
+            let worker = team.worker_of(rank);
+            file_names(&set.spec, worker, shots, None)
+        })
+        .collect();
     for f in existing_files(&set.spec.output, &set.spec.name)? {
         let name = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let rest = &name[set.spec.name.len() + 1..name.len() - 4];
-        let worker = rest.split('_').next().and_then(|w| w.parse::<u64>().ok());
-        let ours = !rest.contains("resume") && worker.is_some_and(|w| w < workers);
-        if !ours {
+        let Some((worker, ..)) = parse_file_name(&set.spec.name, &name) else { continue };
+        if worker % shards == shard && !ours.contains(&name) {
             bail!(
                 "dataset: {} is from another run of this dataset: give -resume to complete \
                  that run, or move it away",
@@ -485,6 +539,20 @@ fn refuse_other_runs(set: &Dataset, workers: u64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Shots a file of a worker with `shots` shots.
+fn per_file(spec: &DatasetSpec, shots: usize) -> usize {
+    match spec.shots_per_file {
+        0 => shots.max(1),
+        n => n as usize,
+    }
+}
+
+/// The files worker `worker` writes for `shots` shots.
+fn file_names(spec: &DatasetSpec, worker: u64, shots: usize, resume: Option<u32>) -> Vec<String> {
+    let parts = shots.div_ceil(per_file(spec, shots));
+    (0..parts).map(|p| file_name(&spec.name, worker, (parts > 1).then_some(p), resume)).collect()
 }
 
 fn shot_list(shots: &[u64]) -> String {
@@ -518,28 +586,29 @@ fn render_files(
     bar: &indicatif::ProgressBar,
 ) -> (Vec<u64>, f64, Option<anyhow::Error>) {
     let spec = &set.spec;
-    let per_file = match spec.shots_per_file {
-        0 => mine.len().max(1),
-        n => n as usize,
-    };
-    let parts = mine.len().div_ceil(per_file);
     // a resumed run's files next to the earlier runs' (only this worker
     // writes names with its number)
     let resume_tag = match resume {
         false => None,
-        true => (1..).find(|&n| {
-            let probe = file_name(&spec.name, worker, None, Some(n));
-            let stem = probe.trim_end_matches(".nxs");
-            existing_files(&spec.output, &spec.name)
-                .map(|f| !f.iter().any(|p| p.to_string_lossy().contains(stem)))
-                .unwrap_or(true)
-        }),
+        true => {
+            let taken: Vec<u32> = existing_files(&spec.output, &spec.name)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|p| {
+                    let name = p.file_name()?.to_string_lossy().into_owned();
+                    match parse_file_name(&spec.name, &name)? {
+                        (w, Some(n), _) if w == worker => Some(n),
+                        _ => None,
+                    }
+                })
+                .collect();
+            (1..).find(|n| !taken.contains(n))
+        }
     };
+    let names = file_names(spec, worker, mine.len(), resume_tag);
     let (mut written, mut photons) = (Vec::new(), 0.0);
-    for (p, chunk) in mine.chunks(per_file).enumerate() {
-        let part = (parts > 1).then_some(p);
-        let path = spec.output.join(file_name(&spec.name, worker, part, resume_tag));
-        match write_file(set, &path, chunk, bar) {
+    for (chunk, name) in mine.chunks(per_file(spec, mine.len())).zip(&names) {
+        match write_file(set, &spec.output.join(name), chunk, bar) {
             Ok(ph) => {
                 written.extend_from_slice(chunk);
                 photons += ph;
@@ -650,6 +719,18 @@ mod tests {
     }
 
     #[test]
+    fn file_names_parse_back() {
+        for (w, part, resume) in [(3, None, None), (12, Some(2), None), (7, Some(11), Some(3))] {
+            let name = file_name("run", w, part, resume);
+            assert_eq!(parse_file_name("run", &name), Some((w, resume, part)), "{name}");
+        }
+        // another dataset whose name starts with this one's, and strays
+        for stray in ["run_hi_00000.nxs", "run_0001.nxs", "run_00001_x.nxs", "run_00001.h5"] {
+            assert_eq!(parse_file_name("run", stray), None, "{stray}");
+        }
+    }
+
+    #[test]
     fn requests() {
         let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         let r = request(&a("set.toml -shard 1/4 -resume -threads 2")).unwrap().unwrap();
@@ -717,6 +798,10 @@ mod tests {
         let spec = DatasetSpec::parse(Path::new("t.toml"), &text).unwrap();
         let e = Dataset::new(spec, &[]).err().unwrap().to_string();
         assert!(e.contains("-floatfile is not a dataset's flag"), "{e}");
+        let text = format!("args = \"{MODEL} -noiseimage x.img\"\nshots = 2\n");
+        let spec = DatasetSpec::parse(Path::new("t.toml"), &text).unwrap();
+        let e = Dataset::new(spec, &[]).err().unwrap().to_string();
+        assert!(e.contains("-noiseimage (-noisefile) is not a dataset's flag"), "{e}");
         let text = "args = \"-cell 50 50 50 90 90 90 -default_F 1 -distance -5\"\nshots = 2\n";
         let spec = DatasetSpec::parse(Path::new("t.toml"), text).unwrap();
         assert!(Dataset::new(spec, &[]).is_err());

@@ -1,6 +1,8 @@
 //! The workers of a dataset: the ranks of an MPI job (the `mpi` feature),
 //! the shards of a job array (`-shard i/K`, `SLURM_ARRAY_TASK_ID`), or both.
-//! Worker `w` of `W` is rank `r` of shard `s`: `w = s · ranks + r`.
+//! Worker `w` of `W = shards · ranks` is rank `r` of shard `s`:
+//! `w = s + shards · r`, unique whatever the ranks of each shard, and it
+//! renders shots w, w + W, w + 2W, ...
 
 use anyhow::{anyhow, bail, Result};
 
@@ -12,8 +14,6 @@ pub struct Team {
     pub rank: usize,
     /// Ranks in the MPI job.
     pub ranks: usize,
-    /// This rank's index among the ranks on its node (which GPU it takes).
-    pub local_rank: usize,
     #[cfg(feature = "mpi")]
     mpi: Option<Mpi>,
 }
@@ -26,11 +26,27 @@ struct Mpi {
 }
 
 /// Ranks in the job when an MPI launcher started this process (Open MPI,
-/// MPICH and Slurm's PMI set these).
+/// MPICH/Hydra and Slurm's PMI and PMIx set these), `Some(0)` where the
+/// launcher's rank is set but not the size.
 fn launcher_size() -> Option<usize> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
+    let var = |v: &str| std::env::var(v).ok();
+    let size = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"]
+        .iter()
+        .find_map(|v| var(v)?.parse().ok());
+    let launched =
+        ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+            .iter()
+            .any(|v| var(v).is_some());
+    launched.then_some(size.unwrap_or(0))
+}
+
+/// This process's index among the launcher's processes on its node (Open
+/// MPI, MPICH, Slurm), 0 without a launcher: the GPU it renders on.
+pub fn local_rank() -> usize {
+    ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"]
         .iter()
         .find_map(|v| std::env::var(v).ok()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// `-shard i/K` as given, else the job array's task (`SLURM_ARRAY_TASK_ID`
@@ -49,7 +65,18 @@ pub fn shard_from(flag: Option<&str>) -> Result<(u64, u64)> {
                 else {
                     bail!("SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT: expected numbers");
                 };
-                (id - num("SLURM_ARRAY_TASK_MIN").unwrap_or(0).min(id), count)
+                // tasks min, min + step, ... (a list of ids has no step: -shard)
+                let (min, step) = (
+                    num("SLURM_ARRAY_TASK_MIN").unwrap_or(0),
+                    num("SLURM_ARRAY_TASK_STEP").unwrap_or(1).max(1),
+                );
+                if id < min || (id - min) % step != 0 {
+                    bail!(
+                        "SLURM_ARRAY_TASK_ID {id} is not task MIN + k·STEP of the job array: \
+                         give -shard i/K"
+                    );
+                }
+                ((id - min) / step, count)
             }
             Err(_) => (0, 1),
         },
@@ -65,20 +92,17 @@ impl Team {
     /// without the `mpi` feature when the job has more than one rank: every
     /// rank would render every shot).
     pub fn join(shard: (u64, u64)) -> Result<Team> {
-        let local = ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok()?.parse().ok())
-            .unwrap_or(0);
         let size = launcher_size();
         #[cfg(feature = "mpi")]
         if size.is_some() {
             use mpi::traits::Communicator;
-            let universe = mpi::initialize()
+            // rayon's threads render; MPI is called from the main thread only
+            let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Funneled)
                 .ok_or_else(|| anyhow!("dataset: MPI could not be initialised"))?;
             let world = universe.world();
             let (rank, ranks) = (world.rank() as usize, world.size() as usize);
             let mpi = Some(Mpi { world, _universe: universe });
-            return Ok(Team { shard, rank, ranks, local_rank: local, mpi });
+            return Ok(Team { shard, rank, ranks, mpi });
         }
         if let Some(n) = size.filter(|&n| n > 1) {
             bail!(
@@ -91,7 +115,6 @@ impl Team {
             shard,
             rank: 0,
             ranks: 1,
-            local_rank: local,
             #[cfg(feature = "mpi")]
             mpi: None,
         })
@@ -99,8 +122,26 @@ impl Team {
 
     /// This worker's index among all workers, and their number.
     pub fn worker(&self) -> (u64, u64) {
-        let ranks = self.ranks as u64;
-        (self.shard.0 * ranks + self.rank as u64, self.shard.1 * ranks)
+        (self.worker_of(self.rank), self.shard.1 * self.ranks as u64)
+    }
+
+    /// The worker index of rank `rank` of this shard.
+    pub fn worker_of(&self, rank: usize) -> u64 {
+        self.shard.0 + self.shard.1 * rank as u64
+    }
+
+    /// `e`, or where other ranks would wait for this one in a collective
+    /// call, the end of the MPI job: the error printed, every rank stopped.
+    pub fn fail(&self, e: anyhow::Error) -> anyhow::Error {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            if self.ranks > 1 {
+                use mpi::traits::Communicator;
+                eprintln!("error: rank {} of {}: {e:#}", self.rank, self.ranks);
+                m.world.abort(1);
+            }
+        }
+        e
     }
 
     /// A team of one process: shard `shard`, no MPI (a caller that
@@ -113,7 +154,6 @@ impl Team {
             shard,
             rank: 0,
             ranks: 1,
-            local_rank: 0,
             #[cfg(feature = "mpi")]
             mpi: None,
         })

@@ -22,7 +22,8 @@ def run(spec, comm=None, shard=None, resume=False, threads=None, device="cpu", p
 
     comm: an mpi4py communicator: rank r of size K renders shard r of K, and every rank
         returns every rank's account (gathered with `allgather`).
-    shard: (i, K) without `comm`: shard i of K (shots i, i + K, ...); default all shots.
+    shard: (i, K) without `comm`: shard i of K (shots i, i + K, ...); by default a Slurm
+        job array's task (SLURM_ARRAY_TASK_ID), else every shot.
     resume: render only the shots that no file in the output folder holds.
     threads, device: as the command's `-threads` and `-device`.
 
@@ -30,19 +31,22 @@ def run(spec, comm=None, shard=None, resume=False, threads=None, device="cpu", p
     seconds, error (None when the worker wrote all its shots). Raises `nanobragg.Error`
     when a worker lost shots, naming them.
     """
+    if comm is not None and shard is not None:
+        raise ValueError("give comm or shard, not both: with comm, rank r renders shard r")
     if comm is not None:
         i, k = comm.Get_rank(), comm.Get_size()
     elif shard is not None:
         i, k = shard
     else:
-        i, k = 0, 1
+        i, k = None, None  # a Slurm job array's task, else every shot
     try:
         account = _nanobragg.dataset_worker(str(spec), i, k, resume, threads, device, progress)
-    except Error as e:
+    except BaseException as e:
         if comm is None:
             raise
+        # every rank still reaches allgather: the others would wait for this one
         account = {"worker": i, "todo": 0, "shots": [], "written": [], "lost": [],
-                   "photons": 0.0, "seconds": 0.0, "error": str(e)}
+                   "photons": 0.0, "seconds": 0.0, "error": f"{type(e).__name__}: {e}"}
     accounts = comm.allgather(account) if comm is not None else [account]
     failed = [a for a in accounts if a["error"]]
     if failed:
