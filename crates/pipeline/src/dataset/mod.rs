@@ -679,11 +679,14 @@ fn summary(
     let resumed = if resume { format!(", {todo} missing before this run") } else { String::new() };
     writeln!(
         out,
-        "dataset {}: {scope}{resumed}; {} rendered by {} ranks in {} s ({} shots/s), {} lost; \
+        "dataset {}: {scope}{resumed}; {} rendered by {} in {} s ({} shots/s), {} lost; \
          {} photons; files {}/{}_*.nxs",
         spec.path.display(),
         written,
-        team.ranks,
+        match team.ranks {
+            1 => "1 process".to_string(),
+            n => format!("{n} ranks"),
+        },
         g((seconds * 10.0).round() / 10.0),
         g(((written / seconds.max(1e-9)) * 100.0).round() / 100.0),
         lost,
