@@ -274,3 +274,50 @@ def test_mpi4py_ranks_give_the_same_shots(tmp_path, reference, mpi):
     assert sorted(r.stdout.split("\n")[:4]) == [f"{k} 4 16" for k in range(4)]
     assert len(list((where / "out").glob("*.nxs"))) == 4
     assert_same(gather(where), reference)
+
+
+GEOM = """clen = 0.07
+res = 10000
+photon_energy = 9500 eV
+a/min_fs = 0
+a/max_fs = 39
+a/min_ss = 0
+a/max_ss = 15
+a/corner_x = -45
+a/corner_y = -30
+a/fs = +1x +0y +0z
+a/ss = +0x +1y +0z
+b/min_fs = 0
+b/max_fs = 29
+b/min_ss = 16
+b/max_ss = 25
+b/corner_x = -20
+b/corner_y = 15
+b/fs = +1x +0y +0z
+b/ss = +0x +1y +0z
+"""
+
+
+def test_multi_panel_detectors(tmp_path):
+    """A CrystFEL detector of two panels: a module each, frames (N, panels, slow, fast)."""
+    (tmp_path / "det.geom").write_text(GEOM)
+    path = tmp_path / "panels.toml"
+    path.write_text('args = "-default_F 100 -cell 50 50 50 90 90 90 -geom ../det.geom '
+                    '-mosaic_domains 2 -oversample 1"\nshots = 4\noutput = "out"\n'
+                    'noiseless = true\n[crystal]\nn_cells = [4, 8]\n')
+    render(path, tmp_path / "one")
+    render(path, tmp_path / "two", "-shard", "0/2")
+    render(path, tmp_path / "two", "-shard", "1/2")
+    one, two = gather(tmp_path / "one"), gather(tmp_path / "two")
+    assert sorted(one) == sorted(two) == [0, 1, 2, 3]
+    for i in one:
+        for x, y in zip(one[i], two[i]):
+            np.testing.assert_array_equal(x, y)
+    with h5py.File(tmp_path / "one" / "out" / "panels_00000.nxs", "r") as f:
+        assert f["entry/data/data"].shape == (4, 2, 16, 40)
+        modules = nxmx.NXmx(f).entries[0].instruments[0].detectors[0].modules
+        assert [m.data_size.tolist() for m in modules] == [[1, 16, 40], [1, 10, 30]]
+        noiseless = f["entry/simulation/noiseless"][()]
+        # both panels have photons; panel b's padding (beyond 10 x 30) has none
+        assert noiseless[:, 0].sum() > 0 and noiseless[:, 1, :10, :30].sum() > 0
+        assert noiseless[:, 1, 10:].sum() == 0 and noiseless[:, 1, :, 30:].sum() == 0
