@@ -649,7 +649,8 @@ fn fit(
         }
     }
     let (bx, _) = best.lock().unwrap().clone().expect("the start was evaluated");
-    let values = values_at(&origin, &map, &bx);
+    let values =
+        nearest_misset_branch(&settings.params, &model.start, values_at(&origin, &map, &bx));
     let fin = evaluate(&model, &values, &job)?;
     if let Some(why) = not_finite(&fin) {
         bail!(
@@ -689,6 +690,39 @@ fn fit(
         prefit,
         check,
     })
+}
+
+/// `values` with the refined misset angles as the triple nearest `start`
+/// among those of the same rotation: (x, y, z) and (x + 180°, 180° − y,
+/// z + 180°) turn the crystal alike (Rz·Ry·Rx), as do angles a whole turn
+/// apart. Near y = ±90° a fit can end on either branch; reporting the one by
+/// the start keeps the values (and their errors, which the map leaves as
+/// they are) comparable with it. The angles change only where another triple
+/// is nearer: a fit that ends by the start keeps its values bit for bit.
+fn nearest_misset_branch(params: &[Param], start: &[f64], mut values: Vec<f64>) -> Vec<f64> {
+    let at = MISSETS.map(|m| params.iter().position(|&p| p == m));
+    // (one angle alone cannot move to the other branch)
+    let [Some(ix), Some(iy), Some(iz)] = at else { return values };
+    let s = [start[ix], start[iy], start[iz]];
+    let a = [values[ix], values[iy], values[iz]];
+    let b = [a[0] + 180.0, 180.0 - a[1], a[2] + 180.0];
+    // each angle the turn nearest its start
+    let near = |t: [f64; 3]| {
+        let mut t = t;
+        for (v, s) in t.iter_mut().zip(s) {
+            if (*v - s).abs() > 180.0 {
+                *v -= 360.0 * ((*v - s) / 360.0).round();
+            }
+        }
+        t
+    };
+    let dist = |t: &[f64; 3]| t.iter().zip(s).map(|(v, s)| (v - s).powi(2)).sum::<f64>();
+    let (a2, b2) = (near(a), near(b));
+    let best = if dist(&b2) < dist(&a2) { b2 } else { a2 };
+    for (i, v) in [ix, iy, iz].into_iter().zip(best) {
+        values[i] = v;
+    }
+    values
 }
 
 /// The goodness-of-fit check of the model at `values` ([`FitCheck`]).
@@ -1131,6 +1165,31 @@ fn refined_command_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn misset_branch_nearest_the_start() {
+        use nanobragg_core::vec3::rotate;
+        let params = [Param::Distance, Param::MissetX, Param::MissetY, Param::MissetZ];
+        let start = [100.0, 10.0, -89.5, 30.0];
+        // the other branch of a fit that ended by the start
+        let fit = [100.2, 10.3 + 180.0, 180.0 + 89.7, 30.1 + 180.0 - 360.0];
+        let got = nearest_misset_branch(&params, &start, fit.to_vec());
+        let want = [100.2, 10.3, -89.7, 30.1];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-9, "{got:?}");
+        }
+        // the same rotation
+        let r = |t: &[f64]| {
+            rotate([0.3, -0.5, 0.8], t[1].to_radians(), t[2].to_radians(), t[3].to_radians())
+        };
+        let (p, q) = (r(&fit), r(&got));
+        assert!((0..3).all(|i| (p[i] - q[i]).abs() < 1e-12), "{p:?} {q:?}");
+        // a fit by the start is left exactly as it is, and so is one angle alone
+        let close = vec![100.2, 10.3, -89.7, 30.1];
+        assert_eq!(nearest_misset_branch(&params, &start, close.clone()), close);
+        let one = [Param::MissetY];
+        assert_eq!(nearest_misset_branch(&one, &[-89.5], vec![269.7]), vec![269.7]);
+    }
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
