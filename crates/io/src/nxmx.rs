@@ -93,14 +93,15 @@ fn build(img: &MxImage) -> hdf5::Result<Vec<u8>> {
     array(&beam, "incident_polarisation_stokes", &[1.0, img.kahn_factor, 0.0, 0.0], None)?;
     let n = img.panels.len();
     let [_, smax, fmax] = frame_shape(img);
+    let data_group = file.group("entry/data")?;
     let data = if n == 1 {
-        let ds = data_dataset::<i32>(&file, &[1, smax, fmax], false)?;
+        let ds = frames_dataset::<i32>(&data_group, "data", &[1, smax, fmax], false)?;
         ds.write_raw(img.panels[0].pixels)?;
         ds
     } else {
-        let ds = data_dataset::<i32>(&file, &[1, n, smax, fmax], false)?;
+        let ds = frames_dataset::<i32>(&data_group, "data", &[1, n, smax, fmax], false)?;
         let parts: Vec<&[i32]> = img.panels.iter().map(|p| p.pixels).collect();
-        ds.write_raw(&stack_panels(img, &parts))?;
+        ds.write_raw(&stack_panels(&panel_sizes(img), &parts))?;
         ds
     };
     drop(data);
@@ -200,29 +201,37 @@ pub(crate) fn frame_shape(img: &MxImage) -> [usize; 3] {
     [img.panels.len(), smax, fmax]
 }
 
-/// One frame's values, `parts[k]` those of panel k, in the (panels,
-/// slow, fast) layout of [`frame_shape`], smaller panels zero-padded.
-pub(crate) fn stack_panels<T: Copy + Default>(img: &MxImage, parts: &[&[T]]) -> Vec<T> {
-    let [n, smax, fmax] = frame_shape(img);
-    let mut all = vec![T::default(); n * smax * fmax];
-    for (i, (p, v)) in img.panels.iter().zip(parts).enumerate() {
-        for s in 0..p.spixels {
-            let at = (i * smax + s) * fmax;
-            all[at..at + p.fpixels].copy_from_slice(&v[s * p.fpixels..(s + 1) * p.fpixels]);
+/// One frame's values, `parts[k]` those of panel k of `sizes[k]` (fast,
+/// slow) pixels, in the (panels, slow, fast) layout of [`frame_shape`],
+/// smaller panels zero-padded.
+pub(crate) fn stack_panels<T: Copy + Default>(sizes: &[(usize, usize)], parts: &[&[T]]) -> Vec<T> {
+    let smax = sizes.iter().map(|p| p.1).max().unwrap_or(0);
+    let fmax = sizes.iter().map(|p| p.0).max().unwrap_or(0);
+    let mut all = vec![T::default(); sizes.len() * smax * fmax];
+    for (i, (&(f, s), v)) in sizes.iter().zip(parts).enumerate() {
+        for row in 0..s {
+            let at = (i * smax + row) * fmax;
+            all[at..at + f].copy_from_slice(&v[row * f..(row + 1) * f]);
         }
     }
     all
 }
 
-/// `/entry/data/data` of the given shape; `chunked`: one frame a chunk
-/// (frames written one at a time into a file on disk).
-pub(crate) fn data_dataset<T: hdf5::H5Type>(
-    file: &hdf5::File,
+/// The (fast, slow) pixels of each panel of `img`.
+pub(crate) fn panel_sizes(img: &MxImage) -> Vec<(usize, usize)> {
+    img.panels.iter().map(|p| (p.fpixels, p.spixels)).collect()
+}
+
+/// Dataset `name` of `group` of the given shape, frames along its first
+/// axis; `chunked`: one frame a chunk (frames written one at a time into a
+/// file on disk).
+pub(crate) fn frames_dataset<T: hdf5::H5Type>(
+    group: &Group,
+    name: &str,
     shape: &[usize],
     chunked: bool,
 ) -> hdf5::Result<hdf5::Dataset> {
-    let data_group = file.group("entry/data")?;
-    let builder = data_group.new_dataset::<T>().shape(shape);
+    let builder = group.new_dataset::<T>().shape(shape);
     let builder = match chunked {
         true => {
             let mut chunk = shape.to_vec();
@@ -231,7 +240,7 @@ pub(crate) fn data_dataset<T: hdf5::H5Type>(
         }
         false => builder,
     };
-    builder.create("data")
+    builder.create(name)
 }
 
 /// The detector's link to the data.
@@ -351,11 +360,12 @@ fn units_of_offset(units: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::mx::Panel;
 
-    fn image<'a>(panels: Vec<Panel<'a>>) -> MxImage<'a> {
+    /// An image of `panels` with the experiment's values set.
+    pub(crate) fn image<'a>(panels: Vec<Panel<'a>>) -> MxImage<'a> {
         MxImage {
             panels,
             beam: [1.0, 0.0, 0.0],

@@ -30,7 +30,8 @@ use hdf5::types::VarLenUnicode;
 use crate::atomic::Pending;
 use crate::mx::MxImage;
 use crate::nxmx::{
-    array, attr_text, data_dataset, frame_shape, group, header, link_data, text, HDF5,
+    array, attr_text, frame_shape, frames_dataset, group, header, link_data, panel_sizes,
+    stack_panels, text, HDF5,
 };
 use crate::IoError;
 
@@ -111,23 +112,21 @@ impl SeriesFile {
         let [n, smax, fmax] = frame_shape(img);
         let frame = if n == 1 { vec![smax, fmax] } else { vec![n, smax, fmax] };
         let shape: Vec<usize> = std::iter::once(frames).chain(frame.iter().copied()).collect();
-        let data = data_dataset::<i32>(&file, &shape, true).map_err(&err)?;
+        let data_group = file.group("entry/data").map_err(&err)?;
+        let data = frames_dataset::<i32>(&data_group, "data", &shape, true).map_err(&err)?;
         link_data(&file).map_err(&err)?;
         let sim = group(&file, "entry/simulation", "NXcollection").map_err(&err)?;
         text(&sim, "spec", spec.0).map_err(&err)?;
         text(&sim, "spec_digest", spec.1).map_err(&err)?;
         let noiseless = match noiseless {
             true => {
-                let mut chunk = shape.clone();
-                chunk[0] = 1;
-                let ds = sim.new_dataset::<f32>().shape(&shape[..]).chunk(chunk);
-                let ds = ds.create("noiseless").map_err(&err)?;
+                let ds = frames_dataset::<f32>(&sim, "noiseless", &shape, true).map_err(&err)?;
                 attr_text(&ds, "units", "photons").map_err(&err)?;
                 Some(ds)
             }
             false => None,
         };
-        let panels = img.panels.iter().map(|p| (p.fpixels, p.spixels)).collect();
+        let panels = panel_sizes(img);
         let file = Some(file);
         Ok(SeriesFile {
             kahn_factor: img.kahn_factor,
@@ -145,11 +144,6 @@ impl SeriesFile {
     /// The file this series becomes.
     pub fn target(&self) -> &Path {
         self.pending.as_ref().expect("present until committed").target()
-    }
-
-    /// Frames written so far.
-    pub fn written(&self) -> usize {
-        self.records.len()
     }
 
     /// Writes the next frame: `pixels[k]` the counts of panel k (fast index
@@ -172,31 +166,16 @@ impl SeriesFile {
             return Err(invalid("a frame's panels do not match the detector".into()));
         }
         let err = h5(&target);
-        let frame = self.stack(pixels);
+        let frame = stack_panels(&self.panels, pixels);
         let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
         let data = self.data.as_ref().expect("open until committed");
         write_frame(data, k, &self.frame, &frame).map_err(&err)?;
         if let (Some(ds), Some(parts)) = (&self.noiseless, noiseless) {
-            let frame = self.stack(parts);
+            let frame = stack_panels(&self.panels, parts);
             write_frame(ds, k, &self.frame, &frame).map_err(&err)?;
         }
         self.records.push(record);
         Ok(())
-    }
-
-    fn stack<T: Copy + Default>(&self, parts: &[&[T]]) -> Vec<T> {
-        if parts.len() == 1 {
-            return parts[0].to_vec();
-        }
-        let (n, smax, fmax) = (self.frame[0], self.frame[1], self.frame[2]);
-        let mut all = vec![T::default(); n * smax * fmax];
-        for (i, (v, &(f, s))) in parts.iter().zip(&self.panels).enumerate() {
-            for row in 0..s {
-                let at = (i * smax + row) * fmax;
-                all[at..at + f].copy_from_slice(&v[row * f..(row + 1) * f]);
-            }
-        }
-        all
     }
 
     /// Writes the shots' values, closes the file and renames it into place.
@@ -327,29 +306,7 @@ pub fn read_shots(path: &Path) -> Result<(Vec<u64>, String), IoError> {
 mod tests {
     use super::*;
     use crate::mx::Panel;
-
-    fn image<'a>(panels: Vec<Panel<'a>>) -> MxImage<'a> {
-        MxImage {
-            panels,
-            beam: [1.0, 0.0, 0.0],
-            polar: [0.0, 0.0, 1.0],
-            spindle: [0.0, 0.0, 1.0],
-            wavelength_a: 1.0,
-            spectrum_a: vec![(1.0, 1.0)],
-            kahn_factor: 0.0,
-            distance_m: 0.1,
-            beam_centre_px: [1.0, 1.0],
-            exposure_s: 1.0,
-            phi_start_deg: 0.0,
-            phi_range_deg: 0.0,
-            saturation_value: i32::MAX,
-            underload_value: -1,
-            sensor_material: "Si".into(),
-            sensor_thickness_m: 0.0,
-            start_time: "2026-11-28T00:00:00Z".into(),
-            end_time: "2026-11-28T00:00:01Z".into(),
-        }
-    }
+    use crate::nxmx::tests::image;
 
     fn record(shot: u64, channels: usize) -> ShotRecord {
         ShotRecord {

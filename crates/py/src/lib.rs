@@ -836,9 +836,6 @@ fn dataset_worker<'py>(
                 _ => anyhow::bail!("dataset: give shard and shards together"),
             };
             let team = team::Team::solo(shard)?;
-            if set.inv.uses_gpu() {
-                nanobragg_pipeline::dataset::select_gpu();
-            }
             nanobragg_pipeline::dataset::run_worker(&set, &team, resume, progress)
         })
         .map_err(pyerr)?;

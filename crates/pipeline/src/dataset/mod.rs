@@ -19,7 +19,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::{Misset, SimConfig};
 use nanobragg_core::geometry::panel_configs;
-use nanobragg_core::response::{noisy_image, SharedSeeds};
+use nanobragg_core::response::{noisy_image, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_io::nxmx_series::ShotRecord;
@@ -56,6 +56,11 @@ pub struct Dataset {
     pub inv: Invocation,
     /// The spectrum files' lines (`model = "files"`).
     spectra: Vec<Vec<[f64; 2]>>,
+    /// Shot 0's plans, one per panel: the detector and experiment every
+    /// file's header describes (the draws change neither).
+    header: Vec<Plan>,
+    /// The detector response of the noise (`None`: Poisson noise alone).
+    response: Option<Response>,
 }
 
 /// One shot rendered: its values and each panel's images.
@@ -102,10 +107,11 @@ impl Dataset {
                 .collect::<Result<_>>()?,
             _ => Vec::new(),
         };
-        let set = Dataset { spec, inv, spectra };
-        // the model's own errors (geometry, files) before any shot
-        set.plans(&set.config(&set.draw(0)))?;
-        crate::run::response(&set.inv.outputs, 1e-4)?;
+        let mut set = Dataset { spec, inv, spectra, header: Vec::new(), response: None };
+        // the model's own errors (geometry, files, response) before any shot
+        set.header = set.plans(&set.config(&set.draw(0)))?;
+        let pixel_m = set.header[0].detector.pixel_size_m;
+        set.response = crate::run::response(&set.inv.outputs, pixel_m)?;
         Ok(set)
     }
 
@@ -165,7 +171,8 @@ impl Dataset {
     /// detector response in panel order from the shot's noise seed.
     pub fn render(&self, i: u64) -> Result<Shot> {
         let d = self.draw(i);
-        let plans = self.plans(&self.config(&d))?;
+        let config = self.config(&d);
+        let plans = self.plans(&config)?;
         let mut noiseless = Vec::with_capacity(plans.len());
         for plan in &plans {
             let (image, _) = render_plan(&self.inv, plan)?;
@@ -192,7 +199,7 @@ impl Dataset {
                 })
                 .collect()
         } else {
-            match crate::run::response(o, plans[0].detector.pixel_size_m)? {
+            match &self.response {
                 None => {
                     let mut rng = NoiseRng::new(-d.noise_seed);
                     (plans.iter().zip(&noiseless))
@@ -219,7 +226,7 @@ impl Dataset {
                     (plans.iter().zip(&noiseless))
                         .map(|(p, img)| {
                             let dd = &p.detector;
-                            let n = noisy_image(img, dd.fpixels, dd.spixels, &r, &mut seeds);
+                            let n = noisy_image(img, dd.fpixels, dd.spixels, r, &mut seeds);
                             photons += n.photons;
                             n.pixels32.iter().map(|&v| v as i32).collect()
                         })
@@ -242,7 +249,7 @@ impl Dataset {
         let record = ShotRecord {
             shot: i,
             spectrum_a,
-            misset_deg: match self.config(&d).crystal.misset {
+            misset_deg: match config.crystal.misset {
                 Misset::Angles(a) => a,
                 _ => [f64::NAN; 3],
             },
@@ -329,16 +336,7 @@ pub fn main(args: &[String]) -> Result<()> {
     if set.inv.threads > 0 {
         let _ = rayon::ThreadPoolBuilder::new().num_threads(set.inv.threads).build_global();
     }
-    if set.inv.uses_gpu() {
-        select_gpu();
-    }
     run(&set, &team, &req)
-}
-
-/// Renders on the GPU of this process's local rank (modulo the GPUs
-/// visible): the ranks of a node share its GPUs.
-pub fn select_gpu() {
-    nanobragg_cuda::select_device(team::local_rank());
 }
 
 /// The output files: `<name>_<worker>.nxs`, `_<part>` where a worker's shots
@@ -491,7 +489,8 @@ fn run(set: &Dataset, team: &Team, req: &Request) -> Result<()> {
 
 /// Renders this worker's shots of `set` (all of the shard's with `resume`
 /// false, else those no file in the output folder holds) into its files.
-/// `progress`: a progress bar where this is worker 0.
+/// `progress`: a progress bar where this is worker 0. On a GPU, renders on
+/// the one of this process's local rank.
 pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> Result<WorkerRun> {
     let spec = &set.spec;
     let (worker, _) = team.worker();
@@ -506,6 +505,10 @@ pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> R
         false => team.broadcast_result(|| refuse_other_runs(set, team, &owned).map(|()| owned))?,
     };
     let shots: Vec<u64> = todo.iter().copied().skip(team.rank).step_by(team.ranks).collect();
+    if set.inv.uses_gpu() {
+        // the ranks of a node share its GPUs (modulo the GPUs visible)
+        nanobragg_cuda::select_device(team::local_rank());
+    }
     let started = Instant::now();
     let bar = progress_bar(progress && worker == 0, shots.len() as u64);
     let (written, photons, failure) = render_files(set, worker, resume, &shots, &bar);
@@ -628,10 +631,9 @@ fn write_file(
     bar: &indicatif::ProgressBar,
 ) -> Result<f64> {
     use nanobragg_io::nxmx_series::SeriesFile;
-    let plans = set.plans(&set.config(&set.draw(shots[0])))?;
     let panels: Vec<(&nanobragg_core::geometry::Detector, &[i32])> =
-        plans.iter().map(|p| (&p.detector, &[][..])).collect();
-    let header = crate::run::mx_image(&plans[0], &panels, &set.inv.outputs);
+        set.header.iter().map(|p| (&p.detector, &[][..])).collect();
+    let header = crate::run::mx_image(&set.header[0], &panels, &set.inv.outputs);
     let spec = &set.spec;
     let digest = spec.digest();
     let mut file =

@@ -111,13 +111,7 @@ impl Team {
                  or run the ranks as shards (-shard i/K)"
             );
         }
-        Ok(Team {
-            shard,
-            rank: 0,
-            ranks: 1,
-            #[cfg(feature = "mpi")]
-            mpi: None,
-        })
+        Team::solo(shard)
     }
 
     /// This worker's index among all workers, and their number.
