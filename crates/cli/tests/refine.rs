@@ -239,6 +239,7 @@ fn bad_requests_are_refused() {
             "from 1 to 1000",
         ),
         (&["-observed", "ok.bin", "-refine", "Na", "-history", "1001"], "from 1 to 1000"),
+        (&["-observed", "ok.bin", "-refine", "Na", "-max_chi2", "0.5"], "is not a number >= 1"),
         (&["-observed", "/dev/zero", "-refine", "Na"], "-observed /dev/zero: not a regular file"),
         // what is wrong with the model comes before what is wrong with the file
         (&["-observed", "missing.bin", "-refine", "mosaic"], "needs -mosaic > 0"),
@@ -259,4 +260,135 @@ fn bad_requests_are_refused() {
         assert_eq!(stderr.lines().count(), 1, "{extra:?}: {stderr}");
         assert!(stderr.starts_with("error: "), "{stderr}");
     }
+}
+
+/// Pixels along each side of a module of [`four_modules`].
+const MODULE: usize = 128;
+
+/// A module's first-pixel corner (CrystFEL pixels from the beam) before its
+/// move: 2 × 2 around the beam, 4 pixels apart.
+fn corner(k: usize) -> (f64, f64) {
+    let at = |i: usize| (i * (MODULE + 4)) as f64 - (MODULE + 2) as f64;
+    (at(k % 2), at(k / 2))
+}
+
+/// A CrystFEL geometry of four square modules of 0.172 mm at 50 mm, each
+/// moved by `moves[k]` (pixels along x and y, mm along the beam).
+fn four_modules(moves: [[f64; 3]; 4]) -> String {
+    let mut geom = String::from("clen = 0.05\nres = 5813.953488372\nphoton_energy = 12398.42 eV\n");
+    for (k, [dx, dy, dz]) in moves.into_iter().enumerate() {
+        let (cx, cy) = corner(k);
+        geom += &format!(
+            "m{k}/min_fs = 0\nm{k}/max_fs = {}\nm{k}/min_ss = {}\nm{k}/max_ss = {}\n\
+             m{k}/corner_x = {}\nm{k}/corner_y = {}\nm{k}/coffset = {}\n\
+             m{k}/fs = +1x +0y +0z\nm{k}/ss = +0x +1y +0z\n",
+            MODULE - 1,
+            MODULE * k,
+            MODULE * (k + 1) - 1,
+            cx + dx,
+            cy + dy,
+            dz / 1000.0
+        );
+    }
+    geom
+}
+
+/// Each module's own shifts (`Xbeam@K`, `Ybeam@K`, `close_distance@K`)
+/// refined with the crystal from the nominal geometry recover the modules'
+/// true places (within 3 standard errors), and the fit check passes.
+#[test]
+fn recovers_the_panels_shifts() {
+    let dir = scratch("panels");
+    let moves = [[0.6, -0.4, 0.2], [-0.8, 0.3, -0.3], [0.2, 0.9, 0.1], [-0.5, -0.7, 0.25]];
+    std::fs::write(dir.join("truth.geom"), four_modules(moves)).unwrap();
+    std::fs::write(dir.join("start.geom"), four_modules([[0.0; 3]; 4])).unwrap();
+    let model = "-default_F 200 -N 10 -fluence 1e27 -oversample 1 -nopgm -threads 2";
+    let mut truth: Vec<&str> = "-geom truth.geom -cell 61 67 73 90 90 90 -misset 12 -7 33"
+        .split(' ')
+        .chain(model.split(' '))
+        .collect();
+    truth.extend(["-noisefile", "obs.img", "-seed", "7"]);
+    let out = nanobragg(&dir, &truth);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let params = "cell_a,cell_b,cell_c,misset_x,misset_y,misset_z,Xbeam@*,Ybeam@*,close_distance@*";
+    let mut args: Vec<&str> = vec!["refine", "-observed", "obs.img", "-refine", params];
+    args.extend("-geom start.geom -cell 61.3 66.8 73.2 90 90 90 -misset 12.2 -7.2 33.1".split(' '));
+    args.extend(model.split(' '));
+    let out = nanobragg(&dir, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let rows = table(&stdout);
+    assert_eq!(rows.len(), 18, "{stdout}");
+    let pixel = 0.172;
+    let mut want: Vec<(String, f64)> = [61.0, 67.0, 73.0, 12.0, -7.0, 33.0]
+        .iter()
+        .zip(["cell_a", "cell_b", "cell_c", "misset_x", "misset_y", "misset_z"])
+        .map(|(v, n)| (n.to_string(), *v))
+        .collect();
+    // a module's own flags: Xbeam = −corner_x · pixel (CrystFEL's x is
+    // DIALS's −x), Ybeam = −corner_y · pixel, close_distance = clen + coffset
+    for (k, [dx, dy, dz]) in moves.into_iter().enumerate() {
+        let (cx, cy) = corner(k);
+        want.push((format!("Xbeam@{k}"), -(cx + dx) * pixel));
+        want.push((format!("Ybeam@{k}"), -(cy + dy) * pixel));
+        want.push((format!("close_distance@{k}"), 50.0 + dz));
+    }
+    for (name, truth) in want {
+        let (_, row) =
+            rows.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name}: {stdout}"));
+        let se = row.se.unwrap_or_else(|| panic!("{name}: no standard error\n{stdout}"));
+        let z = (row.refined - truth) / se;
+        eprintln!("{name}: {} ± {se:.2e} for {truth} (start {}, z {z:.2})", row.refined, row.start);
+        assert!(z.abs() < 3.0, "{name}: {} ± {se} for {truth}\n{stdout}", row.refined);
+    }
+    assert!(stdout.contains("panel 3 (m3) refined"), "{stdout}");
+}
+
+/// Panels' parameters are named as a panel's, and only where there are
+/// panels.
+#[test]
+fn panel_parameters_are_checked() {
+    let dir = scratch("panel_errors");
+    std::fs::write(dir.join("d.geom"), four_modules([[0.0; 3]; 4])).unwrap();
+    std::fs::write(dir.join("ok.bin"), vec![0u8; MODULE * MODULE * 16]).unwrap();
+    let model = "-geom d.geom -cell 61 67 73 90 90 90 -default_F 200 -N 10";
+    let cases: &[(&str, &str)] = &[
+        ("Xbeam", "name a panel, Xbeam@K"),
+        ("distance", "placed by its panels' vectors"),
+        ("Xbeam@4", "the detector has 4 panels (0 to 3)"),
+        ("Xbeam@m9", "no panel named 'm9' (panels: m0, m1, m2, m3)"),
+        ("detector_rotx@1", "a panel's parameters are close_distance, Xbeam, Ybeam"),
+        ("cell_a@1", "a panel's parameters are"),
+    ];
+    for (list, want) in cases {
+        let mut args = vec!["refine", "-observed", "ok.bin", "-refine", list];
+        args.extend(model.split(' '));
+        let out = nanobragg(&dir, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{list} was accepted");
+        assert!(stderr.contains(want), "{list}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{list}: {stderr}");
+    }
+    // a single panel has none
+    let out = nanobragg(
+        &dir,
+        &[
+            "refine",
+            "-observed",
+            "ok.bin",
+            "-refine",
+            "Xbeam@0",
+            "-detpixels",
+            "96",
+            "-cell",
+            "61",
+            "67",
+            "73",
+            "90",
+            "90",
+            "90",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the detector is a single panel"), "{stderr}");
 }

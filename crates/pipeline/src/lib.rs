@@ -28,7 +28,7 @@ pub mod spots;
 
 pub use invocation::{Curvatures, Device, Invocation, Outputs};
 pub use memory::keep_freed_memory;
-pub use parameters::Parameters;
+pub use parameters::{Parameters, Target};
 pub use parse::{parse_args, CliError};
 pub use render::{Rendered, Seeds};
 

@@ -11,10 +11,12 @@
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::diff::leaves::check_param;
-use nanobragg_core::diff::loss::{loss_gradient, LossEval, LossKind};
+use nanobragg_core::diff::loss::{self, loss_gradient, LossEval, LossKind};
 use nanobragg_core::diff::{jvp_of, sf_vjp_of, vjp_of, Param, SfProducts};
+use nanobragg_core::geometry::{panel_configs, PanelLayout};
 use nanobragg_core::render::{render_f64, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::vec3::dot;
 use nanobragg_core::SimConfig;
 
 /// The message of a library error without its `invalid -gradient:` prefix.
@@ -27,58 +29,258 @@ pub(crate) fn message(e: &nanobragg_core::Error) -> String {
 
 pub(crate) const MISSETS: [Param; 3] = [Param::MissetX, Param::MissetY, Param::MissetZ];
 
+/// The detector parameters a panel of a multi-panel detector has of its
+/// own: its shifts along its normal, fast and slow axes.
+pub const PANEL_PARAMS: [Param; 3] = [Param::CloseDistance, Param::Xbeam, Param::Ybeam];
+
+/// The parameters that move a single-panel detector.
+pub(crate) const DETECTOR_PARAMS: [Param; 8] = [
+    Param::Distance,
+    Param::CloseDistance,
+    Param::Xbeam,
+    Param::Ybeam,
+    Param::DetectorRotX,
+    Param::DetectorRotY,
+    Param::DetectorRotZ,
+    Param::Twotheta,
+];
+
+/// A parameter to fit: one of the model's ([`Param`]), or, written
+/// `NAME@K`, a detector parameter of panel `K` of a multi-panel detector
+/// (`close_distance@3`, `Xbeam@3`, `Ybeam@3`: that panel's own
+/// single-panel flags, which move it along its normal, against its fast
+/// axis and against its slow axis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// The parameter.
+    pub param: Param,
+    /// The panel whose parameter it is; `None`: the model's.
+    pub panel: Option<usize>,
+}
+
+impl From<Param> for Target {
+    fn from(param: Param) -> Self {
+        Target { param, panel: None }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.panel {
+            Some(k) => write!(f, "{}@{k}", self.param),
+            None => write!(f, "{}", self.param),
+        }
+    }
+}
+
+impl Target {
+    /// The unit of its value.
+    pub fn unit(self) -> &'static str {
+        self.param.unit()
+    }
+
+    /// The targets of a comma-separated list of names, `NAME@K` naming
+    /// panel `K` by index or by name among `panels` and `NAME@*` every
+    /// panel (`all`: every [`Param`]).
+    pub fn parse_list(s: &str, panels: &[String]) -> Result<Vec<Target>> {
+        let mut out: Vec<Target> = Vec::new();
+        let mut plain = Vec::new();
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let Some((p, k)) = name.split_once('@') else {
+                plain.push(name);
+                continue;
+            };
+            // each name checked alone, so that the message names it
+            let param = Param::parse_list(p).map_err(|e| anyhow!("{}", message(&e)))?;
+            let [param] = param[..] else { bail!("'{name}': one parameter before @") };
+            let ks: Vec<usize> = if k == "*" {
+                (0..panels.len()).collect()
+            } else if let Ok(i) = k.parse::<usize>() {
+                vec![i]
+            } else {
+                match panels.iter().position(|n| n == k) {
+                    Some(i) => vec![i],
+                    None => bail!(
+                        "'{name}': no panel named '{}' (panels: {})",
+                        nanobragg_core::error::shown(k),
+                        if panels.is_empty() {
+                            "none, one flat detector".into()
+                        } else {
+                            panels.join(", ")
+                        }
+                    ),
+                }
+            };
+            if panels.is_empty() {
+                bail!("'{name}': the detector is a single panel: name the parameter without @");
+            }
+            for i in ks {
+                if i >= panels.len() {
+                    bail!(
+                        "'{name}': the detector has {} panels (0 to {})",
+                        panels.len(),
+                        panels.len() - 1
+                    );
+                }
+                let t = Target { param, panel: Some(i) };
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+        if !plain.is_empty() {
+            let params =
+                Param::parse_list(&plain.join(",")).map_err(|e| anyhow!("{}", message(&e)))?;
+            for p in params {
+                if !out.contains(&p.into()) {
+                    out.push(p.into());
+                }
+            }
+        }
+        if out.is_empty() {
+            bail!("no parameter named");
+        }
+        Ok(out)
+    }
+}
+
 /// Chosen parameters of a model as numbers, and the configuration they give.
+///
+/// A multi-panel detector is rendered panel by panel ([`panel_configs`]);
+/// the model's parameters move every panel, a panel's own (`Xbeam@3`) that
+/// panel alone, by moving its origin in the model's panel list.
 #[derive(Debug, Clone)]
 pub struct Parameters {
     pub(crate) cfg0: SimConfig,
+    /// The plan of the model (of its first panel, with several).
     pub(crate) plan0: Plan,
+    /// With several panels: where their pixels lie in the image, and each
+    /// panel's engine parameters and automatic oversampling.
+    panels: Option<Panels>,
     seeds: SetupSeeds,
-    pub(crate) params: Vec<Param>,
+    pub(crate) params: Vec<Target>,
     pub(crate) start: Vec<f64>,
-    /// Parameters the Jacobian is taken by: the chosen ones, with the three
-    /// crystal rotations in place of any `misset_*`.
+    /// Parameters the Jacobian is taken by: the chosen ones of the model,
+    /// with the three crystal rotations in place of any `misset_*`.
     query: Vec<Param>,
+}
+
+/// The panels of a multi-panel model.
+#[derive(Debug, Clone)]
+struct Panels {
+    layout: PanelLayout,
+    /// Each panel's engine parameters: [`Parameters::query`], then its own.
+    query: Vec<Vec<Param>>,
+    /// Each panel's automatic oversampling at the start, held fixed.
+    oversample: Vec<Option<i64>>,
 }
 
 impl Parameters {
     /// `params` of the model `cfg0` (rendered with `seeds`). The automatic
     /// oversampling of `cfg0`'s plan is kept for every value.
-    pub fn new(mut cfg0: SimConfig, seeds: SetupSeeds, params: Vec<Param>) -> Result<Self> {
-        let plan0 = Plan::new(&cfg0, seeds)?;
-        // The automatic oversampling is a whole number that jumps with the
-        // geometry (distance, cell, N): the fit keeps the starting model's.
-        if plan0.oversample_auto {
-            cfg0.sampling.oversample = plan0.oversample as i64;
-        }
-        let mut start = Vec::new();
-        for &p in &params {
-            check_param(&cfg0, &plan0, p).map_err(|e| anyhow!("{}", message(&e)))?;
-            start.push(start_value(&cfg0, &plan0, p)?);
-        }
-        let mut query: Vec<Param> =
-            params.iter().copied().filter(|p| !MISSETS.contains(p)).collect();
-        if params.iter().any(|p| MISSETS.contains(p)) {
-            query.extend(MISSETS);
-        }
-        Ok(Parameters { cfg0, plan0, seeds, params, start, query })
+    pub fn new(cfg0: SimConfig, seeds: SetupSeeds, params: Vec<Param>) -> Result<Self> {
+        Self::of_targets(cfg0, seeds, params.into_iter().map(Target::from).collect())
     }
 
-    /// The configuration with the parameters at `values`.
+    /// [`Parameters::new`] with panels' parameters among them.
+    pub fn of_targets(mut cfg0: SimConfig, seeds: SetupSeeds, params: Vec<Target>) -> Result<Self> {
+        let mut query: Vec<Param> = (params.iter())
+            .filter(|t| t.panel.is_none() && !MISSETS.contains(&t.param))
+            .map(|t| t.param)
+            .collect();
+        if params.iter().any(|t| MISSETS.contains(&t.param)) {
+            query.extend(MISSETS);
+        }
+        if cfg0.detector.panels.is_empty() {
+            let plan0 = Plan::new(&cfg0, seeds)?;
+            // The automatic oversampling is a whole number that jumps with the
+            // geometry (distance, cell, N): the fit keeps the starting model's.
+            if plan0.oversample_auto {
+                cfg0.sampling.oversample = plan0.oversample as i64;
+            }
+            let mut start = Vec::new();
+            for &t in &params {
+                if t.panel.is_some() {
+                    bail!("{t}: the detector is a single panel: name the parameter without @");
+                }
+                check_param(&cfg0, &plan0, t.param).map_err(|e| anyhow!("{}", message(&e)))?;
+                start.push(start_value(&cfg0, &plan0, t.param)?);
+            }
+            return Ok(Parameters { cfg0, plan0, panels: None, seeds, params, start, query });
+        }
+        let layout = PanelLayout::new(&cfg0.detector)?;
+        let configs = panel_configs(&cfg0)?;
+        let plans: Vec<Plan> =
+            configs.iter().map(|c| Plan::new(c, seeds)).collect::<std::result::Result<_, _>>()?;
+        let oversample = plans.iter().map(|p| p.oversample_auto.then_some(p.oversample as i64));
+        let oversample: Vec<Option<i64>> = oversample.collect();
+        let mut start = Vec::new();
+        for &t in &params {
+            let p = t.param;
+            let k = match t.panel {
+                Some(k) if PANEL_PARAMS.contains(&p) => k,
+                Some(_) => bail!(
+                    "{t}: a panel's parameters are {} (its shifts along its normal, fast and slow axes)",
+                    PANEL_PARAMS.map(|p| p.name()).join(", ")
+                ),
+                None if PANEL_PARAMS.contains(&p) => bail!(
+                    "{p}: the panels of a multi-panel detector move each on its own: name a panel, {p}@K (K its index or name), or {p}@* for every panel"
+                ),
+                None if DETECTOR_PARAMS.contains(&p) => bail!(
+                    "{p}: a multi-panel detector is placed by its panels' vectors: refine its panels' {} (NAME@K)",
+                    PANEL_PARAMS.map(|p| p.name()).join(", ")
+                ),
+                None => 0,
+            };
+            if k >= plans.len() {
+                bail!("{t}: the detector has {} panels", plans.len());
+            }
+            check_param(&configs[k], &plans[k], p).map_err(|e| anyhow!("{}", message(&e)))?;
+            start.push(start_value(&configs[k], &plans[k], p)?);
+        }
+        let query_of = |k: usize| {
+            let own = params.iter().filter(|t| t.panel == Some(k)).map(|t| t.param);
+            query.iter().copied().chain(own).collect()
+        };
+        let panels = Panels { query: (0..plans.len()).map(query_of).collect(), layout, oversample };
+        let plan0 = plans.into_iter().next().expect("a panel");
+        Ok(Parameters { cfg0, plan0, panels: Some(panels), seeds, params, start, query })
+    }
+
+    /// The configuration with the parameters at `values` (with several
+    /// panels, the whole detector's: the panels' origins moved).
     pub fn config(&self, values: &[f64]) -> Result<SimConfig> {
         if values.len() != self.params.len() {
             bail!("{} values for {} parameters", values.len(), self.params.len());
         }
         let mut cfg = self.cfg0.clone();
         let mut misset = misset_angles(&self.cfg0);
-        for ((&p, &v), &s) in self.params.iter().zip(values).zip(&self.start) {
-            if let Some(i) = MISSETS.iter().position(|&m| m == p) {
+        let mut shifts = Vec::new();
+        for ((&t, &v), &s) in self.params.iter().zip(values).zip(&self.start) {
+            if let Some(i) = MISSETS.iter().position(|&m| m == t.param) {
                 misset[i] = v;
+            } else if let Some(k) = t.panel {
+                shifts.push((k, t.param, v));
             } else if v != s {
-                cfg = p.nudged(&cfg, &self.plan0, v - s)?;
+                cfg = t.param.nudged(&cfg, &self.plan0, v - s)?;
             }
         }
-        if self.params.iter().any(|p| MISSETS.contains(p)) {
+        if self.params.iter().any(|t| MISSETS.contains(&t.param)) {
             cfg.crystal.misset = Misset::Angles(misset);
+        }
+        let beam = cfg.detector.beam;
+        for (k, p, v) in shifts {
+            let panel = &mut cfg.detector.panels[k];
+            let [f, s, o] = panel.frame(beam)?;
+            let at = panel.origin_mm;
+            // (Xbeam, Ybeam, close_distance) of the panel, one of them moved
+            let (mut x, mut y, mut c) = (-dot(at, f), -dot(at, s), dot(at, o));
+            match p {
+                Param::Xbeam => x = v,
+                Param::Ybeam => y = v,
+                _ => c = v,
+            }
+            panel.origin_mm = std::array::from_fn(|i| -x * f[i] - y * s[i] + c * o[i]);
         }
         Ok(cfg)
     }
@@ -89,11 +291,17 @@ impl Parameters {
     /// `-misset` (rotations x, then y, then z) turns about Rz(ψz)·Ry(ψy)·x,
     /// ψy about Rz(ψz)·y, ψz about z.
     pub fn chain(&self, values: &[f64]) -> Vec<f64> {
-        let (np, nq) = (self.params.len(), self.query.len());
+        self.chain_to(values, &self.query, None)
+    }
+
+    /// [`Parameters::chain`] to the engine parameters `query` of `panel`
+    /// (`None`: the model's alone): other panels' parameters get zero rows.
+    fn chain_to(&self, values: &[f64], query: &[Param], panel: Option<usize>) -> Vec<f64> {
+        let (np, nq) = (self.params.len(), query.len());
         let mut m = vec![0.0; np * nq];
         let mut psi = misset_angles(&self.cfg0);
-        for (&p, &v) in self.params.iter().zip(values) {
-            if let Some(i) = MISSETS.iter().position(|&m| m == p) {
+        for (&t, &v) in self.params.iter().zip(values) {
+            if let Some(i) = MISSETS.iter().position(|&m| m == t.param) {
                 psi[i] = v;
             }
         }
@@ -103,41 +311,122 @@ impl Parameters {
             rot_z([0.0, 1.0, 0.0], r[2]),
             [0.0, 0.0, 1.0],
         ];
-        for (i, &p) in self.params.iter().enumerate() {
-            if let Some(a) = MISSETS.iter().position(|&m| m == p) {
+        for (i, &t) in self.params.iter().enumerate() {
+            if let Some(a) = MISSETS.iter().position(|&m| m == t.param) {
                 for (j, &q) in MISSETS.iter().enumerate() {
-                    let col = self.query.iter().position(|&x| x == q).unwrap();
+                    let col = query.iter().position(|&x| x == q).unwrap();
                     m[i * nq + col] = axes[a][j];
                 }
-            } else {
-                m[i * nq + self.query.iter().position(|&x| x == p).unwrap()] = 1.0;
+            } else if t.panel.is_none() || t.panel == panel {
+                m[i * nq + query.iter().position(|&x| x == t.param).unwrap()] = 1.0;
             }
         }
         m
     }
 
-    /// The configuration and plan at `values`.
-    fn at(&self, values: &[f64]) -> Result<(SimConfig, Plan)> {
+    /// Each panel's configuration at `values` (one: the model's).
+    fn configs_at(&self, values: &[f64]) -> Result<Vec<SimConfig>> {
         let cfg = self.config(values)?;
-        let plan = Plan::new(&cfg, self.seeds)?;
-        Ok((cfg, plan))
+        let Some(panels) = &self.panels else { return Ok(vec![cfg]) };
+        let mut out = panel_configs(&cfg)?;
+        for (c, oversample) in out.iter_mut().zip(&panels.oversample) {
+            if let Some(n) = oversample {
+                c.sampling.oversample = *n;
+            }
+        }
+        Ok(out)
     }
 
-    /// The plan at `values` (the geometry a set of values gives).
+    /// Each panel's configuration and plan at `values` (one: the model's).
+    fn panels_at(&self, values: &[f64]) -> Result<Vec<(SimConfig, Plan)>> {
+        let mut out = Vec::new();
+        for c in self.configs_at(values)? {
+            let plan = Plan::new(&c, self.seeds)?;
+            out.push((c, plan));
+        }
+        Ok(out)
+    }
+
+    /// The plan at `values` (the geometry a set of values gives; of the
+    /// first panel, with several).
     pub fn plan_at(&self, values: &[f64]) -> Result<Plan> {
-        Ok(self.at(values)?.1)
+        Ok(self.panels_at(values)?.swap_remove(0).1)
     }
 
-    /// Derivatives by the query parameters turned into derivatives by the
-    /// chosen ones at `values` ([`Parameters::chain`]).
-    fn by_params(&self, values: &[f64], by_query: &[f64]) -> Vec<f64> {
-        let m = self.chain(values);
-        let nq = self.query.len();
-        (0..self.params.len()).map(|i| (0..nq).map(|k| m[i * nq + k] * by_query[k]).sum()).collect()
+    /// Each panel's plan at `values` (one: the model's).
+    pub fn plans_at(&self, values: &[f64]) -> Result<Vec<Plan>> {
+        Ok(self.panels_at(values)?.into_iter().map(|(_, p)| p).collect())
+    }
+
+    /// Where each panel's pixels lie in the image: origin (fast, slow) and
+    /// size (fast, slow) per panel.
+    pub fn panel_boxes(&self) -> Vec<([usize; 2], [usize; 2])> {
+        match &self.panels {
+            Some(p) => {
+                p.layout.origins.iter().copied().zip(p.layout.sizes.iter().copied()).collect()
+            }
+            None => {
+                let d = &self.plan0.detector;
+                vec![([0, 0], [d.fpixels, d.spixels])]
+            }
+        }
+    }
+
+    /// The image's pixels along fast and slow (all panels').
+    pub fn image_size(&self) -> [usize; 2] {
+        match &self.panels {
+            Some(p) => [p.layout.width, p.layout.height],
+            None => [self.plan0.detector.fpixels, self.plan0.detector.spixels],
+        }
+    }
+
+    /// Panel `k`'s pixels of an image of the whole detector.
+    pub fn panel_pixels<T: Copy>(&self, k: usize, image: &[T]) -> Vec<T> {
+        match &self.panels {
+            Some(p) => p.layout.get(k, image),
+            None => image.to_vec(),
+        }
+    }
+
+    /// The image of the whole detector from each panel's (gaps 0).
+    fn stacked<T: Copy + Default>(&self, parts: Vec<Vec<T>>) -> Vec<T> {
+        let Some(p) = &self.panels else { return parts.into_iter().next().unwrap_or_default() };
+        let mut image = vec![T::default(); p.layout.width * p.layout.height];
+        for (k, part) in parts.iter().enumerate() {
+            p.layout.put(k, part, &mut image);
+        }
+        image
+    }
+
+    /// Which pixels of the image a loss uses ([`loss::pixels_used`] of each
+    /// panel; gaps between panels are not used).
+    pub fn pixels_used(&self, skip: &[bool]) -> Result<Vec<bool>> {
+        let mut parts = Vec::new();
+        for (k, plan) in self.plans_at(&self.start)?.iter().enumerate() {
+            parts.push(loss::pixels_used(plan, Some(&self.panel_pixels(k, skip))));
+        }
+        Ok(self.stacked(parts))
+    }
+
+    /// Panel `k`'s engine parameters.
+    fn query_of(&self, k: usize) -> &[Param] {
+        match &self.panels {
+            Some(p) => &p.query[k],
+            None => &self.query,
+        }
+    }
+
+    /// Derivatives by panel `k`'s engine parameters turned into derivatives
+    /// by the chosen ones at `values` ([`Parameters::chain`]).
+    fn by_params(&self, values: &[f64], k: usize, by_query: &[f64]) -> Vec<f64> {
+        let query = self.query_of(k);
+        let m = self.chain_to(values, query, self.panels.as_ref().map(|_| k));
+        let nq = query.len();
+        (0..self.params.len()).map(|i| (0..nq).map(|q| m[i * nq + q] * by_query[q]).sum()).collect()
     }
 
     /// The parameters, in the order given.
-    pub fn params(&self) -> &[Param] {
+    pub fn params(&self) -> &[Target] {
         &self.params
     }
 
@@ -146,7 +435,8 @@ impl Parameters {
         &self.start
     }
 
-    /// The plan of the model they were chosen from.
+    /// The plan of the model they were chosen from (of its first panel,
+    /// with several).
     pub fn plan(&self) -> &Plan {
         &self.plan0
     }
@@ -159,24 +449,40 @@ impl Parameters {
         opts: RenderOptions,
         precision: Precision,
     ) -> Result<Vec<f64>> {
-        let (_, plan) = self.at(values)?;
-        Ok(render_f64(&plan, opts, precision).0)
+        let parts = self.panels_at(values)?;
+        Ok(self
+            .stacked(parts.iter().map(|(_, plan)| render_f64(plan, opts, precision).0).collect()))
     }
 
     /// `Jᵀv` at `values`: `Σ v · d pixel / d parameter` for each parameter
     /// (per unit of its flag), without forming the derivative images where
     /// the engine can ([`vjp_of`]).
     pub fn vjp(&self, values: &[f64], v: &[f64], opts: RenderOptions) -> Result<Vec<f64>> {
-        let (cfg, plan) = self.at(values)?;
-        let by_query = vjp_of(&cfg, &plan, &self.query, self.seeds, opts, v)?.values;
-        Ok(self.by_params(values, &by_query))
+        let mut out = vec![0.0; self.params.len()];
+        for (k, (cfg, plan)) in self.panels_at(values)?.iter().enumerate() {
+            let vk = self.panel_pixels(k, v);
+            let by_query = vjp_of(cfg, plan, self.query_of(k), self.seeds, opts, &vk)?.values;
+            for (o, x) in out.iter_mut().zip(self.by_params(values, k, &by_query)) {
+                *o += x;
+            }
+        }
+        Ok(out)
     }
 
     /// The f64 image at `values` and `Σ v · d pixel / d F` for every value
     /// of the structure-factor grid ([`sf_vjp_of`]).
     pub fn sf_vjp(&self, values: &[f64], v: &[f64], opts: RenderOptions) -> Result<SfProducts> {
-        let (_, plan) = self.at(values)?;
-        Ok(sf_vjp_of(&plan, opts, v)?)
+        let (mut images, mut gradient) = (Vec::new(), Vec::<f64>::new());
+        for (k, (_, plan)) in self.panels_at(values)?.iter().enumerate() {
+            let p = sf_vjp_of(plan, opts, &self.panel_pixels(k, v))?;
+            if gradient.is_empty() {
+                gradient = p.gradient;
+            } else {
+                gradient.iter_mut().zip(&p.gradient).for_each(|(g, x)| *g += x);
+            }
+            images.push(p.image);
+        }
+        Ok(SfProducts { image: self.stacked(images), gradient })
     }
 
     /// `J·t` at `values`: the derivative of every pixel along the direction
@@ -185,16 +491,22 @@ impl Parameters {
         if t.len() != self.params.len() {
             bail!("{} tangents for {} parameters", t.len(), self.params.len());
         }
-        let (cfg, plan) = self.at(values)?;
-        let m = self.chain(values);
-        let nq = self.query.len();
-        let tq: Vec<f64> =
-            (0..nq).map(|k| (0..self.params.len()).map(|i| m[i * nq + k] * t[i]).sum()).collect();
-        Ok(jvp_of(&cfg, &plan, &self.query, self.seeds, opts, &tq)?.values)
+        let mut parts = Vec::new();
+        for (k, (cfg, plan)) in self.panels_at(values)?.iter().enumerate() {
+            let query = self.query_of(k);
+            let m = self.chain_to(values, query, self.panels.as_ref().map(|_| k));
+            let nq = query.len();
+            let tq: Vec<f64> = (0..nq)
+                .map(|q| (0..self.params.len()).map(|i| m[i * nq + q] * t[i]).sum())
+                .collect();
+            parts.push(jvp_of(cfg, plan, query, self.seeds, opts, &tq)?.values);
+        }
+        Ok(self.stacked(parts))
     }
 
     /// The loss of the image at `values` against `observed` and its
-    /// gradient, Gauss–Newton Hessian and information by the parameters.
+    /// gradient, Gauss–Newton Hessian and information by the parameters
+    /// (with several panels, over every panel's pixels).
     pub fn loss(
         &self,
         values: &[f64],
@@ -203,33 +515,73 @@ impl Parameters {
         skip: Option<&[bool]>,
         opts: RenderOptions,
     ) -> Result<LossEval> {
-        let cfg = self.config(values)?;
-        let ev = loss_gradient(&cfg, &self.query, self.seeds, opts, kind, observed, skip)?;
-        let m = self.chain(values);
-        let (np, nq) = (self.params.len(), self.query.len());
-        let gradient = self.by_params(values, &ev.gradient);
-        let sandwich = |a: &[f64]| -> Vec<f64> {
-            let mut out = vec![0.0; np * np];
-            for i in 0..np {
-                for j in 0..np {
-                    let mut s = 0.0;
-                    for k in 0..nq {
-                        for l in 0..nq {
-                            s += m[i * nq + k] * a[k * nq + l] * m[j * nq + l];
+        let np = self.params.len();
+        let [w, h] = self.image_size();
+        if self.panels.is_some() && observed.len() != w * h {
+            bail!(
+                "the observed image has {} pixels, the detector's image {w} x {h}",
+                observed.len()
+            );
+        }
+        let mut evals = Vec::new();
+        for (k, cfg) in self.configs_at(values)?.iter().enumerate() {
+            let query = self.query_of(k);
+            let obs = self.panel_pixels(k, observed);
+            let skip = skip.map(|s| self.panel_pixels(k, s));
+            let ev = loss_gradient(cfg, query, self.seeds, opts, kind, &obs, skip.as_deref())?;
+            let m = self.chain_to(values, query, self.panels.as_ref().map(|_| k));
+            let nq = query.len();
+            let sandwich = |a: &[f64]| -> Vec<f64> {
+                let mut out = vec![0.0; np * np];
+                for i in 0..np {
+                    for j in 0..np {
+                        let mut s = 0.0;
+                        for k in 0..nq {
+                            for l in 0..nq {
+                                s += m[i * nq + k] * a[k * nq + l] * m[j * nq + l];
+                            }
                         }
+                        out[i * np + j] = s;
                     }
-                    out[i * np + j] = s;
                 }
+                out
+            };
+            evals.push(LossEval {
+                params: self.params.iter().map(|t| t.param).collect(),
+                gradient: self.by_params(values, k, &ev.gradient),
+                hessian: sandwich(&ev.hessian),
+                information: sandwich(&ev.information),
+                ..ev
+            });
+        }
+        if evals.len() == 1 {
+            return Ok(evals.pop().expect("one panel"));
+        }
+        // the panels' sums; SSE's variance is the residuals' over all pixels
+        let images = evals.iter_mut().map(|e| std::mem::take(&mut e.image)).collect();
+        let mut evals = evals.into_iter();
+        let mut sum = evals.next().expect("panels");
+        for e in evals {
+            sum.value += e.value;
+            sum.pixels += e.pixels;
+            for (a, b) in sum.gradient.iter_mut().zip(&e.gradient) {
+                *a += b;
             }
-            out
-        };
-        Ok(LossEval {
-            params: self.params.clone(),
-            gradient,
-            hessian: sandwich(&ev.hessian),
-            information: sandwich(&ev.information),
-            ..ev
-        })
+            for (a, b) in sum.hessian.iter_mut().zip(&e.hessian) {
+                *a += b;
+            }
+            for (a, b) in sum.information.iter_mut().zip(&e.information) {
+                *a += b;
+            }
+        }
+        if kind == LossKind::Sse {
+            let dof = sum.pixels.saturating_sub(np);
+            sum.sigma2 = if dof > 0 { sum.value / dof as f64 } else { 0.0 };
+            let s2 = sum.sigma2.max(f64::MIN_POSITIVE);
+            sum.information = sum.hessian.iter().map(|h| h / 2.0 / s2).collect();
+        }
+        sum.image = self.stacked(images);
+        Ok(sum)
     }
 }
 
@@ -381,5 +733,88 @@ mod tests {
             let scale: f64 = fd.iter().zip(&v).map(|(f, v)| (f * v).abs()).sum();
             assert!((vjp[i] - want).abs() <= 1e-6 * scale, "{}: Jᵀv", p.params()[i]);
         }
+    }
+
+    /// With two panels: a panel's own parameter moves its pixels alone, and
+    /// `J·t`, `Jᵀv` and the loss gradient by panel and model parameters
+    /// agree with central differences of the stacked f64 image.
+    #[test]
+    fn panel_parameters_match_finite_differences() {
+        let dir = std::env::temp_dir().join(format!("nb-params-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let geom = dir.join("two.geom");
+        let mut text = String::from("clen = 0.06\nres = 1000\nphoton_energy = 12398.42 eV\n");
+        for (k, (cx, cy, fs)) in [(-14.0, -6.0, "+1x +0y +0z"), (1.0, -5.0, "+0.9998x +0y +0.02z")]
+            .into_iter()
+            .enumerate()
+        {
+            text += &format!(
+                "p{k}/min_fs = 0\np{k}/max_fs = 11\np{k}/min_ss = {}\np{k}/max_ss = {}\n\
+                 p{k}/corner_x = {cx}\np{k}/corner_y = {cy}\np{k}/coffset = {}\n\
+                 p{k}/fs = {fs}\np{k}/ss = +0x +1y +0z\n",
+                10 * k,
+                10 * k + 9,
+                0.001 * k as f64
+            );
+        }
+        std::fs::write(&geom, text).unwrap();
+        let args: Vec<String> = format!(
+            "-geom {} -cell 70 80 90 80 95 100 -misset 3 -2 5 -N 4 -default_F 100",
+            geom.display()
+        )
+        .split(' ')
+        .map(String::from)
+        .collect();
+        let inv = crate::parse_args(&args).unwrap();
+        let targets = vec![
+            Target { param: Param::Xbeam, panel: Some(1) },
+            Target { param: Param::CloseDistance, panel: Some(0) },
+            Target::from(Param::CellB),
+            Target::from(Param::MissetZ),
+        ];
+        let p =
+            Parameters::of_targets(inv.config, SetupSeeds { misset_idum: -1 }, targets).unwrap();
+        assert_eq!(p.image_size(), [12, 20]);
+        let x = p.start().to_vec();
+        let opts = RenderOptions::default();
+        let image = |x: &[f64]| p.image(x, opts, Precision::Fast64).unwrap();
+        let n = image(&x).len();
+        let v: Vec<f64> = (0..n).map(|i| (i % 5) as f64 - 2.0).collect();
+        let vjp = p.vjp(&x, &v, opts).unwrap();
+        for i in 0..x.len() {
+            let h = 1e-6 * x[i].abs().max(1.0);
+            let (mut up, mut dn) = (x.clone(), x.clone());
+            up[i] += h;
+            dn[i] -= h;
+            let (a, b) = (image(&up), image(&dn));
+            let fd: Vec<f64> = a.iter().zip(&b).map(|(a, b)| (a - b) / (2.0 * h)).collect();
+            let max = fd.iter().fold(0f64, |m, d| m.max(d.abs()));
+            if let Some(k) = p.params()[i].panel {
+                // the other panel's rows do not move
+                let other = p.panel_pixels(1 - k, &fd);
+                assert!(other.iter().all(|&d| d == 0.0), "{}", p.params()[i]);
+            }
+            let mut t = vec![0.0; x.len()];
+            t[i] = 1.0;
+            let jvp = p.jvp(&x, &t, opts).unwrap();
+            let err = jvp.iter().zip(&fd).fold(0f64, |m, (j, f)| m.max((j - f).abs()));
+            assert!(max > 0.0 && err <= 1e-6 * max, "{}: J·t {err} of {max}", p.params()[i]);
+            let want: f64 = fd.iter().zip(&v).map(|(f, v)| f * v).sum();
+            let scale: f64 = fd.iter().zip(&v).map(|(f, v)| (f * v).abs()).sum();
+            assert!((vjp[i] - want).abs() <= 1e-6 * scale, "{}: Jᵀv", p.params()[i]);
+        }
+        // the SSE loss's gradient: 2 Jᵀ(μ − k) over both panels (the loss
+        // renders with the exact kernels, the image above the fast ones:
+        // they differ by rounding)
+        let observed: Vec<f32> = image(&x).iter().map(|&m| (m * 1.1) as f32).collect();
+        let ev = p.loss(&x, LossKind::Sse, &observed, None, opts).unwrap();
+        let mu = image(&x);
+        let r: Vec<f64> = mu.iter().zip(&observed).map(|(m, &o)| 2.0 * (m - o as f64)).collect();
+        let want = p.vjp(&x, &r, opts).unwrap();
+        for (g, w) in ev.gradient.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5 * w.abs().max(1e-12), "{:?} vs {want:?}", ev.gradient);
+        }
+        assert_eq!(ev.image.len(), n);
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -3,7 +3,7 @@
 //! [`nanobragg_core::diff::loss`]. See docs/refine.md.
 
 use crate::flags::{self, Arity};
-use crate::parameters::{message as msg, misset_angles, Parameters, MISSETS};
+use crate::parameters::{misset_angles, Parameters, Target, MISSETS};
 use crate::spots::{self, CentroidFit, Spot};
 use crate::{parse_args, Invocation};
 use anyhow::{anyhow, bail, Result};
@@ -15,6 +15,7 @@ use nanobragg_core::config::Misset;
 use nanobragg_core::diff::loss::{self, LossKind};
 use nanobragg_core::diff::Param;
 use nanobragg_core::error::shown;
+use nanobragg_core::geometry::panel_configs;
 use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// The flags only `refine` takes (each with one value).
-const REFINE_FLAGS: [(&str, &str); 8] = [
+const REFINE_FLAGS: [(&str, &str); 9] = [
     ("-observed", "the observed image: raw 4-byte floats (as -floatfile) or SMV (as -noisefile)"),
     ("-refine", "parameters to refine, comma separated (names as for -gradient)"),
     ("-loss", "sse or poisson (default: poisson for whole counts, else sse)"),
@@ -34,13 +35,16 @@ const REFINE_FLAGS: [(&str, &str); 8] = [
     ("-history", "L-BFGS memory (default 8, at most 1000)"),
     ("-prefit", "spots (default: fit spot centroids first) or none"),
     ("-min_explained", "least share of observed spots the fit must explain (default 0.8)"),
+    ("-max_chi2", "most Pearson chi2 per pixel of a fit to counts (default 4)"),
 ];
 
 /// What `refine` was asked, besides the model's flags.
 #[derive(Debug)]
 struct Request {
     observed: PathBuf,
-    params: Vec<Param>,
+    /// `-refine`'s list, its names checked (the panels they name are
+    /// checked against the model's detector).
+    list: String,
     /// `-refine all`: every parameter that applies to the model.
     all: bool,
     loss: Option<LossKind>,
@@ -49,6 +53,7 @@ struct Request {
     history: usize,
     prefit: bool,
     min_explained: f64,
+    max_chi2: f64,
     /// The model's flags as typed (refine's own removed).
     model_args: Vec<String>,
 }
@@ -74,7 +79,7 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     let (mut observed, mut list, mut loss) = (None, None, None);
     let d = Settings::new(Vec::new());
     let (mut maxiter, mut gtol, mut history) = (d.maxiter, d.gtol, d.history);
-    let (mut prefit, mut min_explained) = (d.prefit, d.min_explained);
+    let (mut prefit, mut min_explained, mut max_chi2) = (d.prefit, d.min_explained, d.max_chi2);
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -105,6 +110,13 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
                     _ => return Err(bad("spots or none")),
                 }
             }
+            "-max_chi2" => {
+                max_chi2 = value
+                    .parse()
+                    .ok()
+                    .filter(|g: &f64| *g >= 1.0)
+                    .ok_or_else(|| bad("a number >= 1"))?
+            }
             "-min_explained" => {
                 min_explained = value
                     .parse()
@@ -124,11 +136,14 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     }
     let observed = observed.ok_or_else(|| anyhow!("refine: -observed FILE is required"))?;
     let list = list.ok_or_else(|| anyhow!("refine: -refine NAME[,NAME...] is required"))?;
-    let params = Param::parse_list(&list).map_err(|e| anyhow!("refine: -refine: {}", msg(&e)))?;
+    // the names alone (a panel's, NAME@K, checked with the model)
+    let names: Vec<&str> = list.split(',').map(|n| n.split('@').next().unwrap_or(n)).collect();
+    Param::parse_list(&names.join(","))
+        .map_err(|e| anyhow!("refine: -refine: {}", crate::parameters::message(&e)))?;
     let all = crate::gradient::is_all(&list);
     Ok(Some(Request {
         observed,
-        params,
+        list,
         all,
         loss,
         maxiter,
@@ -136,14 +151,14 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
         history,
         prefit,
         min_explained,
+        max_chi2,
         model_args,
     }))
 }
 
 /// Read `-observed`: SMV (`.img`, `.smv`, or a `{` header) less the `-adc`
 /// offset, saturated pixels skipped; otherwise raw 4-byte floats.
-fn read_observed(path: &Path, inv: &Invocation, plan: &Plan) -> Result<Observed> {
-    let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
+fn read_observed(path: &Path, inv: &Invocation, [fp, sp]: [usize; 2]) -> Result<Observed> {
     let n = fp * sp;
     let shown = path.display();
     // (a FIFO would block, /dev/zero never end)
@@ -347,7 +362,7 @@ pub const MAX_HISTORY: usize = 1000;
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The parameters to refine.
-    pub params: Vec<Param>,
+    pub params: Vec<Target>,
     /// The loss (default: Poisson for whole counts, else SSE).
     pub loss: Option<LossKind>,
     /// Most L-BFGS iterations.
@@ -362,6 +377,9 @@ pub struct Settings {
     /// The least share of the observed spots the refined model must
     /// explain for the fit to count as a success.
     pub min_explained: f64,
+    /// The most Pearson χ² per pixel (Poisson loss) of a fit that counts as
+    /// a success.
+    pub max_chi2: f64,
 }
 
 /// The default of [`Settings::gtol`] for a loss. The gradient is taken in
@@ -377,12 +395,17 @@ pub fn default_gtol(kind: LossKind) -> f64 {
     }
 }
 
+/// Default of [`Settings::max_chi2`]: Poisson counts of a right model give
+/// 1, read-out noise and gain somewhat more; a model that misses the spots
+/// tens or hundreds, even where it explains most of them.
+pub const DEFAULT_MAX_CHI2: f64 = 4.0;
+
 /// Default of [`Settings::min_explained`].
 pub const DEFAULT_MIN_EXPLAINED: f64 = 0.8;
 
 impl Settings {
     /// Settings with the command line's defaults for `params`.
-    pub fn new(params: Vec<Param>) -> Self {
+    pub fn new(params: Vec<Target>) -> Self {
         Settings {
             params,
             loss: None,
@@ -391,6 +414,7 @@ impl Settings {
             history: 8,
             prefit: true,
             min_explained: DEFAULT_MIN_EXPLAINED,
+            max_chi2: DEFAULT_MAX_CHI2,
         }
     }
 }
@@ -426,7 +450,7 @@ impl Observed {
 #[derive(Debug, Clone)]
 pub struct Refined {
     /// The refined parameters.
-    pub params: Vec<Param>,
+    pub params: Vec<Target>,
     /// Their values in the starting model.
     pub start: Vec<f64>,
     /// Their refined values.
@@ -519,27 +543,19 @@ fn fit(
     if print {
         println!(
             "refining {} against {}, {} loss",
-            settings.params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
+            settings.params.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
             job.observed.what,
             kind
         );
     }
     let t0 = Instant::now();
-    let d = &model.plan0.detector;
-    let (fpixels, spixels) = (d.fpixels, d.spixels);
-    let spots = spots::find_spots(
-        &job.observed.values,
-        &job.observed.skip,
-        fpixels,
-        spixels,
-        spots::MIN_PHOTONS,
-    );
+    let spots = spots::find_panel_spots(&model, &job.observed.values, &job.observed.skip);
     let still = model.plan0.phisteps <= 1 && model.plan0.osc_rad == 0.0;
-    let moving = settings.params.iter().any(|&p| spots::moves_spots(p));
+    let moving = settings.params.iter().any(|t| spots::moves_spots(t.param));
     let prefit = if settings.prefit && still && moving && spots.len() >= MIN_SPOTS {
         // candidates of the prefit are judged by the pixel loss alone (one
         // plain render each)
-        let used = loss::pixels_used(&model.plan0, Some(&job.observed.skip));
+        let used = model.pixels_used(&job.observed.skip)?;
         let judge = |v: &[f64]| -> Result<f64> {
             let image = model.image(v, job.opts, Precision::Fast64)?;
             Ok(loss::loss_value(kind, &image, &job.observed.values, &used))
@@ -592,7 +608,7 @@ fn fit(
         |i: usize| !(first.hessian[i * np + i] > 0.0 && first.hessian[i * np + i].is_finite());
     if drop_flat && (0..np).any(flat) && !(0..np).all(flat) {
         let (keep, skip): (Vec<usize>, Vec<usize>) = (0..np).partition(|&i| !flat(i));
-        let names: Vec<&str> = skip.iter().map(|&i| settings.params[i].name()).collect();
+        let names: Vec<String> = skip.iter().map(|&i| settings.params[i].to_string()).collect();
         println!(
             "note: -refine all: skipped {}: no curvature (does not change the pixels used)",
             names.join(", ")
@@ -603,7 +619,7 @@ fn fit(
         };
         return fit(inv, model_args, job.observed, &settings, print, false);
     }
-    for (i, &p) in settings.params.iter().enumerate() {
+    for (i, p) in settings.params.iter().enumerate() {
         if flat(i) {
             bail!("refine: {p} does not change the pixels used (no curvature); leave it out");
         }
@@ -659,7 +675,7 @@ fn fit(
         );
     }
     let np = settings.params.len();
-    let check = check_fit(&model, &values, &job, &spots, settings.min_explained)?;
+    let check = check_fit(&model, &values, &job, &spots, settings)?;
     // quasi-Poisson: counts that scatter more than Poisson (or a model that
     // misses something) widen the errors by the square root of the excess
     let dispersion = check.chi2_per_pixel.filter(|x| x.is_finite()).unwrap_or(1.0).max(1.0);
@@ -699,8 +715,8 @@ fn fit(
 /// the start keeps the values (and their errors, which the map leaves as
 /// they are) comparable with it. The angles change only where another triple
 /// is nearer: a fit that ends by the start keeps its values bit for bit.
-fn nearest_misset_branch(params: &[Param], start: &[f64], mut values: Vec<f64>) -> Vec<f64> {
-    let at = MISSETS.map(|m| params.iter().position(|&p| p == m));
+fn nearest_misset_branch(params: &[Target], start: &[f64], mut values: Vec<f64>) -> Vec<f64> {
+    let at = MISSETS.map(|m| params.iter().position(|t| t.param == m));
     // (one angle alone cannot move to the other branch)
     let [Some(ix), Some(iy), Some(iz)] = at else { return values };
     let s = [start[ix], start[iy], start[iz]];
@@ -731,11 +747,11 @@ fn check_fit(
     values: &[f64],
     job: &Job,
     spots: &[Spot],
-    min_explained: f64,
+    settings: &Settings,
 ) -> Result<FitCheck> {
+    let min_explained = settings.min_explained;
     let image = model.image(values, job.opts, Precision::Exact64)?;
-    let fpixels = model.plan0.detector.fpixels;
-    let explained = spots::explained_fraction(spots, &job.observed.values, &image, fpixels);
+    let explained = spots::explained_fraction(model, spots, &job.observed.values, &image);
     let (indexed, rms_px) = spots::centroid_rms(model, values, spots)?;
     let chi2_per_pixel = (job.kind == LossKind::Poisson).then(|| {
         let (mut sum, mut n) = (0.0, 0usize);
@@ -763,6 +779,14 @@ fn check_fit(
     } else {
         None
     };
+    let failed = failed.or_else(|| {
+        chi2_per_pixel.filter(|&x| x > settings.max_chi2).map(|x| {
+            format!(
+                "Pearson chi2/pixel is {x:.2} (at most {} wanted): the model does not match the observed pixels",
+                settings.max_chi2
+            )
+        })
+    });
     Ok(FitCheck { spots: spots.len(), explained, indexed, rms_px, chi2_per_pixel, failed })
 }
 
@@ -779,22 +803,23 @@ fn start(
     if !(0.0..=1.0).contains(&settings.min_explained) {
         bail!("refine: -min_explained {} is not from 0 to 1", settings.min_explained);
     }
+    if settings.max_chi2.is_nan() || settings.max_chi2 < 1.0 {
+        bail!("refine: -max_chi2 {} is not a number >= 1", settings.max_chi2);
+    }
     let model = parameters(inv, &settings.params)?;
-    let d = &model.plan0.detector;
-    if observed.values.len() != d.fpixels * d.spixels {
+    let [w, h] = model.image_size();
+    if observed.values.len() != w * h {
         bail!(
-            "refine: the observed image has {} pixels but the detector has {} ({} x {})",
+            "refine: the observed image has {} pixels but the detector has {} ({w} x {h})",
             observed.values.len(),
-            d.fpixels * d.spixels,
-            d.fpixels,
-            d.spixels
+            w * h,
         );
     }
     Ok((model, observed))
 }
 
 /// The refined parameters of `inv`'s model, or why it cannot be refined.
-fn parameters(inv: &Invocation, params: &[Param]) -> Result<Parameters> {
+fn parameters(inv: &Invocation, params: &[Target]) -> Result<Parameters> {
     if inv.batch_path.is_some() {
         bail!("refine: -batch is not supported (refine one image at a time)");
     }
@@ -802,7 +827,7 @@ fn parameters(inv: &Invocation, params: &[Param]) -> Result<Parameters> {
         bail!("refine: -gradient is not supported here (refine computes its own derivatives)");
     }
     let seeds = seeds(inv)?;
-    Parameters::new(inv.config.clone(), seeds, params.to_vec()).map_err(|e| {
+    Parameters::of_targets(inv.config.clone(), seeds, params.to_vec()).map_err(|e| {
         match e.downcast_ref::<nanobragg_core::Error>() {
             Some(_) => anyhow!("{}", e.to_string().replace("invalid -gradient: ", "refine: ")),
             None => anyhow!("refine: -refine {e}"),
@@ -833,19 +858,34 @@ pub fn main(args: &[String]) -> Result<()> {
     for w in &inv.warnings {
         eprintln!("warning: {w}");
     }
-    let mut params = req.params.clone();
+    let panels: Vec<String> = inv.config.detector.panels.iter().map(|p| p.name.clone()).collect();
+    let mut params =
+        Target::parse_list(&req.list, &panels).map_err(|e| anyhow!("refine: -refine: {e}"))?;
     if req.all {
-        // every parameter that applies to this model, saying which are left out
-        let plan =
-            Plan::new(&inv.config, seeds(&inv)?).map_err(|e| crate::render::explain(e, &inv))?;
-        let (keep, skipped) = nanobragg_core::diff::leaves::applicable(&inv.config, &plan, &params);
+        // every parameter that applies to this model (its first panel's,
+        // with several), saying which are left out
+        let cfg =
+            panel_configs(&inv.config).map_err(|e| crate::render::explain(e, &inv))?.swap_remove(0);
+        let plan = Plan::new(&cfg, seeds(&inv)?).map_err(|e| crate::render::explain(e, &inv))?;
+        let plain: Vec<Param> = params.iter().map(|t| t.param).collect();
+        let (mut keep, mut skipped) = nanobragg_core::diff::leaves::applicable(&cfg, &plan, &plain);
+        if !panels.is_empty() {
+            let (panel, model): (Vec<Param>, Vec<Param>) =
+                keep.into_iter().partition(|p| crate::parameters::DETECTOR_PARAMS.contains(p));
+            keep = model;
+            let names: Vec<&str> = panel.iter().map(|p| p.name()).collect();
+            skipped.push(format!(
+                "{}: the panels move each on its own (name them as NAME@K)",
+                names.join(", ")
+            ));
+        }
         if let Some(line) = crate::gradient::skipped_line("-refine", &skipped) {
             println!("note: {line}");
         }
         if keep.is_empty() {
             bail!("refine: -refine all: no parameter applies to this model");
         }
-        params = keep;
+        params = keep.into_iter().map(Target::from).collect();
     }
     let settings = Settings {
         params,
@@ -855,10 +895,11 @@ pub fn main(args: &[String]) -> Result<()> {
         history: req.history,
         prefit: req.prefit,
         min_explained: req.min_explained,
+        max_chi2: req.max_chi2,
     };
     // what is wrong with the model is said before what is wrong with the file
     let model = parameters(&inv, &settings.params)?;
-    let mut observed = read_observed(&req.observed, &inv, &model.plan0)?;
+    let mut observed = read_observed(&req.observed, &inv, model.image_size())?;
     observed.what = format!("{} ({})", req.observed.display(), observed.what);
     let r = fit(&inv, &req.model_args, observed, &settings, true, req.all)?;
     println!(
@@ -871,7 +912,7 @@ pub fn main(args: &[String]) -> Result<()> {
         "parameter", "unit", "start", "refined", "std. error", "shift"
     );
     let failed = r.check.failed.is_some();
-    for (i, &p) in r.params.iter().enumerate() {
+    for (i, p) in r.params.iter().enumerate() {
         // a failed fit's curvature says nothing about the errors: none shown
         let se = match r.standard_errors[i] {
             _ if failed => "-".into(),
@@ -880,7 +921,7 @@ pub fn main(args: &[String]) -> Result<()> {
         };
         println!(
             "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
-            p.name(),
+            p.to_string(),
             p.unit(),
             format!("{:.10}", r.start[i]),
             format!("{:.10}", r.values[i]),
@@ -928,7 +969,7 @@ fn not_finite(e: &Eval) -> Option<String> {
 }
 
 /// `name = value` for each parameter, for messages.
-fn at_values(params: &[Param], values: &[f64]) -> String {
+fn at_values(params: &[Target], values: &[f64]) -> String {
     let each: Vec<String> =
         params.iter().zip(values).map(|(p, v)| format!("{p} = {v} {}", p.unit())).collect();
     each.join(", ")
@@ -1014,7 +1055,8 @@ pub fn command_line_with(
     params: &[Param],
     values: &[f64],
 ) -> Result<(Vec<String>, Vec<String>)> {
-    let model = parameters(inv, params)?;
+    let targets: Vec<Target> = params.iter().map(|&p| p.into()).collect();
+    let model = parameters(inv, &targets)?;
     Ok(refined_command_line(args, &model, values, &vec![None; params.len()]))
 }
 
@@ -1038,8 +1080,16 @@ fn refined_command_line(
             None => set.push((name, vals)),
         };
     let refined_cfg = model.config(values).ok();
-    for (i, &p) in model.params.iter().enumerate() {
-        let v = values[i];
+    let mut moved_panels = Vec::new();
+    for (i, &t) in model.params.iter().enumerate() {
+        let (p, v) = (t.param, values[i]);
+        if let Some(k) = t.panel {
+            // no flag holds a panel's place: the refined origin, said
+            if !moved_panels.contains(&k) {
+                moved_panels.push(k);
+            }
+            continue;
+        }
         match p {
             Param::CellA
             | Param::CellB
@@ -1050,10 +1100,9 @@ fn refined_command_line(
                 let cell = refined_cfg.as_ref().and_then(|c| c.crystal.cell).unwrap_or([0.0; 6]);
                 let vals = (0..6)
                     .map(|k| {
-                        let j = model
-                            .params
-                            .iter()
-                            .position(|&q| q as usize == Param::CellA as usize + k);
+                        let j = model.params.iter().position(|q| {
+                            q.param as usize == Param::CellA as usize + k && q.panel.is_none()
+                        });
                         match j {
                             Some(j) => fmt(values[j], j),
                             None => format!("{}", cell[k]),
@@ -1064,8 +1113,8 @@ fn refined_command_line(
             }
             Param::MissetX | Param::MissetY | Param::MissetZ => {
                 let mut a = misset_angles(&model.cfg0).map(|x| format!("{x}"));
-                for (j, &q) in model.params.iter().enumerate() {
-                    if let Some(k) = MISSETS.iter().position(|&m| m == q) {
+                for (j, q) in model.params.iter().enumerate() {
+                    if let Some(k) = MISSETS.iter().position(|&m| m == q.param) {
                         a[k] = fmt(values[j], j);
                     }
                 }
@@ -1121,7 +1170,19 @@ fn refined_command_line(
             }
         }
     }
-    if model.plan0.oversample_auto {
+    moved_panels.sort_unstable();
+    for k in moved_panels {
+        if let Some(panel) = refined_cfg.as_ref().and_then(|c| c.detector.panels.get(k)) {
+            let o = panel.origin_mm.map(|x| format!("{x:.6}"));
+            notes.push(format!(
+                "panel {k} ({}) refined: its first pixel's outer corner at ({}, {}, {}) mm from the sample; the geometry file on the command line holds the start's",
+                panel.name, o[0], o[1], o[2]
+            ));
+        }
+    }
+    if model.plan0.oversample_auto
+        && model.image_size() == [model.plan0.detector.fpixels, model.plan0.detector.spixels]
+    {
         // the fit used the starting model's automatic choice; at the refined
         // values nanoBragg's rule may pick another
         put("-oversample", vec![model.plan0.oversample.to_string()]);
@@ -1169,7 +1230,8 @@ mod tests {
     #[test]
     fn misset_branch_nearest_the_start() {
         use nanobragg_core::vec3::rotate;
-        let params = [Param::Distance, Param::MissetX, Param::MissetY, Param::MissetZ];
+        let params =
+            [Param::Distance, Param::MissetX, Param::MissetY, Param::MissetZ].map(Target::from);
         let start = [100.0, 10.0, -89.5, 30.0];
         // the other branch of a fit that ended by the start
         let fit = [100.2, 10.3 + 180.0, 180.0 + 89.7, 30.1 + 180.0 - 360.0];
@@ -1187,7 +1249,7 @@ mod tests {
         // a fit by the start is left exactly as it is, and so is one angle alone
         let close = vec![100.2, 10.3, -89.7, 30.1];
         assert_eq!(nearest_misset_branch(&params, &start, close.clone()), close);
-        let one = [Param::MissetY];
+        let one = [Target::from(Param::MissetY)];
         assert_eq!(nearest_misset_branch(&one, &[-89.5], vec![269.7]), vec![269.7]);
     }
 
@@ -1212,7 +1274,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(r.model_args, s(&["-distance", "90", "-N", "3"]));
-        assert_eq!(r.params, vec![Param::Distance, Param::Na]);
+        assert_eq!(r.list, "distance,Na");
         assert_eq!((r.maxiter, r.loss), (7, None));
         let e = split_args(&s(&["-refine", "distance"])).unwrap_err();
         assert!(e.to_string().contains("-observed FILE is required"), "{e}");

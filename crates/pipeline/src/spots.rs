@@ -26,6 +26,9 @@ pub struct Spot {
     pub photons: f64,
     /// Pixels above the threshold.
     pub pixels: usize,
+    /// The panel it lies on (its centroid in that panel's pixels; 0 for a
+    /// single-panel detector).
+    pub panel: usize,
 }
 
 /// Side of the tiles the background is estimated in (pixels).
@@ -91,7 +94,7 @@ pub fn find_spots(
             }
         }
         if sum >= min_photons && sum > 0.0 {
-            spots.push(Spot { fast: sf / sum, slow: ss / sum, photons: sum, pixels: n });
+            spots.push(Spot { fast: sf / sum, slow: ss / sum, photons: sum, pixels: n, panel: 0 });
         }
     }
     spots.sort_by(|a, b| b.photons.total_cmp(&a.photons));
@@ -100,6 +103,19 @@ pub fn find_spots(
 
 /// The median of each `TILE × TILE` tile's used pixels (0 for a tile with
 /// none), tiles in raster order.
+/// The strong spots of an image of `model`'s detector ([`find_spots`] on
+/// each panel's pixels), strongest first.
+pub fn find_panel_spots(model: &Parameters, values: &[f32], skip: &[bool]) -> Vec<Spot> {
+    let mut spots = Vec::new();
+    for (k, (_, [f, s])) in model.panel_boxes().into_iter().enumerate() {
+        let (v, m) = (model.panel_pixels(k, values), model.panel_pixels(k, skip));
+        let found = find_spots(&v, &m, f, s, MIN_PHOTONS);
+        spots.extend(found.into_iter().map(|x| Spot { panel: k, ..x }));
+    }
+    spots.sort_by(|a, b| b.photons.total_cmp(&a.photons));
+    spots
+}
+
 fn tile_medians(values: &[f32], skip: &[bool], fpixels: usize, spixels: usize) -> Vec<f64> {
     let (tf, ts) = (fpixels.div_ceil(TILE), spixels.div_ceil(TILE));
     let mut out = Vec::with_capacity(tf * ts);
@@ -147,6 +163,11 @@ struct Still {
 }
 
 impl Still {
+    /// Each panel's still at `values`.
+    fn all(model: &Parameters, values: &[f64]) -> Result<Vec<Still>> {
+        Ok(model.plans_at(values)?.iter().map(Still::of).collect())
+    }
+
     fn of(plan: &Plan) -> Self {
         let d = &plan.detector;
         let c = &plan.cell;
@@ -342,10 +363,10 @@ fn residuals(
     spots: &[Spot],
     hkls: &[[f64; 3]],
 ) -> Result<Option<Vec<f64>>> {
-    let plan = model.plan_at(values)?;
-    let still = Still::of(&plan);
+    let stills = Still::all(model, values)?;
     let mut r = Vec::with_capacity(3 * hkls.len());
     for (s, hkl) in spots.iter().zip(hkls) {
+        let still = &stills[s.panel];
         let Some([f, sl]) = still.position_of(*hkl) else { return Ok(None) };
         let w = s.photons.max(0.0).sqrt();
         r.push(w * (f - s.fast));
@@ -365,12 +386,11 @@ const EXCITATION_PX: f64 = 1.0;
 /// strongest spot of each hkl (a spot's side lobes, found as spots of
 /// their own, index alike), in the order of `spots`.
 fn index(model: &Parameters, values: &[f64], spots: &[Spot]) -> Result<(Vec<Spot>, Vec<[f64; 3]>)> {
-    let plan = model.plan_at(values)?;
-    let still = Still::of(&plan);
+    let stills = Still::all(model, values)?;
     let mut best: std::collections::HashMap<[i64; 3], usize> = Default::default();
     let mut whole_of = vec![None; spots.len()];
     for (i, s) in spots.iter().enumerate() {
-        let h = still.hkl_at(s.fast, s.slow);
+        let h = stills[s.panel].hkl_at(s.fast, s.slow);
         let whole = h.map(f64::round);
         if whole != [0.0; 3] && (0..3).all(|j| (h[j] - whole[j]).abs() <= INDEXED) {
             whole_of[i] = Some(whole);
@@ -438,14 +458,14 @@ pub fn fit_centroids(
     judge: impl Fn(&[f64]) -> Result<f64>,
 ) -> Result<CentroidFit> {
     let params = model.params().to_vec();
-    let free: Vec<usize> = (0..params.len()).filter(|&i| moves_spots(params[i])).collect();
+    let free: Vec<usize> = (0..params.len()).filter(|&i| moves_spots(params[i].param)).collect();
     // low resolution first: the hkl of a spot errs in proportion to its
     // distance from the beam for orientation and cell errors
-    let plan0 = model.plan_at(start)?;
-    let still0 = Still::of(&plan0);
+    let stills0 = Still::all(model, start)?;
     let mut by_res: Vec<(f64, Spot)> = spots
         .iter()
         .map(|s| {
+            let still0 = &stills0[s.panel];
             let q = still0.lattice_point(still0.hkl_at(s.fast, s.slow));
             (norm(q), *s)
         })
@@ -534,9 +554,21 @@ fn search_starts(
     count: usize,
 ) -> Result<Vec<Vec<f64>>> {
     let params = model.params();
-    let find = |p: Param| params.iter().position(|&q| q == p);
-    let centre = find(Param::Xbeam).zip(find(Param::Ybeam)).filter(|_| dims.centre);
-    let distance = find(Param::Distance).filter(|_| dims.distance);
+    let find = |p: Param| params.iter().position(|t| t.param == p && t.panel.is_none());
+    // a multi-panel detector moves as a whole through every panel's own
+    // parameter (all of them refined, or the dimension is not searched)
+    let panels = model.panel_boxes().len();
+    let every = |p: Param| -> Option<Vec<usize>> {
+        if panels == 1 {
+            return find(p).map(|i| vec![i]);
+        }
+        (0..panels)
+            .map(|k| params.iter().position(|t| t.param == p && t.panel == Some(k)))
+            .collect()
+    };
+    let centre = every(Param::Xbeam).zip(every(Param::Ybeam)).filter(|_| dims.centre);
+    let distance = if panels == 1 { every(Param::Distance) } else { every(Param::CloseDistance) };
+    let distance = distance.filter(|_| dims.distance);
     let misset = match (find(Param::MissetX), find(Param::MissetY), find(Param::MissetZ)) {
         (Some(x), Some(y), Some(z)) if dims.turn => Some([x, y, z]),
         _ => None,
@@ -544,8 +576,8 @@ fn search_starts(
     if centre.is_none() && misset.is_none() && distance.is_none() {
         return Ok(Vec::new());
     }
-    let plan = model.plan_at(values)?;
-    let base = Still::of(&plan);
+    let bases = Still::all(model, values)?;
+    let base = bases[0];
     let grid = |half: f64, step: f64, on: bool| -> Vec<f64> {
         if !on {
             return vec![0.0];
@@ -579,15 +611,18 @@ fn search_starts(
         let mut scored: Vec<(f64, Candidate)> = places
             .par_iter()
             .map(|&(d, sh)| {
-                let mut still = base;
-                still.pix0 = add(
-                    add(base.pix0, scale(base.odet, d)),
+                // every panel moved alike, in the first panel's frame
+                let moved = add(
+                    scale(base.odet, d),
                     add(
                         scale(base.fdet, sh[0] * base.pixel_m),
                         scale(base.sdet, sh[1] * base.pixel_m),
                     ),
                 );
-                let qs: Vec<[f64; 3]> = spots.iter().map(|s| still.q_at(s.fast, s.slow)).collect();
+                let stills: Vec<Still> =
+                    bases.iter().map(|b| Still { pix0: add(b.pix0, moved), ..*b }).collect();
+                let qs: Vec<[f64; 3]> =
+                    spots.iter().map(|s| stills[s.panel].q_at(s.fast, s.slow)).collect();
                 let (score, rot) = turns
                     .iter()
                     .map(|(r, real)| (index_score(real, &qs), *r))
@@ -623,8 +658,10 @@ fn search_starts(
         }
         // the detector move the search scored, through the parameters that
         // can make it (the pivot and any tilt decide how each moves it)
-        let movers: Vec<usize> =
-            distance.into_iter().chain(centre.into_iter().flat_map(|(x, y)| [x, y])).collect();
+        let movers: Vec<usize> = (distance.iter().flatten())
+            .chain(centre.iter().flat_map(|(x, y)| x.iter().chain(y)))
+            .copied()
+            .collect();
         let want = add(
             scale(base.odet, c.distance_m),
             add(
@@ -746,16 +783,24 @@ fn put_detector_move(
     if idx.is_empty() || norm(want) == 0.0 {
         return Ok(());
     }
-    let base = model.plan_at(v)?.detector.pix0;
+    // every panel's corner (one with a single panel)
+    let corners = |v: &[f64]| -> Result<Vec<[f64; 3]>> {
+        Ok(model.plans_at(v)?.iter().map(|p| p.detector.pix0).collect())
+    };
+    let base = corners(v)?;
     let mut cols = Vec::with_capacity(idx.len());
     for &i in idx {
         let mut w = v.to_vec();
         w[i] += 1.0;
-        cols.push(sub(model.plan_at(&w)?.detector.pix0, base));
+        let moved: Vec<[f64; 3]> =
+            corners(&w)?.iter().zip(&base).map(|(a, b)| sub(*a, *b)).collect();
+        cols.push(moved);
     }
     let n = idx.len();
-    let m: Vec<f64> = (0..n * n).map(|k| dot(cols[k / n], cols[k % n])).collect();
-    let rhs: Vec<f64> = cols.iter().map(|c| dot(*c, want)).collect();
+    let dots = |a: &[[f64; 3]], b: &[[f64; 3]]| a.iter().zip(b).map(|(x, y)| dot(*x, *y)).sum();
+    let m: Vec<f64> = (0..n * n).map(|k| dots(&cols[k / n], &cols[k % n])).collect();
+    let wanted = vec![want; base.len()];
+    let rhs: Vec<f64> = cols.iter().map(|c| dots(c, &wanted)).collect();
     if let Some(d) = solve(&m, &rhs, n) {
         for (&i, di) in idx.iter().zip(d) {
             v[i] += di;
@@ -787,7 +832,7 @@ fn gauss_newton(
         let Some(r0) = residuals(model, &values, spots, hkls)? else { break };
         let mut jac = vec![vec![0.0; r0.len()]; nf];
         for (c, &i) in free.iter().enumerate() {
-            let h = step_of(params[i], values[i]);
+            let h = step_of(params[i].param, values[i]);
             let mut vp = values.clone();
             vp[i] += h;
             let mut vm = values.clone();
@@ -896,24 +941,26 @@ fn solve(m: &[f64], b: &[f64], n: usize) -> Option<Vec<f64>> {
 /// a strong spot's side lobes, found as spots of their own, are explained
 /// by a right model as well.
 pub fn explained_fraction(
+    model: &Parameters,
     spots: &[Spot],
     observed: &[f32],
     model_image: &[f64],
-    fpixels: usize,
 ) -> f64 {
     if spots.is_empty() {
         return 1.0;
     }
-    let spixels = (model_image.len() / fpixels) as i64;
+    let boxes = model.panel_boxes();
+    let width = model.image_size()[0];
     let explained = spots
         .iter()
         .filter(|s| {
+            let ([x0, y0], [fpixels, spixels]) = boxes[s.panel];
             let r = ((s.pixels as f64).sqrt() + 1.0).ceil() as i64;
             let (cf, cs) = (s.fast.floor() as i64, s.slow.floor() as i64);
             let (mut model, mut obs) = (0.0, 0.0);
-            for t in (cs - r).max(0)..=(cs + r).min(spixels - 1) {
+            for t in (cs - r).max(0)..=(cs + r).min(spixels as i64 - 1) {
                 for g in (cf - r).max(0)..=(cf + r).min(fpixels as i64 - 1) {
-                    let i = t as usize * fpixels + g as usize;
+                    let i = (y0 + t as usize) * width + x0 + g as usize;
                     model += model_image[i];
                     obs += observed[i] as f64;
                 }
@@ -1012,10 +1059,10 @@ mod tests {
         // fragments next to a strong spot); the start does not
         let explained = |v: &[f64]| {
             explained_fraction(
+                &truth,
                 &spots,
                 &image,
                 &truth.image(v, opts, Precision::Fast64).unwrap(),
-                256,
             )
         };
         let (at_truth, at_fit, at_start) =

@@ -13,7 +13,7 @@ use nanobragg_core::sf::HklEntry;
 use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
 use nanobragg_pipeline::render::render_plan;
-use nanobragg_pipeline::Parameters;
+use nanobragg_pipeline::{Parameters, Target};
 use numpy::{
     PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
     PyReadonlyArray3, PyUntypedArrayMethods,
@@ -61,8 +61,8 @@ impl Model {
     /// The image shape, (slow, fast) pixels.
     #[getter]
     fn shape(&self) -> PyResult<(usize, usize)> {
-        let (plan, _) = self.inv.plan().map_err(|e| error(format!("{e:#}")))?;
-        Ok((plan.detector.spixels, plan.detector.fpixels))
+        let [f, s] = self.checked()?.image_size();
+        Ok((s, f))
     }
 
     fn __repr__(&self) -> String {
@@ -179,19 +179,39 @@ impl Model {
         // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
         cfg.sampling.oversample = oversample;
         let before = std::mem::replace(&mut self.inv.config, cfg);
-        if let Err(e) = self.inv.plan() {
+        if let Err(e) = self.checked() {
             self.inv.config = before;
-            return Err(error(format!("{name} = {value}: {e:#}")));
+            return Err(error(format!("{name} = {value}: {e}")));
         }
         Ok(())
     }
 
+    /// The model, planned (every panel's, with several), or why it cannot be.
+    fn checked(&self) -> PyResult<Parameters> {
+        if self.inv.config.detector.panels.is_empty() {
+            self.inv.plan().map_err(|e| error(format!("{e:#}")))?;
+        }
+        self.chosen(&[])
+    }
+
     /// `names` of this model as numbers.
     fn chosen(&self, names: &[String]) -> PyResult<Parameters> {
-        let params = parse_params(names)?;
-        let (_, seeds) = self.inv.plan().map_err(|e| error(format!("{e:#}")))?;
-        Parameters::new(self.inv.config.clone(), seeds.setup, params)
+        let params = self.targets(names)?;
+        let seeds = self.inv.seeds();
+        Parameters::of_targets(self.inv.config.clone(), seeds.setup, params)
             .map_err(|e| error(format!("{e:#}")))
+    }
+
+    /// `names` as parameters, in order (`NAME@K`: panel `K`'s, `NAME@*`:
+    /// every panel's).
+    fn targets(&self, names: &[String]) -> PyResult<Vec<Target>> {
+        let panels: Vec<String> =
+            self.inv.config.detector.panels.iter().map(|p| p.name.clone()).collect();
+        let mut out = Vec::new();
+        for n in names {
+            out.extend(Target::parse_list(n, &panels).map_err(|e| error(format!("{e:#}")))?);
+        }
+        Ok(out)
     }
 }
 
@@ -213,8 +233,8 @@ impl Params {
         RenderOptions { threads: self.threads }
     }
     fn shape(&self) -> [usize; 2] {
-        let d = &self.p.plan().detector;
-        [d.spixels, d.fpixels]
+        let [f, s] = self.p.image_size();
+        [s, f]
     }
 }
 
@@ -259,7 +279,7 @@ impl Params {
     /// The names, in order.
     #[getter]
     fn names(&self) -> Vec<String> {
-        self.p.params().iter().map(|p| p.name().to_string()).collect()
+        self.p.params().iter().map(|p| p.to_string()).collect()
     }
 
     /// The units of the values, in order.
@@ -684,13 +704,15 @@ impl Refined {
 
 /// Fit `params` (`-gradient` names) of `model` to `observed` (an image of
 /// the model's shape, photons) by L-BFGS on the engine's loss gradient, as
-/// `nanobragg refine` does. `loss`: "sse" or "poisson" (default: poisson
-/// for whole counts, else sse); `skip`: pixels to leave out; `verbose`
-/// prints each iteration.
+/// `nanobragg refine` does (`NAME@K`: panel `K`'s parameter of a
+/// multi-panel detector, `NAME@*` every panel's). `loss`: "sse" or
+/// "poisson" (default: poisson for whole counts, else sse); `skip`: pixels
+/// to leave out; `verbose` prints each iteration; `min_explained` and
+/// `max_chi2` as the command's flags (the fit check).
 #[pyfunction]
 #[pyo3(signature = (model, observed, params, loss = None, maxiter = 100, gtol = None,
                     history = 8, skip = None, threads = None, verbose = false,
-                    prefit = true, min_explained = 0.8))]
+                    prefit = true, min_explained = 0.8, max_chi2 = 4.0))]
 #[allow(clippy::too_many_arguments)]
 fn refine(
     py: Python<'_>,
@@ -706,6 +728,7 @@ fn refine(
     verbose: bool,
     prefit: bool,
     min_explained: f64,
+    max_chi2: f64,
 ) -> PyResult<Refined> {
     use nanobragg_pipeline::refine::{command_line_with, refine as fit, Observed, Settings};
     let mut inv = model.inv.clone();
@@ -721,13 +744,14 @@ fn refine(
         return Err(error("refine: gtol and history must be > 0"));
     }
     let settings = Settings {
-        params: parse_params(&params)?,
+        params: model.targets(&params)?,
         loss,
         maxiter,
         gtol,
         history,
         prefit,
         min_explained,
+        max_chi2,
     };
     // values set by name are not in the model's command line: put them in
     let (mut args, mut notes) = (model.args.clone(), Vec::new());
@@ -747,7 +771,7 @@ fn refine(
     let mut r = py.detach(|| fit(&inv, &args, observed, &settings, verbose)).map_err(pyerr)?;
     r.notes.extend(notes);
     Ok(Refined {
-        params: r.params.iter().map(|p| p.name().to_string()).collect(),
+        params: r.params.iter().map(|p| p.to_string()).collect(),
         units: r.params.iter().map(|p| p.unit().to_string()).collect(),
         start: r.start,
         values: r.values,

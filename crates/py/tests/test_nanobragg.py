@@ -307,3 +307,41 @@ def test_thread_counts_have_the_command_lines_limit():
             call()
     with pytest.raises(nanobragg.Error, match="-threads"):
         nanobragg.from_args(MODEL + " -threads 5000")
+
+
+def two_modules(path, dx):
+    """Two 64 x 64 modules of 0.1 mm at 60 mm side by side (CrystFEL
+    geometry), the second moved by `dx` pixels along x."""
+    text = "clen = 0.06\nres = 10000\nphoton_energy = 12398.42 eV\n"
+    for k, (cx, move) in enumerate([(-66.0, 0.0), (2.0, dx)]):
+        text += (f"m{k}/min_fs = 0\nm{k}/max_fs = 63\nm{k}/min_ss = {64 * k}\n"
+                 f"m{k}/max_ss = {64 * k + 63}\nm{k}/corner_x = {cx + move}\nm{k}/corner_y = -32\n"
+                 f"m{k}/fs = +1x +0y +0z\nm{k}/ss = +0x +1y +0z\n")
+    path.write_text(text)
+    return path
+
+
+def test_a_multi_panel_model_refines_its_panels_shifts(tmp_path):
+    rest = ("-default_F 200 -cell 48 48 61 90 90 90 -N 10 -oversample 1 -fluence 1e28 "
+            "-misset 10 20 30")
+    truth = f"-geom {two_modules(tmp_path / 't.geom', 0.6)} {rest}"
+    out = cli(truth + " -floatfile obs.bin", tmp_path)
+    assert out.returncode == 0, out.stderr
+    model = nanobragg.from_args(truth)
+    assert model.shape == (128, 64)
+    observed = np.fromfile(tmp_path / "obs.bin", dtype=np.float32).reshape(model.shape)
+    # the model's image of every panel is the command line's
+    p = nanobragg.Params(model, ["Xbeam@1", "cell_a"])
+    assert p.names == ["Xbeam@1", "cell_a"]
+    image = p.image(p.start)
+    assert np.abs(image - observed).max() <= 1e-6 * observed.max()
+    # a panel's shift moves its pixels alone
+    moved = p.image(p.start + np.array([0.01, 0.0]))
+    assert np.array_equal(moved[:64], image[:64]) and not np.array_equal(moved[64:], image[64:])
+    start = nanobragg.from_args(f"-geom {two_modules(tmp_path / 's.geom', 0.0)} {rest}")
+    r = nanobragg.refine(start, observed, ["Xbeam@*", "Ybeam@m1"])
+    assert r.params == ["Xbeam@0", "Xbeam@1", "Ybeam@1"], r
+    # CrystFEL's +x is the lab's -x: Xbeam = -corner_x * pixel
+    assert abs(r.values[1] - (-0.26)) < 1e-5 and abs(r.values[0] - 6.6) < 1e-5, r
+    with pytest.raises(nanobragg.Error, match="name a panel"):
+        nanobragg.refine(start, observed, ["Xbeam"])

@@ -13,35 +13,7 @@ impl PanelConfig {
     /// plane and the distance to it, which put the first pixel's corner at
     /// [`PanelConfig::origin_mm`]).
     pub fn detector(&self, base: &DetectorConfig) -> Result<DetectorConfig> {
-        let bad = |msg: String| Error::Invalid { what: "-expt", msg };
-        let (f, s) = (self.fast, self.slow);
-        if (magnitude(f) - 1.0).abs() > 1e-6 || (magnitude(s) - 1.0).abs() > 1e-6 {
-            return Err(bad(format!(
-                "panel {}: the fast and slow axes must be unit vectors",
-                self.name
-            )));
-        }
-        if dot(f, s).abs() > 1e-2 {
-            return Err(bad(format!(
-                "panel {}: the fast and slow axes are not perpendicular (cosine {:e})",
-                self.name,
-                dot(f, s)
-            )));
-        }
-        // refined geometries are perpendicular to a few 1e-4: slow is made
-        // perpendicular to fast (the placement by the closest point needs it)
-        let c = dot(f, s);
-        let s = [s[0] - c * f[0], s[1] - c * f[1], s[2] - c * f[2]];
-        let m = magnitude(s);
-        let s = if c.abs() < 1e-12 { self.slow } else { s.map(|x| x / m) };
-        if !(self.pixel_mm > 0.0 && self.fpixels > 0 && self.spixels > 0) {
-            return Err(bad(format!("panel {}: no pixels (size or counts zero)", self.name)));
-        }
-        // the normal away from the sample (f × s may point at it)
-        let mut o = cross(f, s);
-        if dot(o, base.beam) < 0.0 {
-            o = o.map(|x| -x);
-        }
+        let [f, s, o] = self.frame(base.beam)?;
         let origin = self.origin_mm;
         Ok(DetectorConfig {
             pixel_mm: self.pixel_mm,
@@ -66,6 +38,43 @@ impl PanelConfig {
             panels: Vec::new(),
             ..base.clone()
         })
+    }
+
+    /// The panel's orthonormal frame: its fast axis, its slow axis made
+    /// perpendicular to fast (refined geometries are perpendicular to a few
+    /// 1e-4, and the placement by the closest point needs it exactly), and
+    /// the normal away from the sample (`f × s` may point at it). The
+    /// single-panel detector of [`PanelConfig::detector`] has
+    /// `close_distance = origin · o`, `Xbeam = −origin · f`,
+    /// `Ybeam = −origin · s` in it.
+    pub fn frame(&self, beam: [f64; 3]) -> Result<[[f64; 3]; 3]> {
+        let bad = |msg: String| Error::Invalid { what: "-expt", msg };
+        let (f, s) = (self.fast, self.slow);
+        if (magnitude(f) - 1.0).abs() > 1e-6 || (magnitude(s) - 1.0).abs() > 1e-6 {
+            return Err(bad(format!(
+                "panel {}: the fast and slow axes must be unit vectors",
+                self.name
+            )));
+        }
+        if dot(f, s).abs() > 1e-2 {
+            return Err(bad(format!(
+                "panel {}: the fast and slow axes are not perpendicular (cosine {:e})",
+                self.name,
+                dot(f, s)
+            )));
+        }
+        let c = dot(f, s);
+        let s = [s[0] - c * f[0], s[1] - c * f[1], s[2] - c * f[2]];
+        let m = magnitude(s);
+        let s = if c.abs() < 1e-12 { self.slow } else { s.map(|x| x / m) };
+        if !(self.pixel_mm > 0.0 && self.fpixels > 0 && self.spixels > 0) {
+            return Err(bad(format!("panel {}: no pixels (size or counts zero)", self.name)));
+        }
+        let mut o = cross(f, s);
+        if dot(o, beam) < 0.0 {
+            o = o.map(|x| -x);
+        }
+        Ok([f, s, o])
     }
 }
 
