@@ -84,10 +84,16 @@ impl Target {
     /// panel (`all`: every [`Param`]).
     pub fn parse_list(s: &str, panels: &[String]) -> Result<Vec<Target>> {
         let mut out: Vec<Target> = Vec::new();
-        let mut plain = Vec::new();
+        let mut push = |t: Target| {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        };
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let Some((p, k)) = name.split_once('@') else {
-                plain.push(name);
+                for p in Param::parse_list(name).map_err(|e| anyhow!("{}", message(&e)))? {
+                    push(p.into());
+                }
                 continue;
             };
             // each name checked alone, so that the message names it
@@ -122,19 +128,7 @@ impl Target {
                         panels.len() - 1
                     );
                 }
-                let t = Target { param, panel: Some(i) };
-                if !out.contains(&t) {
-                    out.push(t);
-                }
-            }
-        }
-        if !plain.is_empty() {
-            let params =
-                Param::parse_list(&plain.join(",")).map_err(|e| anyhow!("{}", message(&e)))?;
-            for p in params {
-                if !out.contains(&p.into()) {
-                    out.push(p.into());
-                }
+                push(Target { param, panel: Some(i) });
             }
         }
         if out.is_empty() {
@@ -190,6 +184,11 @@ impl Parameters {
             .collect();
         if params.iter().any(|t| MISSETS.contains(&t.param)) {
             query.extend(MISSETS);
+        }
+        if let Some(t) =
+            params.iter().enumerate().find_map(|(i, t)| params[..i].contains(t).then_some(t))
+        {
+            bail!("{t} is named twice");
         }
         if cfg0.detector.panels.is_empty() {
             let plan0 = Plan::new(&cfg0, seeds)?;
@@ -408,6 +407,25 @@ impl Parameters {
         Ok(self.stacked(parts))
     }
 
+    /// An error unless `len` is the pixel count of the whole detector's
+    /// image (with several panels: the panels' pieces are cut from it).
+    fn check_len(&self, what: &str, len: usize) -> Result<()> {
+        let [w, h] = self.image_size();
+        if self.panels.is_some() && len != w * h {
+            bail!("{what} has {len} pixels, the detector's image {w} x {h}");
+        }
+        Ok(())
+    }
+
+    /// Panel `k`'s automatic oversampling, held fixed in the fit (`None`
+    /// where the flag gave it).
+    pub fn auto_oversample(&self) -> Vec<Option<i64>> {
+        match &self.panels {
+            Some(p) => p.oversample.clone(),
+            None => vec![self.plan0.oversample_auto.then_some(self.plan0.oversample as i64)],
+        }
+    }
+
     /// Panel `k`'s engine parameters.
     fn query_of(&self, k: usize) -> &[Param] {
         match &self.panels {
@@ -458,6 +476,7 @@ impl Parameters {
     /// (per unit of its flag), without forming the derivative images where
     /// the engine can ([`vjp_of`]).
     pub fn vjp(&self, values: &[f64], v: &[f64], opts: RenderOptions) -> Result<Vec<f64>> {
+        self.check_len("v", v.len())?;
         let mut out = vec![0.0; self.params.len()];
         for (k, (cfg, plan)) in self.panels_at(values)?.iter().enumerate() {
             let vk = self.panel_pixels(k, v);
@@ -472,6 +491,7 @@ impl Parameters {
     /// The f64 image at `values` and `Σ v · d pixel / d F` for every value
     /// of the structure-factor grid ([`sf_vjp_of`]).
     pub fn sf_vjp(&self, values: &[f64], v: &[f64], opts: RenderOptions) -> Result<SfProducts> {
+        self.check_len("v", v.len())?;
         let (mut images, mut gradient) = (Vec::new(), Vec::<f64>::new());
         for (k, (_, plan)) in self.panels_at(values)?.iter().enumerate() {
             let p = sf_vjp_of(plan, opts, &self.panel_pixels(k, v))?;
@@ -516,12 +536,9 @@ impl Parameters {
         opts: RenderOptions,
     ) -> Result<LossEval> {
         let np = self.params.len();
-        let [w, h] = self.image_size();
-        if self.panels.is_some() && observed.len() != w * h {
-            bail!(
-                "the observed image has {} pixels, the detector's image {w} x {h}",
-                observed.len()
-            );
+        if self.panels.is_some() {
+            self.check_len("the observed image", observed.len())?;
+            self.check_len("skip", skip.map_or(observed.len(), |s| s.len()))?;
         }
         let mut evals = Vec::new();
         for (k, cfg) in self.configs_at(values)?.iter().enumerate() {

@@ -873,11 +873,14 @@ pub fn main(args: &[String]) -> Result<()> {
             let (panel, model): (Vec<Param>, Vec<Param>) =
                 keep.into_iter().partition(|p| crate::parameters::DETECTOR_PARAMS.contains(p));
             keep = model;
-            let names: Vec<&str> = panel.iter().map(|p| p.name()).collect();
-            skipped.push(format!(
-                "{}: the panels move each on its own (name them as NAME@K)",
-                names.join(", ")
-            ));
+            if !panel.is_empty() {
+                let names: Vec<&str> = panel.iter().map(|p| p.name()).collect();
+                let own = crate::parameters::PANEL_PARAMS.map(|p| p.name()).join(", ");
+                skipped.push(format!(
+                    "{}: the panels move each on its own (refine their {own} as NAME@K)",
+                    names.join(", ")
+                ));
+            }
         }
         if let Some(line) = crate::gradient::skipped_line("-refine", &skipped) {
             println!("note: {line}");
@@ -908,7 +911,7 @@ pub fn main(args: &[String]) -> Result<()> {
     );
     println!();
     println!(
-        "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
+        "{:<18} {:>6} {:>20} {:>20} {:>14} {:>14}",
         "parameter", "unit", "start", "refined", "std. error", "shift"
     );
     let failed = r.check.failed.is_some();
@@ -920,7 +923,7 @@ pub fn main(args: &[String]) -> Result<()> {
             None => "singular".into(),
         };
         println!(
-            "{:<14} {:>6} {:>20} {:>20} {:>14} {:>14}",
+            "{:<18} {:>6} {:>20} {:>20} {:>14} {:>14}",
             p.to_string(),
             p.unit(),
             format!("{:.10}", r.start[i]),
@@ -1052,11 +1055,10 @@ fn arity_at(args: &[String], i: usize, arity: Arity) -> usize {
 pub fn command_line_with(
     inv: &Invocation,
     args: &[String],
-    params: &[Param],
+    params: &[Target],
     values: &[f64],
 ) -> Result<(Vec<String>, Vec<String>)> {
-    let targets: Vec<Target> = params.iter().map(|&p| p.into()).collect();
-    let model = parameters(inv, &targets)?;
+    let model = parameters(inv, params)?;
     Ok(refined_command_line(args, &model, values, &vec![None; params.len()]))
 }
 
@@ -1180,16 +1182,22 @@ fn refined_command_line(
             ));
         }
     }
-    if model.plan0.oversample_auto
-        && model.image_size() == [model.plan0.detector.fpixels, model.plan0.detector.spixels]
-    {
-        // the fit used the starting model's automatic choice; at the refined
-        // values nanoBragg's rule may pick another
-        put("-oversample", vec![model.plan0.oversample.to_string()]);
-        notes.push(format!(
-            "-oversample {} is the automatic choice of the starting model, kept fixed in the fit",
-            model.plan0.oversample
-        ));
+    // the fit used the starting model's automatic choice (each panel's); at
+    // the refined values nanoBragg's rule may pick another
+    let auto: Vec<i64> = model.auto_oversample().into_iter().flatten().collect();
+    if let Some(&n) = auto.first() {
+        if auto.iter().all(|&m| m == n) {
+            put("-oversample", vec![n.to_string()]);
+            notes.push(format!(
+                "-oversample {n} is the automatic choice of the starting model, kept fixed in the fit"
+            ));
+        } else {
+            let each: Vec<String> = auto.iter().map(|n| n.to_string()).collect();
+            notes.push(format!(
+                "the panels' automatic oversampling of the starting model ({}) was kept fixed in the fit; no one -oversample gives it",
+                each.join(", ")
+            ));
+        }
     }
     // where each flag occurs
     let mut out: Vec<String> = args.to_vec();

@@ -101,8 +101,6 @@ pub fn find_spots(
     spots
 }
 
-/// The median of each `TILE × TILE` tile's used pixels (0 for a tile with
-/// none), tiles in raster order.
 /// The strong spots of an image of `model`'s detector ([`find_spots`] on
 /// each panel's pixels), strongest first.
 pub fn find_panel_spots(model: &Parameters, values: &[f32], skip: &[bool]) -> Vec<Spot> {
@@ -116,6 +114,8 @@ pub fn find_panel_spots(model: &Parameters, values: &[f32], skip: &[bool]) -> Ve
     spots
 }
 
+/// The median of each `TILE × TILE` tile's used pixels (0 for a tile with
+/// none), tiles in raster order.
 fn tile_medians(values: &[f32], skip: &[bool], fpixels: usize, spixels: usize) -> Vec<f64> {
     let (tf, ts) = (fpixels.div_ceil(TILE), spixels.div_ceil(TILE));
     let mut out = Vec::with_capacity(tf * ts);
@@ -612,15 +612,13 @@ fn search_starts(
             .par_iter()
             .map(|&(d, sh)| {
                 // every panel moved alike, in the first panel's frame
-                let moved = add(
-                    scale(base.odet, d),
-                    add(
-                        scale(base.fdet, sh[0] * base.pixel_m),
-                        scale(base.sdet, sh[1] * base.pixel_m),
-                    ),
+                let shift = add(
+                    scale(base.fdet, sh[0] * base.pixel_m),
+                    scale(base.sdet, sh[1] * base.pixel_m),
                 );
+                let moved = |b: &Still| add(add(b.pix0, scale(base.odet, d)), shift);
                 let stills: Vec<Still> =
-                    bases.iter().map(|b| Still { pix0: add(b.pix0, moved), ..*b }).collect();
+                    bases.iter().map(|b| Still { pix0: moved(b), ..*b }).collect();
                 let qs: Vec<[f64; 3]> =
                     spots.iter().map(|s| stills[s.panel].q_at(s.fast, s.slow)).collect();
                 let (score, rot) = turns

@@ -12,6 +12,7 @@ use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::sf::HklEntry;
 use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
+use nanobragg_pipeline::parameters::PANEL_PARAMS;
 use nanobragg_pipeline::render::render_plan;
 use nanobragg_pipeline::{Parameters, Target};
 use numpy::{
@@ -61,7 +62,7 @@ impl Model {
     /// The image shape, (slow, fast) pixels.
     #[getter]
     fn shape(&self) -> PyResult<(usize, usize)> {
-        let [f, s] = self.checked()?.image_size();
+        let [f, s] = self.check().map_err(error)?.image_size();
         Ok((s, f))
     }
 
@@ -118,13 +119,19 @@ impl Model {
     /// set through (`model[name]`), e.g. "distance", "cell_a".
     #[getter]
     fn parameters(&self) -> PyResult<Vec<String>> {
-        let (_, seeds) = self.inv.plan().map_err(pyerr)?;
+        self.check().map_err(error)?;
+        let seeds = self.inv.seeds();
         let cfg = &self.inv.config;
-        Ok(Param::ALL
+        let mut names: Vec<String> = Param::ALL
             .into_iter()
             .filter(|&p| Parameters::new(cfg.clone(), seeds.setup, vec![p]).is_ok())
             .map(|p| p.name().to_string())
-            .collect())
+            .collect();
+        // a multi-panel detector's panels move each on its own
+        for k in 0..cfg.detector.panels.len() {
+            names.extend(PANEL_PARAMS.map(|p| format!("{p}@{k}")));
+        }
+        Ok(names)
     }
 
     /// The structure-factor grid the model renders with: ((h_min, k_min,
@@ -179,7 +186,7 @@ impl Model {
         // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
         cfg.sampling.oversample = oversample;
         let before = std::mem::replace(&mut self.inv.config, cfg);
-        if let Err(e) = self.checked() {
+        if let Err(e) = self.check() {
             self.inv.config = before;
             return Err(error(format!("{name} = {value}: {e}")));
         }
@@ -187,11 +194,12 @@ impl Model {
     }
 
     /// The model, planned (every panel's, with several), or why it cannot be.
-    fn checked(&self) -> PyResult<Parameters> {
+    fn check(&self) -> Result<Parameters, String> {
         if self.inv.config.detector.panels.is_empty() {
-            self.inv.plan().map_err(|e| error(format!("{e:#}")))?;
+            self.inv.plan().map_err(|e| format!("{e:#}"))?;
         }
-        self.chosen(&[])
+        Parameters::of_targets(self.inv.config.clone(), self.inv.seeds().setup, Vec::new())
+            .map_err(|e| format!("{e:#}"))
     }
 
     /// `names` of this model as numbers.
@@ -759,7 +767,7 @@ fn refine(
         let names: Vec<String> = model.sets.iter().map(|(n, _)| n.clone()).collect();
         let values: Vec<f64> = model.sets.iter().map(|&(_, v)| v).collect();
         (args, notes) =
-            command_line_with(&inv, &args, &parse_params(&names)?, &values).map_err(pyerr)?;
+            command_line_with(&inv, &args, &model.targets(&names)?, &values).map_err(pyerr)?;
     }
     if model.sf.is_some() {
         notes.push(

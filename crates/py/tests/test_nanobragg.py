@@ -345,3 +345,9 @@ def test_a_multi_panel_model_refines_its_panels_shifts(tmp_path):
     assert abs(r.values[1] - (-0.26)) < 1e-5 and abs(r.values[0] - 6.6) < 1e-5, r
     with pytest.raises(nanobragg.Error, match="name a panel"):
         nanobragg.refine(start, observed, ["Xbeam"])
+    # a panel's value set by name: the refined panel is said in a note
+    assert "Xbeam@1" in start.parameters and "Xbeam" not in start.parameters
+    start["Xbeam@1"] = -0.25
+    assert abs(start["Xbeam@1"] + 0.25) < 1e-12
+    r = nanobragg.refine(start, observed, ["Xbeam@1"])
+    assert abs(r.values[0] - (-0.26)) < 1e-5 and any("panel 1 (m1)" in n for n in r.notes), r
