@@ -330,6 +330,7 @@ def test_a_multi_panel_model_refines_its_panels_shifts(tmp_path):
     model = nanobragg.from_args(truth)
     assert model.shape == (128, 64)
     observed = np.fromfile(tmp_path / "obs.bin", dtype=np.float32).reshape(model.shape)
+    assert np.array_equal(nanobragg.simulate(model), observed)
     # the model's image of every panel is the command line's
     p = nanobragg.Params(model, ["Xbeam@1", "cell_a"])
     assert p.names == ["Xbeam@1", "cell_a"]
