@@ -349,7 +349,7 @@ impl Parameters {
     /// The plan at `values` (the geometry a set of values gives; of the
     /// first panel, with several).
     pub fn plan_at(&self, values: &[f64]) -> Result<Plan> {
-        Ok(self.panels_at(values)?.swap_remove(0).1)
+        Ok(Plan::new(&self.configs_at(values)?[0], self.seeds)?)
     }
 
     /// Each panel's plan at `values` (one: the model's).
@@ -434,12 +434,15 @@ impl Parameters {
         }
     }
 
-    /// Derivatives by panel `k`'s engine parameters turned into derivatives
-    /// by the chosen ones at `values` ([`Parameters::chain`]).
-    fn by_params(&self, values: &[f64], k: usize, by_query: &[f64]) -> Vec<f64> {
-        let query = self.query_of(k);
-        let m = self.chain_to(values, query, self.panels.as_ref().map(|_| k));
-        let nq = query.len();
+    /// [`Parameters::chain`] to panel `k`'s engine parameters.
+    fn chain_of(&self, values: &[f64], k: usize) -> Vec<f64> {
+        self.chain_to(values, self.query_of(k), self.panels.as_ref().map(|_| k))
+    }
+
+    /// Derivatives by a panel's engine parameters turned into derivatives
+    /// by the chosen ones through its chain matrix `m` ([`Parameters::chain_of`]).
+    fn by_params(&self, m: &[f64], by_query: &[f64]) -> Vec<f64> {
+        let nq = by_query.len();
         (0..self.params.len()).map(|i| (0..nq).map(|q| m[i * nq + q] * by_query[q]).sum()).collect()
     }
 
@@ -481,7 +484,7 @@ impl Parameters {
         for (k, (cfg, plan)) in self.panels_at(values)?.iter().enumerate() {
             let vk = self.panel_pixels(k, v);
             let by_query = vjp_of(cfg, plan, self.query_of(k), self.seeds, opts, &vk)?.values;
-            for (o, x) in out.iter_mut().zip(self.by_params(values, k, &by_query)) {
+            for (o, x) in out.iter_mut().zip(self.by_params(&self.chain_of(values, k), &by_query)) {
                 *o += x;
             }
         }
@@ -514,7 +517,7 @@ impl Parameters {
         let mut parts = Vec::new();
         for (k, (cfg, plan)) in self.panels_at(values)?.iter().enumerate() {
             let query = self.query_of(k);
-            let m = self.chain_to(values, query, self.panels.as_ref().map(|_| k));
+            let m = self.chain_of(values, k);
             let nq = query.len();
             let tq: Vec<f64> = (0..nq)
                 .map(|q| (0..self.params.len()).map(|i| m[i * nq + q] * t[i]).sum())
@@ -546,7 +549,7 @@ impl Parameters {
             let obs = self.panel_pixels(k, observed);
             let skip = skip.map(|s| self.panel_pixels(k, s));
             let ev = loss_gradient(cfg, query, self.seeds, opts, kind, &obs, skip.as_deref())?;
-            let m = self.chain_to(values, query, self.panels.as_ref().map(|_| k));
+            let m = self.chain_of(values, k);
             let nq = query.len();
             let sandwich = |a: &[f64]| -> Vec<f64> {
                 let mut out = vec![0.0; np * np];
@@ -565,7 +568,7 @@ impl Parameters {
             };
             evals.push(LossEval {
                 params: self.params.iter().map(|t| t.param).collect(),
-                gradient: self.by_params(values, k, &ev.gradient),
+                gradient: self.by_params(&m, &ev.gradient),
                 hessian: sandwich(&ev.hessian),
                 information: sandwich(&ev.information),
                 ..ev
@@ -728,22 +731,35 @@ mod tests {
         let p = Parameters::new(cfg, SetupSeeds { misset_idum: -1 }, params).unwrap();
         let x = p.start().to_vec();
         assert_eq!(x, [3.0, -2.0, 5.0, 60.0, 80.0]);
+        products_match_finite_differences(&p, &x, 7, |_, _| {});
+    }
+
+    /// `J·t` and `Jᵀv` (v cycling through `period` values) by each
+    /// parameter at `x` against central differences of the f64 image;
+    /// `each(i, fd)` sees parameter `i`'s difference image.
+    fn products_match_finite_differences(
+        p: &Parameters,
+        x: &[f64],
+        period: usize,
+        each: impl Fn(usize, &[f64]),
+    ) {
         let opts = RenderOptions::default();
         let image = |x: &[f64]| p.image(x, opts, Precision::Fast64).unwrap();
-        let n = image(&x).len();
-        let v: Vec<f64> = (0..n).map(|i| (i % 7) as f64 - 3.0).collect();
-        let vjp = p.vjp(&x, &v, opts).unwrap();
+        let n = image(x).len();
+        let v: Vec<f64> = (0..n).map(|i| (i % period) as f64 - (period / 2) as f64).collect();
+        let vjp = p.vjp(x, &v, opts).unwrap();
         for i in 0..x.len() {
             let h = 1e-6 * x[i].abs().max(1.0);
-            let (mut up, mut dn) = (x.clone(), x.clone());
+            let (mut up, mut dn) = (x.to_vec(), x.to_vec());
             up[i] += h;
             dn[i] -= h;
             let (a, b) = (image(&up), image(&dn));
             let fd: Vec<f64> = a.iter().zip(&b).map(|(a, b)| (a - b) / (2.0 * h)).collect();
+            each(i, &fd);
             let max = fd.iter().fold(0f64, |m, d| m.max(d.abs()));
             let mut t = vec![0.0; x.len()];
             t[i] = 1.0;
-            let jvp = p.jvp(&x, &t, opts).unwrap();
+            let jvp = p.jvp(x, &t, opts).unwrap();
             let err = jvp.iter().zip(&fd).fold(0f64, |m, (j, f)| m.max((j - f).abs()));
             assert!(max > 0.0 && err <= 1e-6 * max, "{}: J·t {err} of {max}", p.params()[i]);
             let want: f64 = fd.iter().zip(&v).map(|(f, v)| f * v).sum();
@@ -793,33 +809,16 @@ mod tests {
             Parameters::of_targets(inv.config, SetupSeeds { misset_idum: -1 }, targets).unwrap();
         assert_eq!(p.image_size(), [12, 20]);
         let x = p.start().to_vec();
+        products_match_finite_differences(&p, &x, 5, |i, fd| {
+            if let Some(k) = p.params()[i].panel {
+                // the other panel's rows do not move
+                let other = p.panel_pixels(1 - k, fd);
+                assert!(other.iter().all(|&d| d == 0.0), "{}", p.params()[i]);
+            }
+        });
         let opts = RenderOptions::default();
         let image = |x: &[f64]| p.image(x, opts, Precision::Fast64).unwrap();
         let n = image(&x).len();
-        let v: Vec<f64> = (0..n).map(|i| (i % 5) as f64 - 2.0).collect();
-        let vjp = p.vjp(&x, &v, opts).unwrap();
-        for i in 0..x.len() {
-            let h = 1e-6 * x[i].abs().max(1.0);
-            let (mut up, mut dn) = (x.clone(), x.clone());
-            up[i] += h;
-            dn[i] -= h;
-            let (a, b) = (image(&up), image(&dn));
-            let fd: Vec<f64> = a.iter().zip(&b).map(|(a, b)| (a - b) / (2.0 * h)).collect();
-            let max = fd.iter().fold(0f64, |m, d| m.max(d.abs()));
-            if let Some(k) = p.params()[i].panel {
-                // the other panel's rows do not move
-                let other = p.panel_pixels(1 - k, &fd);
-                assert!(other.iter().all(|&d| d == 0.0), "{}", p.params()[i]);
-            }
-            let mut t = vec![0.0; x.len()];
-            t[i] = 1.0;
-            let jvp = p.jvp(&x, &t, opts).unwrap();
-            let err = jvp.iter().zip(&fd).fold(0f64, |m, (j, f)| m.max((j - f).abs()));
-            assert!(max > 0.0 && err <= 1e-6 * max, "{}: J·t {err} of {max}", p.params()[i]);
-            let want: f64 = fd.iter().zip(&v).map(|(f, v)| f * v).sum();
-            let scale: f64 = fd.iter().zip(&v).map(|(f, v)| (f * v).abs()).sum();
-            assert!((vjp[i] - want).abs() <= 1e-6 * scale, "{}: Jᵀv", p.params()[i]);
-        }
         // the SSE loss's gradient: 2 Jᵀ(μ − k) over both panels (the loss
         // renders with the exact kernels, the image above the fast ones:
         // they differ by rounding)

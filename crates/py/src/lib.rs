@@ -7,15 +7,13 @@
 use nanobragg_core::config::SfSource;
 use nanobragg_core::diff::loss::LossKind;
 use nanobragg_core::diff::{jacobian_of, Param};
-use nanobragg_core::geometry::{panel_configs, PanelLayout};
 use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
-use nanobragg_core::setup::Plan;
 use nanobragg_core::sf::HklEntry;
 use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
 use nanobragg_pipeline::parameters::PANEL_PARAMS;
-use nanobragg_pipeline::render::render_plan;
+use nanobragg_pipeline::render::{render_panels, render_plan};
 use nanobragg_pipeline::{Parameters, Target};
 use numpy::{
     PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
@@ -503,7 +501,8 @@ fn simulate<'py>(
     let (image, (sp, fp)) = py
         .detach(|| -> anyhow::Result<_> {
             if !inv.config.detector.panels.is_empty() {
-                return render_panels(&inv);
+                let (image, layout) = render_panels(&inv)?;
+                return Ok((image, (layout.height, layout.width)));
             }
             let (plan, _) = inv.plan()?;
             let (image, _) = render_plan(&inv, &plan)?;
@@ -511,23 +510,6 @@ fn simulate<'py>(
         })
         .map_err(|e| error(format!("{e:#}")))?;
     numpy::PyArray1::from_vec(py, image).reshape([sp, fp])
-}
-
-/// The float image of a multi-panel model, as the command line writes it:
-/// each panel rendered alone and put in its place (gaps 0); with its
-/// (slow, fast) shape.
-fn render_panels(inv: &Invocation) -> anyhow::Result<(Vec<f32>, (usize, usize))> {
-    let explain = |e| nanobragg_pipeline::render::explain(e, inv);
-    let configs = panel_configs(&inv.config).map_err(explain)?;
-    let layout = PanelLayout::new(&inv.config.detector).map_err(explain)?;
-    let seeds = inv.seeds();
-    let mut image = vec![0.0f32; layout.width * layout.height];
-    for (k, c) in configs.iter().enumerate() {
-        let plan = Plan::new(c, seeds.setup).map_err(explain)?;
-        let (part, _) = render_plan(inv, &plan)?;
-        layout.put(k, &part, &mut image);
-    }
-    Ok((image, (layout.height, layout.width)))
 }
 
 /// A structure-factor grid: its first (h, k, l) and its values.
