@@ -2,7 +2,7 @@
 //! A single-panel list written from a golden case's geometry gives that
 //! case's image; a multi-panel detector equals, panel by panel, renders of
 //! the custom-vector flags of each panel; placement flags after `-expt` and
-//! what a multi-panel run cannot write yet are refused.
+//! a multi-panel miniCBF are refused.
 
 mod common;
 
@@ -254,7 +254,7 @@ fn refusals() {
     let e = err(&dir, &words("-expt two.expt -distance 90 -default_F 1"));
     assert!(e.contains("-distance after -expt"), "{e}");
     let e = err(&dir, &words("-expt two.expt -default_F 1 -cbffile x.cbf"));
-    assert!(e.contains("-cbffile: not available with a multi-panel detector"), "{e}");
+    assert!(e.contains("-cbffile: miniCBF holds one panel"), "{e}");
     assert!(!dir.join("x.cbf").exists());
     let e = err(&dir, &words("-expt two.expt -default_F 1 -detector_rotx 3"));
     assert!(e.contains("placed by its panels"), "{e}");
@@ -265,8 +265,61 @@ fn refusals() {
     .unwrap();
     let e = err(&dir, &words("-expt bad.expt -default_F 1"));
     assert!(e.contains("bad.expt") && e.contains("image_size"), "{e}");
-    let e = err(&dir, &words("-expt two.expt -default_F 1 -printout"));
-    assert!(e.contains("-printout: not available with a multi-panel detector"), "{e}");
+}
+
+/// `-printout`, `-psf` and `-batch` on two panels stacked in one image.
+#[test]
+fn printout_psf_and_batch_with_panels() {
+    let dir = scratch("expt", "printout");
+    let cell = [[61.0, 0.0, 0.0], [0.0, 70.0, 0.0], [0.0, 0.0, 83.0]];
+    let text = expt(
+        [0.0, 0.0, 1.0],
+        1.3,
+        [0.0, 1.0, 0.0],
+        0.5,
+        &modules()[..2],
+        (32, 16, 0.1),
+        false,
+        Some(cell),
+    );
+    std::fs::write(dir.join("two.expt"), &text).unwrap();
+    let base = "-expt two.expt -default_F 100 -N 3 -nopgm";
+    // one pixel of the second panel, named in the whole image (32 x 32)
+    let out = ok(&dir, &words(&format!("{base} -floatfile f.bin -printout -printout_pixel 5 20")));
+    let image = float_file(&dir.join("f.bin"));
+    let traced: Vec<&str> = out.lines().filter(|l| l.contains(": stol =")).collect();
+    assert_eq!(traced.len(), 1, "{out}");
+    assert!(traced[0].trim_start().starts_with("5   20 :"), "{}", traced[0]);
+    let pixel: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pixel"))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap();
+    let want = image[20 * 32 + 5];
+    assert!((pixel - want).abs() <= 1e-6 * want.abs().max(1e-30), "{pixel} against {want}");
+    // every pixel of both panels
+    let out = ok(&dir, &words(&format!("{base} -floatfile f.bin -printout")));
+    assert_eq!(out.lines().filter(|l| l.contains(": stol =")).count(), 32 * 32);
+    let o = run(&dir, &words(&format!("{base} -floatfile f.bin -printout -printout_pixel 40 3")));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("on no panel of the 32 x 32"));
+
+    // the PSF spreads light within each panel, reported per panel
+    let psf = format!("{base} -floatfile f.bin -noisefile n.img -seed 4 -psf gauss -psf_fwhm 150");
+    let out = ok(&dir, &words(&psf));
+    assert!(out.contains("  panel M0:\n") && out.contains("  panel M1:\n"), "{out}");
+    assert_eq!(out.matches("adding back").count() + out.matches("no photons").count(), 2);
+    let noise = std::fs::read(dir.join("n.img")).unwrap();
+    assert_eq!(noise.len() - 512, 32 * 32 * 2);
+
+    // each shot of a batch is the run with its misset
+    std::fs::write(dir.join("angles.txt"), "10 20 30\n-5 0 45\n").unwrap();
+    let out = ok(&dir, &words(&format!("{base} -floatfile b.bin -batch angles.txt")));
+    assert!(out.contains("rendered 2 shots"), "{out}");
+    for (k, misset) in ["10 20 30", "-5 0 45"].iter().enumerate() {
+        ok(&dir, &words(&format!("{base} -floatfile one.bin -misset {misset}")));
+        let shot = std::fs::read(dir.join(format!("b_{:05}.bin", k + 1))).unwrap();
+        assert_eq!(shot, std::fs::read(dir.join("one.bin")).unwrap(), "shot {}", k + 1);
+    }
 }
 
 #[test]

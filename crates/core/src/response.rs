@@ -88,8 +88,9 @@ pub struct NoisyImage {
     pub pixels32: Vec<u32>,
     /// Photons counted before the PSF (`Some` only with a PSF).
     pub photons_before_psf: Option<f64>,
-    /// The PSF's report (`None` without one).
-    pub psf: Option<PsfApplied>,
+    /// The PSF's report on each tile (empty without a PSF); each report's
+    /// `image` is empty, its pixels being in the counts.
+    pub psf: Vec<PsfApplied>,
     /// Photons after the PSF (the total the reference reports).
     pub photons: f64,
     /// Pixels clipped at the image type's maximum.
@@ -109,6 +110,22 @@ pub fn noisy_image(
     response: &Response,
     seeds: &mut SharedSeeds,
 ) -> NoisyImage {
+    let whole = [([0, 0], [xpixels, ypixels])];
+    noisy_image_tiled(photons, xpixels, &whole, response, seeds)
+}
+
+/// [`noisy_image`] of an image made of `tiles` (each its first pixel and
+/// its size, fast and slow: the panels of a multi-panel detector): the PSF
+/// spreads each tile's counts within that tile only, as light does not
+/// cross from one panel to another. The random draws go over the whole
+/// image in raster order, as for one tile.
+pub fn noisy_image_tiled(
+    photons: &[f32],
+    xpixels: usize,
+    tiles: &[([usize; 2], [usize; 2])],
+    response: &Response,
+    seeds: &mut SharedSeeds,
+) -> NoisyImage {
     let r = response;
     let mut counts: Vec<f32> = Vec::with_capacity(photons.len());
     let mut sum = 0.0f64;
@@ -124,12 +141,20 @@ pub fn noisy_image(
         sum += c as f64;
         counts.push(c);
     }
-    let (mut photons_before_psf, mut psf) = (None, None);
+    let (mut photons_before_psf, mut psf) = (None, Vec::new());
     if let Some((shape, fwhm_pixels, radius)) = r.psf {
         photons_before_psf = Some(sum);
-        let applied = apply_psf(&counts, xpixels, ypixels, shape, fwhm_pixels, radius);
-        counts.clone_from(&applied.image);
-        psf = Some(applied);
+        for &([x, y], [f, s]) in tiles {
+            let tile: Vec<f32> =
+                (0..s).flat_map(|row| &counts[(y + row) * xpixels + x..][..f]).copied().collect();
+            let mut applied = apply_psf(&tile, f, s, shape, fwhm_pixels, radius);
+            for (row, src) in applied.image.chunks_exact(f.max(1)).take(s).enumerate() {
+                let at = (y + row) * xpixels + x;
+                counts[at..at + f].copy_from_slice(src);
+            }
+            applied.image = Vec::new();
+            psf.push(applied);
+        }
     }
     let (mut pixels16, mut pixels32) = (Vec::with_capacity(counts.len()), Vec::new());
     pixels32.reserve(counts.len());
@@ -203,6 +228,50 @@ mod tests {
         let (mean, var) = moments(out.pixels32.iter().map(|&p| p as f64));
         assert!((mean - 1000.0).abs() < 0.5, "mean {mean}");
         assert!((var - 3500.0).abs() < 0.03 * 3500.0, "variance {var}");
+    }
+
+    fn with_psf() -> Response {
+        let mut r = plain(0.0, 0.02);
+        r.psf = Some((crate::psf::PsfShape::Gauss, 2.0, 0));
+        r
+    }
+
+    /// Two tiles side by side: a bright spot at the left tile's edge
+    /// spreads into the right tile on one image, not across tiles.
+    #[test]
+    fn the_psf_keeps_to_its_tile() {
+        let (w, h) = (16, 8);
+        let mut img = vec![0f32; w * h];
+        img[4 * w + 7] = 5000.0;
+        let tiles = [([0, 0], [8, 8]), ([8, 0], [8, 8])];
+        let r = with_psf();
+        let one = noisy_image(&img, w, h, &r, &mut SharedSeeds::new(-3, -4));
+        let tiled = noisy_image_tiled(&img, w, &tiles, &r, &mut SharedSeeds::new(-3, -4));
+        let right = |p: &[u32]| (0..h).map(|y| p[y * w + 8] as u64).sum::<u64>();
+        assert!(right(&one.pixels32) > 100, "{}", right(&one.pixels32));
+        assert_eq!(right(&tiled.pixels32), 0);
+        assert_eq!(tiled.psf.len(), 2);
+        // light spread past a tile's edge is lost, as past the image's
+        assert!(tiled.photons < one.photons && tiled.photons > 0.5 * one.photons);
+    }
+
+    /// Tiles stacked along slow draw in the order of each tile alone: the
+    /// tiled image is the tiles' images, one after the other, on one stream.
+    #[test]
+    fn stacked_tiles_are_their_own_images() {
+        let (w, h) = (12, 10);
+        let img: Vec<f32> = (0..w * h).map(|i| ((i * 37) % 101) as f32).collect();
+        let tiles = [([0, 0], [w, 4]), ([0, 4], [w, 6])];
+        let r = with_psf();
+        let tiled = noisy_image_tiled(&img, w, &tiles, &r, &mut SharedSeeds::new(-9, -2));
+        let mut seeds = SharedSeeds::new(-9, -2);
+        let a = noisy_image(&img[..4 * w], w, 4, &r, &mut seeds);
+        let b = noisy_image(&img[4 * w..], w, 6, &r, &mut seeds);
+        assert_eq!(tiled.pixels32, [a.pixels32, b.pixels32].concat());
+        assert_ne!(
+            tiled.pixels32,
+            noisy_image(&img, w, h, &r, &mut SharedSeeds::new(-9, -2)).pixels32
+        );
     }
 
     #[test]

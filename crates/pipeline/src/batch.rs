@@ -9,6 +9,7 @@
 //! included, before the first shot is rendered (see docs/compat.md).
 
 use crate::invocation::Invocation;
+use crate::panels::PanelRun;
 use crate::run::{write_images, ImageFiles};
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
@@ -210,10 +211,19 @@ fn fs_and_freed(dir: &Path, file: &Path) -> (u64, u64) {
 pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: i64) -> Result<()> {
     let angles = read_batch(batch)?;
     let mut plans = Vec::with_capacity(angles.len());
+    // a multi-panel detector's shots: every panel planned, `plans` holding
+    // the whole image's
+    let mut panel_runs = Vec::new();
     for a in &angles {
         let mut cfg = inv.config.clone();
         cfg.crystal.misset = Misset::Angles(*a);
-        plans.push(Plan::new(&cfg, seeds).context("-batch")?);
+        if cfg.detector.panels.is_empty() {
+            plans.push(Plan::new(&cfg, seeds).context("-batch")?);
+        } else {
+            let run = PanelRun::new(inv, &cfg, seeds).context("-batch")?;
+            plans.push(run.whole.clone());
+            panel_runs.push(run);
+        }
     }
     let mut outputs = BatchOutputs::new(inv)?;
     let d = &plans[0].detector;
@@ -294,7 +304,9 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
                 RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
             let noise_idum = -noise_seed.wrapping_add(i as i64);
             let mut sink = std::io::sink();
-            write_images(&mut sink, &plans[i], None, inv, image, &info, files, noise_idum)?;
+            let detectors = panel_runs.get(i).map(|r| r.detectors()).unwrap_or_default();
+            let panels = panel_runs.get(i).map(|r| (&detectors[..], &r.layout));
+            write_images(&mut sink, &plans[i], panels, inv, image, &info, files, noise_idum)?;
         }
         let files: Vec<(&'static str, Pending)> =
             names.iter().zip(owned).filter_map(|((flag, _), p)| Some((*flag, p?))).collect();
@@ -323,7 +335,12 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         )?;
         Ok(())
     };
-    if gpu {
+    if !panel_runs.is_empty() {
+        // each shot's panels side by side on the CPU, one after the other on the GPU
+        for (i, run) in panel_runs.iter().enumerate() {
+            write_shot(i, &run.render(inv)?.0)?;
+        }
+    } else if gpu {
         let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         let shots: Vec<nanobragg_cuda::Shot> =

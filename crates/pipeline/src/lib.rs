@@ -18,6 +18,7 @@ pub mod invocation;
 pub mod memory;
 pub mod noisify;
 pub mod nonbragg;
+pub mod panels;
 pub mod parameters;
 pub mod parse;
 pub mod refine;

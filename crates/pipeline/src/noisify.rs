@@ -583,7 +583,7 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     };
     let mut seeds = SharedSeeds::new(o.seed, o.calib_seed);
     let noisy = noisy_image(&photons, x, y, &response, &mut seeds);
-    if let (Some(before), Some(applied)) = (noisy.photons_before_psf, &noisy.psf) {
+    if let (Some(before), Some(applied)) = (noisy.photons_before_psf, noisy.psf.first()) {
         writeln!(out, "{} photons on noise image before PSF", f(before, 0))?;
         writeln!(out, "  applying PSF width = {} um", g(o.psf_fwhm_m as f64 * 1e6))?;
         report_psf(applied, out)?;

@@ -5,7 +5,6 @@
 
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SfSource;
-use nanobragg_core::geometry::{panel_configs, PanelLayout};
 use nanobragg_core::render::{Backend, Cpu, RenderInfo, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 
@@ -101,22 +100,6 @@ pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInf
     let mut image = vec![0.0f32; plan.detector.fpixels * plan.detector.spixels];
     let info = render_plan_into(inv, plan, &mut image)?;
     Ok((image, info))
-}
-
-/// The float image of a multi-panel invocation, as the command writes it:
-/// each panel rendered alone ([`panel_configs`]) and put in its place of the
-/// layout (gaps 0).
-pub fn render_panels(inv: &Invocation) -> Result<(Vec<f32>, PanelLayout)> {
-    let configs = panel_configs(&inv.config).map_err(|e| explain(e, inv))?;
-    let layout = PanelLayout::new(&inv.config.detector).map_err(|e| explain(e, inv))?;
-    let seeds = inv.seeds();
-    let mut image = vec![0.0f32; layout.width * layout.height];
-    for (k, c) in configs.iter().enumerate() {
-        let plan = Plan::new(c, seeds.setup).map_err(|e| explain(e, inv))?;
-        let (part, _) = render_plan(inv, &plan)?;
-        layout.put(k, &part, &mut image);
-    }
-    Ok((image, layout))
 }
 
 /// [`render_plan`] into `image` (zeros, the size of the plan's image): the

@@ -10,6 +10,7 @@
 //! one output written early).
 
 use crate::invocation::{Invocation, Outputs};
+use crate::panels::PanelRun;
 use crate::render::{clock_seed, explain};
 use crate::report;
 use anyhow::{anyhow, bail, Result};
@@ -17,7 +18,7 @@ use nanobragg_core::config::{SfSource, SimConfig};
 use nanobragg_core::geometry::{Detector, PanelLayout};
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
 use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
-use nanobragg_core::response::{noisy_image, Bits, Response, SharedSeeds};
+use nanobragg_core::response::{noisy_image_tiled, Bits, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::sf::fdump::write_fdump_to;
@@ -468,104 +469,57 @@ fn solid_angle_line(out: &mut impl Write, omega_sum: f64, steps: usize) -> Resul
 /// one image (NXmx: one module per panel); statistics per panel and
 /// overall; derivative images stacked the same way.
 fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()> {
-    // (a panel's own error first)
-    let configs =
-        nanobragg_core::geometry::panel_configs(&inv.config).map_err(|e| explain(e, inv))?;
+    let run = PanelRun::new(inv, &inv.config, seeds)?;
     let o = &inv.outputs;
-    let refused = [
-        (inv.batch_path.is_some(), "-batch"),
-        (o.cbffile.is_some(), "-cbffile"),
-        (inv.printout, "-printout"),
-        (o.response.psf.is_some(), "-psf"),
-    ];
-    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+    if o.cbffile.is_some() {
         return Err(anyhow!(
-            "{flag}: not available with a multi-panel detector ({} panels) yet",
+            "-cbffile: miniCBF holds one panel; this detector has {}: write -nxmxfile",
             inv.config.detector.panels.len()
         ));
     }
-    let plans = (configs.iter())
-        .map(|c| Plan::new(c, seeds).map_err(|e| explain(e, inv)))
-        .collect::<Result<Vec<_>>>()?;
-    let panels = &inv.config.detector.panels;
-    let layout = PanelLayout::new(&inv.config.detector).map_err(|e| explain(e, inv))?;
-    let d0 = &plans[0].detector;
-    for (p, plan) in panels.iter().zip(&plans) {
-        let d = &plan.detector;
-        if d.pixel_size_m != d0.pixel_size_m {
-            return Err(anyhow!(
-                "{}: panel {} has pixels of {} mm, panel {} of {} mm: the panels are written as one image, which needs one pixel size",
-                crate::render::detector_file(inv).unwrap_or_else(|| "-expt".into()),
-                p.name, d.pixel_size_m * 1e3, panels[0].name, d0.pixel_size_m * 1e3
-            ));
-        }
-    }
+    let (plans, layout) = (&run.plans, &run.layout);
     // refuse a bad -gradient before writing anything
-    if let Some((_, Some(skipped))) = crate::gradient::selected(inv, &configs[0], &plans[0])? {
+    if let Some((_, Some(skipped))) = crate::gradient::selected(inv, &run.configs[0], &plans[0])? {
         eprintln!("note: {skipped}");
     }
-    response(o, d0.pixel_size_m)?;
+    response(o, plans[0].detector.pixel_size_m)?;
+    if let Some(batch) = &inv.batch_path {
+        let noise_seed = -noise_idum;
+        return crate::batch::run_batch(inv, batch, seeds, noise_seed);
+    }
     inv.check_device()?;
     let mut files = OutputFiles::open(o)?;
-    let gradient_files = crate::gradient::open(inv, &configs[0], &plans[0])?;
+    let gradient_files = crate::gradient::open(inv, &run.configs[0], &plans[0])?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     report(&mut out, &plans[0], inv, noise_idum)?;
-    let (fp, rows) = (layout.width, layout.height);
-    // panels stacked in order render straight into their rows of the mapped
-    // float file (or of one image); others into their own, copied into place
-    let mut float_map = files.float.map(fp * rows * 4).map_err(|e| write_error("-floatfile", e))?;
+    // the CPU renders straight into the mapped float file
+    let mut float_map =
+        files.float.map(run.pixels() * 4).map_err(|e| write_error("-floatfile", e))?;
     let mapped = float_map.is_some();
     let mut owned = match mapped {
         true => Vec::new(),
-        false => vec![0.0f32; fp * rows],
+        false => vec![0.0f32; run.pixels()],
     };
     let image: &mut [f32] = match float_map.as_mut() {
         Some(map) => le::values_mut(map),
         None => &mut owned,
     };
-    let stacked_in_order = layout.is_stacked();
-    let mut own: Vec<Vec<f32>> = match stacked_in_order {
-        true => Vec::new(),
-        false => plans.iter().map(|p| vec![0.0; p.detector.fpixels * p.detector.spixels]).collect(),
-    };
-    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(plans.len());
-    if stacked_in_order {
-        let mut rest = &mut *image;
-        for plan in &plans {
-            let (panel, tail) = rest.split_at_mut(plan.detector.fpixels * plan.detector.spixels);
-            slices.push(panel);
-            rest = tail;
-        }
-    } else {
-        slices.extend(own.iter_mut().map(|v| &mut v[..]));
-    }
     let show_progress = inv.progress.unwrap_or_else(|| std::io::stderr().is_terminal());
     let what = format!(
         "rendering {} panels, {} x {} pixels in all, {} samples each",
         plans.len(),
-        fp,
-        rows,
+        layout.width,
+        layout.height,
         plans[0].steps
     );
-    let gpu = uses_gpu(inv);
-    let rendered = with_progress(show_progress, PROGRESS_DELAY, &what, || {
-        let one = |(plan, panel): (&Plan, &mut &mut [f32])| {
-            crate::render::render_plan_into(inv, plan, panel)
-        };
-        if gpu {
-            return plans.iter().zip(slices.iter_mut()).map(one).collect::<Result<Vec<_>>>();
-        }
-        // the panels' renders side by side: a thread that finishes its
-        // part of one panel takes rows of another instead of waiting
-        use rayon::prelude::*;
-        // (in the global pool, which run() sized to -threads)
-        plans.par_iter().zip(slices.par_iter_mut()).map(one).collect()
-    })?;
+    let rendered =
+        with_progress(show_progress, PROGRESS_DELAY, &what, || run.render_into(inv, image))?;
+    let image: &[f32] = image;
     let mut info = RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
-    for ((p, plan), (panel, panel_info)) in
-        panels.iter().zip(&plans).zip(slices.iter().zip(rendered))
-    {
+    let panels = &inv.config.detector.panels;
+    for (k, (p, panel_info)) in panels.iter().zip(rendered).enumerate() {
+        let (plan, panel) = (&plans[k], run.panel(k, image));
         let d = &plan.detector;
         writeln!(
             out,
@@ -578,7 +532,7 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
             g(d.pix0[2] * 1e3),
             g(d.close_distance_m * 1e3)
         )?;
-        crate::render::check_finite_image(panel, inv, plan)?;
+        crate::render::check_finite_image(&panel, inv, plan)?;
         if let Some((hkl, hkl0)) = panel_info.interpolation_fallback {
             write!(out, "{}", report::interpolation_warning(hkl, hkl0))?;
         }
@@ -599,47 +553,38 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
             g(max as f64),
             g(sum / panel.len() as f64)
         )?;
+        if inv.printout {
+            panel_traces(&mut out, &run, k, inv, image, panel_info.interpolation_fallback)?;
+        }
         info.omega_sum += panel_info.omega_sum;
         info.interpolation_fallback =
             info.interpolation_fallback.or(panel_info.interpolation_fallback);
         info.rows.extend(panel_info.rows);
     }
-    drop(slices);
-    for (k, panel) in own.iter().enumerate() {
-        layout.put(k, panel, image);
+    if let Some((f, s)) = inv.printout_pixel.filter(|p| p.0 >= 0 && inv.printout) {
+        if (0..plans.len()).all(|k| run.on_panel(k, f, s).is_none()) {
+            eprintln!(
+                "warning: -printout_pixel {f} {s}: that pixel is on no panel of the {} x {} pixel image",
+                layout.width, layout.height
+            );
+        }
     }
-    drop(own);
-    if !stacked_in_order {
+    if !layout.is_stacked() {
         // (the rows' statistics are those of the panels' rows)
         info.rows.clear();
     }
-    let image: &[f32] = image;
     writeln!(out)?;
     solid_angle_line(&mut out, info.omega_sum, plans[0].steps)?;
     if !mapped {
         files.float.write(|w| le::write_le(w, image)).map_err(|e| write_error("-floatfile", e))?;
     }
-    // the written images are one image of every panel (SMV headers carry
-    // the first panel's geometry: SMV describes one panel); the statistics
+    // the written images are one image of every panel; the statistics
     // leave out the pixels between panels
-    let mut whole = plans[0].clone();
-    whole.detector.fpixels = fp;
-    whole.detector.spixels = rows;
-    whole.detector.detsize_f_m = fp as f64 * d0.pixel_size_m;
-    whole.detector.detsize_s_m = rows as f64 * d0.pixel_size_m;
-    whole.detector.roi = layout.roi(&inv.config.detector);
-    whole.mask = match (inv.config.detector.mask.clone(), layout.coverage()) {
-        (Some(mut mask), Some(covered)) => {
-            mask.iter_mut().zip(covered).for_each(|(m, c)| *m = if c == 0 { 0 } else { *m });
-            Some(mask)
-        }
-        (mask, covered) => mask.or(covered),
-    };
-    let detectors: Vec<&Detector> = plans.iter().map(|p| &p.detector).collect();
+    let detectors = run.detectors();
     write_images(
         &mut out,
-        &whole,
-        Some((&detectors, &layout)),
+        &run.whole,
+        Some((&detectors, layout)),
         inv,
         image,
         &info,
@@ -647,11 +592,59 @@ fn run_panels(inv: &Invocation, seeds: SetupSeeds, noise_idum: i64) -> Result<()
         noise_idum,
     )?;
     drop(float_map);
-    let each: Vec<(&SimConfig, &Plan)> = configs.iter().zip(&plans).collect();
+    let each: Vec<(&SimConfig, &Plan)> = run.configs.iter().zip(plans).collect();
     let gradients =
-        crate::gradient::write(inv, &each, Some(&layout), seeds, &mut out, gradient_files)?;
+        crate::gradient::write(inv, &each, Some(layout), seeds, &mut out, gradient_files)?;
     files.commit(gradients)?;
     out.flush()?;
+    Ok(())
+}
+
+/// `-printout` of panel `k` of a multi-panel run: its pixels' traces (or
+/// that of `-printout_pixel`, given in the whole image, where it falls on
+/// this panel), with the whole image's pixel indices.
+/// `fallback`: where the panel's tricubic interpolation left the grid.
+fn panel_traces(
+    out: &mut impl Write,
+    run: &PanelRun,
+    k: usize,
+    inv: &Invocation,
+    image: &[f32],
+    fallback: Option<([f64; 3], [i64; 3])>,
+) -> Result<()> {
+    let (plan, [x0, y0], [fp, sp]) = (&run.plans[k], run.layout.origins[k], run.layout.sizes[k]);
+    let width = run.layout.width;
+    let cutoff = fallback.and_then(|_| interpolation_cutoff(plan));
+    let start_on = plan.interpolation == nanobragg_core::setup::Interpolation::Tricubic;
+    let show = |out: &mut dyn Write, mut t: nanobragg_core::render::trace::PixelTrace| {
+        (t.fpixel, t.spixel) = (t.fpixel + x0, t.spixel + y0);
+        write!(out, "{}", report::trace_text(&t, image[t.spixel * width + t.fpixel]))
+    };
+    match inv.printout_pixel {
+        Some((f, s)) if f >= 0 => {
+            let Some((f, s)) = run.on_panel(k, f, s) else { return Ok(()) };
+            let idx = s * fp + f;
+            let mut interp = start_on && cutoff.is_none_or(|c| idx <= c);
+            match trace_pixel(plan, f, s, &mut interp) {
+                Some(t) => show(out, t)?,
+                None => eprintln!(
+                    "warning: -printout_pixel {} {}: that pixel is not rendered (outside -roi or masked)",
+                    f + x0,
+                    s + y0
+                ),
+            }
+        }
+        Some(_) | None => {
+            // every pixel, a few rows at a time
+            let rows = (65536 / fp.max(1)).max(1);
+            for first in (0..sp).step_by(rows) {
+                let range = first * fp..((first + rows).min(sp)) * fp;
+                for t in trace_range(plan, range, cutoff) {
+                    show(out, t)?;
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -895,14 +888,26 @@ pub(crate) fn write_images(
             Some(response) => {
                 let calib_idum = o.response.calib_seed.map_or(NOISIFY_CALIB_IDUM, |s| -s);
                 let mut seeds = SharedSeeds::new(noise_idum, calib_idum);
-                let noisy = noisy_image(image, fp, sp, &response, &mut seeds);
-                if let (Some(before), Some(psf)) = (noisy.photons_before_psf, &noisy.psf) {
+                // the PSF spreads light within each panel
+                let tiles: Vec<([usize; 2], [usize; 2])> = match panels {
+                    None => vec![([0, 0], [fp, sp])],
+                    Some((_, layout)) => {
+                        layout.origins.iter().copied().zip(layout.sizes.iter().copied()).collect()
+                    }
+                };
+                let noisy = noisy_image_tiled(image, fp, &tiles, &response, &mut seeds);
+                if let Some(before) = noisy.photons_before_psf {
                     writeln!(
                         out,
                         "{} photons on noise image before PSF",
                         nanobragg_io::cfmt::f(before, 0)
                     )?;
-                    crate::noisify::report_psf(psf, out)?;
+                    for (k, psf) in noisy.psf.iter().enumerate() {
+                        if panels.is_some() {
+                            writeln!(out, "  panel {}:", inv.config.detector.panels[k].name)?;
+                        }
+                        crate::noisify::report_psf(psf, out)?;
+                    }
                 }
                 let photons = nanobragg_io::cfmt::f(noisy.photons, 0);
                 writeln!(out, "{photons} photons on noise image ({} overloads)", noisy.overloads)?;

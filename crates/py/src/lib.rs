@@ -12,8 +12,9 @@ use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::sf::HklEntry;
 use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
+use nanobragg_pipeline::panels::PanelRun;
 use nanobragg_pipeline::parameters::PANEL_PARAMS;
-use nanobragg_pipeline::render::{render_panels, render_plan};
+use nanobragg_pipeline::render::render_plan;
 use nanobragg_pipeline::{Parameters, Target};
 use numpy::{
     PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
@@ -501,8 +502,9 @@ fn simulate<'py>(
     let (image, (sp, fp)) = py
         .detach(|| -> anyhow::Result<_> {
             if !inv.config.detector.panels.is_empty() {
-                let (image, layout) = render_panels(&inv)?;
-                return Ok((image, (layout.height, layout.width)));
+                let run = PanelRun::new(&inv, &inv.config, inv.seeds().setup)?;
+                let (image, _) = run.render(&inv)?;
+                return Ok((image, (run.layout.height, run.layout.width)));
             }
             let (plan, _) = inv.plan()?;
             let (image, _) = render_plan(&inv, &plan)?;
@@ -611,8 +613,17 @@ fn render(
     let inv = configured(model, dtype, device, threads)?;
     py.detach(|| -> anyhow::Result<Image> {
         let t0 = Instant::now();
-        let (plan, seeds) = inv.plan()?;
-        let (image, _) = render_plan(&inv, &plan)?;
+        let (plan, image, seeds) = if inv.config.detector.panels.is_empty() {
+            let (plan, seeds) = inv.plan()?;
+            let (image, _) = render_plan(&inv, &plan)?;
+            (plan, image, seeds)
+        } else {
+            // the whole image of the panels, its pixels between panels masked
+            let seeds = inv.seeds();
+            let run = PanelRun::new(&inv, &inv.config, seeds.setup)?;
+            let (image, _) = run.render(&inv)?;
+            (run.whole, image, seeds)
+        };
         let seconds = t0.elapsed().as_secs_f64();
         let d = &plan.detector;
         let stats = image_stats(&image, d.fpixels, d.roi, plan.mask.as_deref());

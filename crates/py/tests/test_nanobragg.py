@@ -352,3 +352,25 @@ def test_a_multi_panel_model_refines_its_panels_shifts(tmp_path):
     assert abs(start["Xbeam@1"] + 0.25) < 1e-12
     r = nanobragg.refine(start, observed, ["Xbeam@1"])
     assert abs(r.values[0] - (-0.26)) < 1e-5 and any("panel 1 (m1)" in n for n in r.notes), r
+
+
+def test_render_of_a_multi_panel_model_is_the_command_lines(tmp_path):
+    # two modules six rows apart in the data array: the rows between are no panel's
+    text = two_modules(tmp_path / "t.geom", 0.0).read_text().replace(
+        "m1/min_ss = 64\nm1/max_ss = 127", "m1/min_ss = 70\nm1/max_ss = 133")
+    (tmp_path / "gap.geom").write_text(text)
+    args = (f"-geom {tmp_path / 'gap.geom'} -default_F 200 -cell 48 48 61 90 90 90 -N 10 "
+            "-oversample 1 -fluence 1e28 -misset 10 20 30 -seed 5")
+    out = cli(args + " -floatfile f.bin -intfile i.img -noisefile n.img -nopgm", tmp_path)
+    assert out.returncode == 0, out.stderr
+    image = nanobragg.render(nanobragg.from_args(args))
+    shape = (134, 64)
+    assert np.array_equal(image.float, np.fromfile(tmp_path / "f.bin", "<f4").reshape(shape))
+    assert not image.float[64:70].any()
+    assert np.array_equal(image.int_image(), smv_pixels(tmp_path / "i.img", shape))
+    noise, photons, overloads = image.noise_image()
+    assert np.array_equal(noise, smv_pixels(tmp_path / "n.img", shape))
+    assert f"{photons:.0f} photons on noise image ({overloads} overloads)" in out.stdout
+    s = image.stats
+    assert f"mean= {s['mean']:.6g} rms= {s['rms']:.6g} rmsd= {s['rmsd']:.6g}" in out.stdout
+    assert s["pixels"] == 2 * 64 * 64
