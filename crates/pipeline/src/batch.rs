@@ -210,25 +210,33 @@ fn fs_and_freed(dir: &Path, file: &Path) -> (u64, u64) {
 /// single run scales them; shot k's noise from the seed `noise_seed` + k − 1).
 pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: i64) -> Result<()> {
     let angles = read_batch(batch)?;
-    let mut plans = Vec::with_capacity(angles.len());
-    // a multi-panel detector's shots: every panel planned, `plans` holding
-    // the whole image's
-    let mut panel_runs = Vec::new();
-    for a in &angles {
+    let shot_config = |a: &[f64; 3]| {
         let mut cfg = inv.config.clone();
         cfg.crystal.misset = Misset::Angles(*a);
-        if cfg.detector.panels.is_empty() {
-            plans.push(Plan::new(&cfg, seeds).context("-batch")?);
-        } else {
-            let run = PanelRun::new(inv, &cfg, seeds).context("-batch")?;
-            plans.push(run.whole.clone());
-            panel_runs.push(run);
-        }
-    }
+        cfg
+    };
+    // a multi-panel detector's shots are planned one at a time, just before
+    // each renders (every panel's plan holds its own structure factors); the
+    // first here, for the outputs' sizes
+    let panelled = !inv.config.detector.panels.is_empty();
+    let mut first_run = match panelled {
+        true => Some(PanelRun::new(inv, &shot_config(&angles[0]), seeds).context("-batch")?),
+        false => None,
+    };
+    let plans: Vec<Plan> = match panelled {
+        true => Vec::new(),
+        false => (angles.iter())
+            .map(|a| Plan::new(&shot_config(a), seeds).context("-batch"))
+            .collect::<Result<_>>()?,
+    };
+    let first_plan = match &first_run {
+        Some(run) => &run.whole,
+        None => &plans[0],
+    };
     let mut outputs = BatchOutputs::new(inv)?;
-    let d = &plans[0].detector;
+    let d = &first_plan.detector;
     let pixels = (d.fpixels * d.spixels) as u64;
-    let smv = crate::run::smv_header(&plans[0]);
+    let smv = crate::run::smv_header(first_plan);
     let smv_len = nanobragg_io::smv::smv_header_text(&smv).len() as u64;
     let sizes: Vec<u64> = outputs
         .list
@@ -258,8 +266,12 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         writeln!(out, "noise seed: {noise_seed} for shot 1, one more for each shot after it")?;
     }
     let start = Instant::now();
-    let mut write_shot = |i: usize, image: &[f32]| -> Result<()> {
-        crate::render::check_finite_image(image, inv, &plans[i])
+    let mut write_shot = |i: usize, image: &[f32], run: Option<&PanelRun>| -> Result<()> {
+        let plan = match run {
+            Some(run) => &run.whole,
+            None => &plans[i],
+        };
+        crate::render::check_finite_image(image, inv, plan)
             .map_err(|e| anyhow!("-batch shot {}: {e}", i + 1))?;
         let names = outputs.shot_files(i + 1);
         let mut owned: Vec<Option<Pending>> = Vec::with_capacity(names.len());
@@ -304,9 +316,9 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
                 RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
             let noise_idum = -noise_seed.wrapping_add(i as i64);
             let mut sink = std::io::sink();
-            let detectors = panel_runs.get(i).map(|r| r.detectors()).unwrap_or_default();
-            let panels = panel_runs.get(i).map(|r| (&detectors[..], &r.layout));
-            write_images(&mut sink, &plans[i], panels, inv, image, &info, files, noise_idum)?;
+            let detectors = run.map(|r| r.detectors()).unwrap_or_default();
+            let panels = run.map(|r| (&detectors[..], &r.layout));
+            write_images(&mut sink, plan, panels, inv, image, &info, files, noise_idum)?;
         }
         let files: Vec<(&'static str, Pending)> =
             names.iter().zip(owned).filter_map(|((flag, _), p)| Some((*flag, p?))).collect();
@@ -335,10 +347,15 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         )?;
         Ok(())
     };
-    if !panel_runs.is_empty() {
+    if panelled {
         // each shot's panels side by side on the CPU, one after the other on the GPU
-        for (i, run) in panel_runs.iter().enumerate() {
-            write_shot(i, &run.render(inv)?.0)?;
+        for (i, a) in angles.iter().enumerate() {
+            let run = match first_run.take() {
+                Some(run) => run,
+                None => PanelRun::new(inv, &shot_config(a), seeds)
+                    .with_context(|| format!("-batch shot {}", i + 1))?,
+            };
+            write_shot(i, &run.render(inv)?.0, Some(&run))?;
         }
     } else if gpu {
         let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], inv.precision)
@@ -362,7 +379,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
                         cpu::put_first_sweep(&plans[i], inv.precision, &mut copy, None);
                         fixed = Some(copy);
                     }
-                    failure = write_shot(i, fixed.as_deref().unwrap_or(img)).err();
+                    failure = write_shot(i, fixed.as_deref().unwrap_or(img), None).err();
                 }
             })
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
@@ -373,7 +390,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         // (the precision -exact included, which the GPU kernel lacks)
         let opts = RenderOptions { threads: inv.threads };
         for (i, plan) in plans.iter().enumerate() {
-            write_shot(i, &cpu::render_precision(plan, opts, inv.precision).image)?;
+            write_shot(i, &cpu::render_precision(plan, opts, inv.precision).image, None)?;
         }
     }
     let secs = start.elapsed().as_secs_f64();

@@ -110,8 +110,12 @@ impl PanelRun {
             self.plans.iter().zip(slices.iter_mut()).map(one).collect::<Result<_>>()?
         } else {
             use rayon::prelude::*;
-            // (in the current pool: the command's is sized to -threads)
-            self.plans.par_iter().zip(slices.par_iter_mut()).map(one).collect::<Result<_>>()?
+            // in a pool of the invocation's threads, which each panel's
+            // render then uses as its own (the binding's `threads=N` bounds
+            // the whole image, not each panel)
+            nanobragg_core::render::cpu::in_pool(inv.threads, || {
+                self.plans.par_iter().zip(slices.par_iter_mut()).map(one).collect::<Result<_>>()
+            })?
         };
         drop(slices);
         for (k, panel) in own.iter().enumerate() {

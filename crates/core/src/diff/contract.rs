@@ -9,7 +9,8 @@
 //!   (solid angle), the Kahn factor, and the sources (wavelength,
 //!   dispersion, divergence): the geometry's inner numbers ([`GeoPart`]).
 //!   The position moves everything after it and is carried through the
-//!   sample loop in a dual of its three components; the others each move
+//!   sample loop in a dual of its three components (or of its one
+//!   derivative, where one parameter alone moves it); the others each move
 //!   one thing (the solid angle, the polarization, the scattering vector),
 //!   which is taken again from the plain direction and distance in a second,
 //!   auxiliary dual ([`Aux`]) where and when the loop takes it. Carried in
@@ -54,6 +55,7 @@ use super::leaves::Leaves;
 use super::param::Param;
 use crate::config::{CrystalShape, SimConfig};
 use crate::error::Result;
+use crate::physics::lattice::{Grating, GratingForm};
 use crate::real::{Mask, Num};
 use crate::render::kernel::{exact_grating, Exact, Fallback, Fast, Kernel};
 use crate::render::rows::{render_images, RowBlocks, RowKernel, RowOut};
@@ -160,8 +162,16 @@ impl ParamJac {
 /// Everything the contracted renderer needs besides the kernels.
 struct Contraction {
     geo_parts: Vec<GeoPart>,
-    /// The position's parts (0 or 3, the first of `geo_parts`).
+    /// The position's parts (the first of `geo_parts`): 0; 3, its
+    /// components; or 1, the derivative of the position along the one
+    /// parameter that moves it (`along`).
     npos: usize,
+    /// The derivatives of `pix0`, `fdet` and `sdet` by the one parameter
+    /// that moves the detector, where the position carries that
+    /// derivative alone (`npos` 1): the geometry dual then has one part
+    /// instead of three (`-distance` alone moves the position in the
+    /// usual refinements, and the geometry is most of a pixel's work).
+    along: Option<[V3<f64>; 3]>,
     /// Some auxiliary part moves the solid angle, the polarization, the
     /// scattering vector.
     aux_omega: bool,
@@ -246,11 +256,17 @@ fn terms_of(
     lat_parts: &[LatPart],
     grid: bool,
     frame: Option<[[f64; 3]; 3]>,
+    along: bool,
 ) -> Vec<(usize, f64)> {
     let mut t = Vec::new();
-    for (w, v) in [j.pix0, j.fdet, j.sdet].iter().enumerate() {
-        for i in 0..3 {
-            t.push((3 * w + i, v[i]));
+    if along {
+        // the position's one part is this parameter's derivative
+        t.push((0, j.moves_pos() as u8 as f64));
+    } else {
+        for (w, v) in [j.pix0, j.fdet, j.sdet].iter().enumerate() {
+            for i in 0..3 {
+                t.push((3 * w + i, v[i]));
+            }
         }
     }
     for (k, &part) in geo_parts.iter().enumerate() {
@@ -427,9 +443,6 @@ fn contraction(
     // close_distance, the Kahn factor, and the source parameters
     let any = |f: &dyn Fn(&ParamJac) -> bool| jac.iter().any(f);
     let mut geo_parts = Vec::new();
-    if any(&|j| j.moves_pos()) {
-        geo_parts.extend([GeoPart::Pos; 3]);
-    }
     if any(&|j| j.close != 0.0) {
         geo_parts.push(GeoPart::Close);
     }
@@ -441,8 +454,7 @@ fn contraction(
             geo_parts.push(GeoPart::Param(p));
         }
     }
-    let npos = if geo_parts.first() == Some(&GeoPart::Pos) { 3 } else { 0 };
-    if geo_parts.len() - npos > NA {
+    if geo_parts.len() > NA {
         return Ok(None);
     }
     let aux_omega = geo_parts.contains(&GeoPart::Close);
@@ -469,13 +481,28 @@ fn contraction(
     if any(&|j| j.fudge != 0.0) {
         lat_parts.push(LatPart::Fudge);
     }
+    // the position's parts: one along the one parameter that moves it where
+    // the narrow duals of `render_sized` hold the rest, else its components
+    let movers: Vec<&ParamJac> = jac.iter().filter(|j| j.moves_pos()).collect();
+    let along = match movers[..] {
+        [j] if geo_parts.len() <= 3 && lat_parts.len() <= 1 => Some([j.pix0, j.fdet, j.sdet]),
+        _ => None,
+    };
+    let npos = match (movers.is_empty(), along.is_some()) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => 3,
+    };
+    geo_parts.splice(0..0, std::iter::repeat_n(GeoPart::Pos, npos));
     let frames: Vec<_> = (jac.iter())
         .map(|j| j.moves_cells().then(|| frame_derivative(&values.cells, &j.cells)))
         .collect();
     let cells_kept = frames.iter().any(|f| matches!(f, Some(None)));
     let frame_kept = frames.iter().any(|f| matches!(f, Some(Some(_))));
     let terms: Vec<Vec<(usize, f64)>> = (jac.iter().enumerate())
-        .map(|(p, j)| terms_of(j, p, &geo_parts, &lat_parts, grid, frames[p].flatten()))
+        .map(|(p, j)| {
+            terms_of(j, p, &geo_parts, &lat_parts, grid, frames[p].flatten(), along.is_some())
+        })
         .collect();
     let n_parts =
         std::array::from_fn(|a| lat_parts.iter().position(|&p| p == LatPart::N(a)).map(|k| 3 + k));
@@ -486,6 +513,7 @@ fn contraction(
         used,
         geo_parts,
         npos,
+        along,
         aux_omega,
         aux_polar,
         aux_q,
@@ -511,8 +539,10 @@ fn render_sized(
     sums: Option<&WeightedSums>,
 ) -> Vec<Vec<f32>> {
     let (na, nl) = (c.geo_parts.len() - c.npos, 3 + c.lat_parts.len());
-    if c.npos == 0 && na <= 1 && nl <= 4 {
+    if c.npos <= 1 && na <= 1 && nl <= 4 {
         render_contracted::<1, 1, 4>(plan, values, c, level, sums)
+    } else if c.npos <= 1 && na <= 3 && nl <= 4 {
+        render_contracted::<1, 3, 4>(plan, values, c, level, sums)
     } else if na <= 1 && nl <= 4 {
         render_contracted::<3, 1, 4>(plan, values, c, level, sums)
     } else if na <= 3 && nl <= 4 {
@@ -611,8 +641,8 @@ struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const 
     val: Kernel<'p, B, Fast>,
     geo: Kernel<'p, Geo<B, G>, Fast>,
     aux: Kernel<'p, Aux<B, A>, Fast>,
-    /// The square lattice's axes ([`Kernel::square_axes`]), for square spots.
-    square: Option<[Option<(f64, bool)>; 3]>,
+    /// The square lattice's axes, for square spots.
+    square: Option<[SquareAxis; 3]>,
     lat: Kernel<'p, Lat<B, L>, Exact>,
     c: &'c Contraction,
     sums: Option<&'c WeightedSums<'c>>,
@@ -631,7 +661,19 @@ impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usiz
         sums: Option<&'c WeightedSums<'c>>,
     ) -> Self {
         let lat = Kernel::from_leaves(plan, lat);
-        let square = (plan.shape == CrystalShape::Square).then(|| lat.square_axes());
+        let square = (plan.shape == CrystalShape::Square).then(|| {
+            let axes = lat.square_axes();
+            std::array::from_fn(|a| match axes[a] {
+                None => SquareAxis::One,
+                Some((n, reduce)) => {
+                    let g = Grating::<f64>::new(n);
+                    match !reduce && g.form() == GratingForm::Polynomial && c.n_parts[a].is_none() {
+                        true => SquareAxis::Poly(g),
+                        false => SquareAxis::Exact(n, reduce),
+                    }
+                }
+            })
+        });
         Rows {
             val: Kernel::from_leaves(plan, values),
             geo: Kernel::from_leaves(plan, geo),
@@ -656,25 +698,46 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> RowKe
     }
 }
 
+/// One axis of square spots.
+#[derive(Debug, Clone, Copy)]
+enum SquareAxis {
+    /// N ≤ 1: the factor is 1.
+    One,
+    /// The exact kernel's factor ([`exact_grating`] of this N, reduced or
+    /// not; see [`Kernel::square_axes`]).
+    Exact(f64, bool),
+    /// A whole N that no parameter moves, small enough for the polynomial
+    /// form: the factor and its slope by the index without the sines of Nπh
+    /// and πh and their division (the same factor to rounding).
+    Poly(Grating<f64>),
+}
+
 /// F_latt of square spots as a lattice dual: each axis's factor in a dual
 /// of two parts (its index and its N, where N is lattice part `n_parts[a]`)
 /// and the three joined by the product rule. The kernel's square lattice
 /// ([`Kernel::lattice`]) is the same factors multiplied in the same order,
-/// so the value is the same; computed in the full lattice dual, each factor
-/// would carry every part.
+/// so the value is the same to rounding; computed in the full lattice dual,
+/// each factor would carry every part.
 #[inline(always)]
 fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
-    axes: [Option<(f64, bool)>; 3],
+    axes: [SquareAxis; 3],
     n_parts: &[Option<usize>; 3],
     hkl: &[Lat<B, L>; 3],
 ) -> Lat<B, L> {
     let (zero, one) = (B::zero(), B::one());
     let mut f = [Two::<B>::one(); 3];
     for a in 0..3 {
-        if let Some((n, reduce)) = axes[a] {
-            let x = Two { re: hkl[a].re, eps: [one, zero] };
-            let n = Two { re: B::splat(n), eps: [zero, one] };
-            f[a] = exact_grating(x, n, reduce);
+        match axes[a] {
+            SquareAxis::One => {}
+            SquareAxis::Exact(n, reduce) => {
+                let x = Two { re: hkl[a].re, eps: [one, zero] };
+                let n = Two { re: B::splat(n), eps: [zero, one] };
+                f[a] = exact_grating(x, n, reduce);
+            }
+            SquareAxis::Poly(g) => {
+                let (value, slope) = g.poly_and_slope(hkl[a].re);
+                f[a] = Two { re: value, eps: [slope, zero] };
+            }
         }
     }
     let (fa, fb, fc) = (f[0].re, f[1].re, f[2].re);
@@ -816,7 +879,9 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
     for Contracted<'_, '_, '_, B, G, A, L>
 {
     /// The position in plain lanes (no parameter the geometry dual carries
-    /// moves it), whose dual parts are its own components (or none).
+    /// moves it), whose dual parts are its own components, its derivative
+    /// along the one parameter that moves it (`pix0` + f `fdet` + s `sdet`
+    /// moved), or none.
     #[inline(always)]
     fn position(
         &mut self,
@@ -832,12 +897,18 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
         let (fpos, spos) = val.subpixel_offsets(f0, spixel, sub_f, sub_s, os, self.lane_offset);
         let p = val.position(fpos, spos, B::c(0.0) * B::splat(val.thickstep));
         self.at = [fpos, spos];
-        let has_pos = self.rows.c.npos == 3;
+        let c = self.rows.c;
         let mut pos = [Geo::<B, G>::zero(); 3];
         for i in 0..3 {
             pos[i].re = p[i];
-            if has_pos {
-                pos[i].eps[i] = B::one();
+            match (c.npos, c.along) {
+                (3, _) => pos[i].eps[i] = B::one(),
+                (1, Some([d_pix0, d_fdet, d_sdet])) => {
+                    pos[i].eps[0] = B::splat(d_pix0[i])
+                        + fpos * B::splat(d_fdet[i])
+                        + spos * B::splat(d_sdet[i]);
+                }
+                _ => {}
             }
         }
         pos
@@ -1038,7 +1109,11 @@ fn contract_sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: 
     let kpo = scale / steps * p * o;
     let ks = scale * s.i_acc / steps;
     let (ks_o, ks_p) = (ks * o, ks * p);
-    if c.npos == 3 {
+    if c.npos == 1 {
+        // (the polarization's and solid angle's parts are along the
+        // parameter already, at the sample where each was taken)
+        z[0] = kpo * s.d_pos[0][0] + ks_o * s.polar.eps[0] + ks_p * s.omega.eps[0];
+    } else if c.npos == 3 {
         let wp = [B::one(), s.at_polar[0], s.at_polar[1]];
         let wo = [B::one(), s.at_omega[0], s.at_omega[1]];
         for w in 0..3 {

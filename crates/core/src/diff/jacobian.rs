@@ -306,8 +306,9 @@ mod tests {
         }
 
         /// The contracted images against the parameter-carrying renderer's,
-        /// plane by plane, relative to each plane's largest value; every plane
-        /// must have something in it.
+        /// plane by plane, relative to each plane's largest value, for all
+        /// parameters at once and each alone; every plane must have something
+        /// in it.
         fn compare(cfg: &SimConfig, bound: f64) {
             let plan = Plan::new(cfg, SEEDS).unwrap();
             let params = applicable(cfg, &plan);
@@ -316,7 +317,10 @@ mod tests {
             let mut want_all = vec![image.unwrap()];
             want_all.extend(want);
             for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
-                for subset in [&params[..], &params[..1], &params[params.len() - 1..]] {
+                // every parameter alone too: one that moves the detector
+                // alone carries the position's derivative along itself
+                let alone = (0..params.len()).map(|i| &params[i..i + 1]);
+                for subset in std::iter::once(&params[..]).chain(alone) {
                     let got =
                         contracted(cfg, &plan, subset, level).expect("the contraction applies");
                     let idx = |p: &Param| 1 + params.iter().position(|q| q == p).unwrap();

@@ -180,7 +180,7 @@ fn render_portable<T: Pixel, V: Num, M: MathMode>(
 /// Runs `f` on `threads` threads (0: the current pool's), in the current
 /// pool where it has that many already (a new pool costs thread starts on
 /// every render: many small renders, such as a multi-panel detector's).
-pub(crate) fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+pub fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
     if threads > 0 && threads != rayon::current_num_threads() {
         if let Ok(pool) = rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
             return pool.install(f);
