@@ -11,7 +11,7 @@
 //! * [`mx`]: int32 panels with their geometry and the experiment's values, what
 //!   [`cbf`] (miniCBF) and `nxmx` (NXmx in HDF5, with the `hdf5` feature) write.
 //! * `nxmx_series`: many shots in one NXmx file, written a frame at a time (a
-//!   dataset's output, with each shot's metadata).
+//!   dataset's output, with each shot's metadata, [`shot_record`]).
 //! * [`pgm`]: binary PGM (`P5`) preview images and the integer image conversion.
 //! * [`atomic`]: every output goes to a temporary file beside its target, renamed over
 //!   the target when complete: a failed or interrupted run leaves the old file as it was.
@@ -34,6 +34,7 @@ pub mod nxmx;
 #[cfg(feature = "hdf5")]
 pub mod nxmx_series;
 pub mod pgm;
+pub mod shot_record;
 pub mod smv;
 pub mod stol;
 

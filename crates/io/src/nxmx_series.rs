@@ -35,30 +35,7 @@ use crate::nxmx::{
 };
 use crate::IoError;
 
-/// What varies from shot to shot, written beside its frame.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShotRecord {
-    /// The shot's index in the dataset (0-based).
-    pub shot: u64,
-    /// The beam: (wavelength Å, weight) per channel.
-    pub spectrum_a: Vec<(f64, f64)>,
-    /// Crystal rotation about x, y, z (deg), applied in that order.
-    pub misset_deg: [f64; 3],
-    /// Unit cells along a, b, c.
-    pub n_cells: [f64; 3],
-    /// Mosaic spread (deg).
-    pub mosaic_spread_deg: f64,
-    /// Seed of the mosaic domains.
-    pub mosaic_seed: i64,
-    /// Photons per m² on the sample.
-    pub fluence: f64,
-    /// Water around the crystal (µm), the amorphous background's thickness.
-    pub water_um: f64,
-    /// Seed of the noise image.
-    pub noise_seed: i64,
-    /// Photons on the image after noise.
-    pub photons: f64,
-}
+pub use crate::shot_record::ShotRecord;
 
 /// An NXmx file of `frames` shots being written.
 pub struct SeriesFile {

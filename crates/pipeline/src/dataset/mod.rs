@@ -22,7 +22,7 @@ use nanobragg_core::geometry::panel_configs;
 use nanobragg_core::response::{noisy_image, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_io::nxmx_series::ShotRecord;
+use nanobragg_io::shot_record::ShotRecord;
 
 use crate::invocation::Invocation;
 use crate::render::{check_finite_image, explain, render_plan};
