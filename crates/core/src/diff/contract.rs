@@ -10,7 +10,8 @@
 //!   dispersion, divergence): the geometry's inner numbers ([`GeoPart`]).
 //!   The position moves everything after it and is carried through the
 //!   sample loop in a dual of its three components (or of its one
-//!   derivative, where one parameter alone moves it); the others each move
+//!   derivative, where one parameter alone moves it and the other parts fit
+//!   the narrow duals); the others each move
 //!   one thing (the solid angle, the polarization, the scattering vector),
 //!   which is taken again from the plain direction and distance in a second,
 //!   auxiliary dual ([`Aux`]) where and when the loop takes it. Carried in
@@ -195,7 +196,9 @@ struct Contraction {
 }
 
 /// Layout of the inner derivatives `z` of a pixel: d value / d pos (by
-/// weight 1, f, s: 9), d value / d geometry part (`NG`), d value / d lattice
+/// weight 1, f, s: 9; with the position's one part along a parameter,
+/// `Contraction::along`, entry 0 alone, that parameter's whole derivative
+/// through the position), d value / d geometry part (`NG`), d value / d lattice
 /// part (`NL`), d value / d scale, d value / d i_bg, d value / d `default_F`
 /// (without an HKL grid, where F is `default_F` everywhere and
 /// d F² / d F = 2 F is taken directly), d value / d frame matrix (9; see
@@ -1075,7 +1078,8 @@ struct Sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize
     omega_aux: Aux<B, A>,
     at_polar: [B; 2],
     at_omega: [B; 2],
-    /// d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet).
+    /// d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet); with
+    /// the one part along a parameter, `[0][0]` is read alone.
     d_pos: [[B; 3]; 3],
     /// d I / d the auxiliary parts, through the scattering vector.
     d_aux: [B; A],
