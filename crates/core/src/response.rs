@@ -9,6 +9,7 @@
 //! cached Gaussian spare, so the calibration error depends on the flicker
 //! draws (see [`SharedSeeds`]).
 
+use crate::geometry::PanelLayout;
 use crate::psf::{apply_psf, PsfApplied, PsfShape};
 use crate::rng::NoiseRng;
 
@@ -110,19 +111,16 @@ pub fn noisy_image(
     response: &Response,
     seeds: &mut SharedSeeds,
 ) -> NoisyImage {
-    let whole = [([0, 0], [xpixels, ypixels])];
-    noisy_image_tiled(photons, xpixels, &whole, response, seeds)
+    noisy_image_tiled(photons, &PanelLayout::whole(xpixels, ypixels), response, seeds)
 }
 
-/// [`noisy_image`] of an image made of `tiles` (each its first pixel and
-/// its size, fast and slow: the panels of a multi-panel detector): the PSF
-/// spreads each tile's counts within that tile only, as light does not
-/// cross from one panel to another. The random draws go over the whole
-/// image in raster order, as for one tile.
+/// [`noisy_image`] of an image made of the panels of `tiles` (a multi-panel
+/// detector's layout): the PSF spreads each panel's counts within that panel
+/// only, as light does not cross from one panel to another. The random draws
+/// go over the whole image in raster order, as for one panel.
 pub fn noisy_image_tiled(
     photons: &[f32],
-    xpixels: usize,
-    tiles: &[([usize; 2], [usize; 2])],
+    tiles: &PanelLayout,
     response: &Response,
     seeds: &mut SharedSeeds,
 ) -> NoisyImage {
@@ -144,15 +142,10 @@ pub fn noisy_image_tiled(
     let (mut photons_before_psf, mut psf) = (None, Vec::new());
     if let Some((shape, fwhm_pixels, radius)) = r.psf {
         photons_before_psf = Some(sum);
-        for &([x, y], [f, s]) in tiles {
-            let tile: Vec<f32> =
-                (0..s).flat_map(|row| &counts[(y + row) * xpixels + x..][..f]).copied().collect();
+        for (k, &[f, s]) in tiles.sizes.iter().enumerate() {
+            let tile = tiles.get(k, &counts);
             let mut applied = apply_psf(&tile, f, s, shape, fwhm_pixels, radius);
-            for (row, src) in applied.image.chunks_exact(f.max(1)).take(s).enumerate() {
-                let at = (y + row) * xpixels + x;
-                counts[at..at + f].copy_from_slice(src);
-            }
-            applied.image = Vec::new();
+            tiles.put(k, &std::mem::take(&mut applied.image), &mut counts);
             psf.push(applied);
         }
     }
@@ -243,10 +236,15 @@ mod tests {
         let (w, h) = (16, 8);
         let mut img = vec![0f32; w * h];
         img[4 * w + 7] = 5000.0;
-        let tiles = [([0, 0], [8, 8]), ([8, 0], [8, 8])];
+        let tiles = PanelLayout {
+            width: w,
+            height: h,
+            origins: vec![[0, 0], [8, 0]],
+            sizes: vec![[8, 8], [8, 8]],
+        };
         let r = with_psf();
         let one = noisy_image(&img, w, h, &r, &mut SharedSeeds::new(-3, -4));
-        let tiled = noisy_image_tiled(&img, w, &tiles, &r, &mut SharedSeeds::new(-3, -4));
+        let tiled = noisy_image_tiled(&img, &tiles, &r, &mut SharedSeeds::new(-3, -4));
         let right = |p: &[u32]| (0..h).map(|y| p[y * w + 8] as u64).sum::<u64>();
         assert!(right(&one.pixels32) > 100, "{}", right(&one.pixels32));
         assert_eq!(right(&tiled.pixels32), 0);
@@ -261,9 +259,14 @@ mod tests {
     fn stacked_tiles_are_their_own_images() {
         let (w, h) = (12, 10);
         let img: Vec<f32> = (0..w * h).map(|i| ((i * 37) % 101) as f32).collect();
-        let tiles = [([0, 0], [w, 4]), ([0, 4], [w, 6])];
+        let tiles = PanelLayout {
+            width: w,
+            height: h,
+            origins: vec![[0, 0], [0, 4]],
+            sizes: vec![[w, 4], [w, 6]],
+        };
         let r = with_psf();
-        let tiled = noisy_image_tiled(&img, w, &tiles, &r, &mut SharedSeeds::new(-9, -2));
+        let tiled = noisy_image_tiled(&img, &tiles, &r, &mut SharedSeeds::new(-9, -2));
         let mut seeds = SharedSeeds::new(-9, -2);
         let a = noisy_image(&img[..4 * w], w, 4, &r, &mut seeds);
         let b = noisy_image(&img[4 * w..], w, 6, &r, &mut seeds);

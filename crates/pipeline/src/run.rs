@@ -889,13 +889,15 @@ pub(crate) fn write_images(
                 let calib_idum = o.response.calib_seed.map_or(NOISIFY_CALIB_IDUM, |s| -s);
                 let mut seeds = SharedSeeds::new(noise_idum, calib_idum);
                 // the PSF spreads light within each panel
-                let tiles: Vec<([usize; 2], [usize; 2])> = match panels {
-                    None => vec![([0, 0], [fp, sp])],
-                    Some((_, layout)) => {
-                        layout.origins.iter().copied().zip(layout.sizes.iter().copied()).collect()
+                let whole;
+                let tiles = match panels {
+                    None => {
+                        whole = PanelLayout::whole(fp, sp);
+                        &whole
                     }
+                    Some((_, layout)) => layout,
                 };
-                let noisy = noisy_image_tiled(image, fp, &tiles, &response, &mut seeds);
+                let noisy = noisy_image_tiled(image, tiles, &response, &mut seeds);
                 if let Some(before) = noisy.photons_before_psf {
                     writeln!(
                         out,

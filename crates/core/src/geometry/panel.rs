@@ -172,10 +172,15 @@ impl PanelLayout {
     /// Panel `k`'s pixels copied into their place in `image`.
     pub fn put<T: Copy>(&self, k: usize, panel: &[T], image: &mut [T]) {
         let ([x, y], [f, s]) = (self.origins[k], self.sizes[k]);
-        for (row, src) in panel.chunks_exact(f).take(s).enumerate() {
+        for (row, src) in panel.chunks_exact(f.max(1)).take(s).enumerate() {
             let at = (y + row) * self.width + x;
             image[at..at + f].copy_from_slice(src);
         }
+    }
+
+    /// One panel covering a `width` × `height` image.
+    pub fn whole(width: usize, height: usize) -> Self {
+        PanelLayout { width, height, origins: vec![[0, 0]], sizes: vec![[width, height]] }
     }
 
     /// Panel `k`'s pixels taken from `image`.
