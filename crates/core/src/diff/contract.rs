@@ -671,7 +671,7 @@ impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usiz
                 Some((n, reduce)) => {
                     let g = Grating::<f64>::new(n);
                     match !reduce && g.form() == GratingForm::Polynomial && c.n_parts[a].is_none() {
-                        true => SquareAxis::Poly(g),
+                        true => SquareAxis::Poly(g, g.poly_terms()),
                         false => SquareAxis::Exact(n, reduce),
                     }
                 }
@@ -711,8 +711,9 @@ enum SquareAxis {
     Exact(f64, bool),
     /// A whole N that no parameter moves, small enough for the polynomial
     /// form: the factor and its slope by the index without the sines of Nπh
-    /// and πh and their division (the same factor to rounding).
-    Poly(Grating<f64>),
+    /// and πh and their division (the same factor to rounding), from its
+    /// polynomial's nonzero coefficients (their number).
+    Poly(Grating<f64>, usize),
 }
 
 /// F_latt of square spots as a lattice dual: each axis's factor in a dual
@@ -737,8 +738,16 @@ fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
                 let n = Two { re: B::splat(n), eps: [zero, one] };
                 f[a] = exact_grating(x, n, reduce);
             }
-            SquareAxis::Poly(g) => {
-                let (value, slope) = g.poly_and_slope(hkl[a].re);
+            SquareAxis::Poly(g, terms) => {
+                let h = hkl[a].re;
+                // N 5, say, needs 3 of the 5 coefficients
+                let (value, slope) = match terms {
+                    1 => g.poly_and_slope_len::<B, 1>(h),
+                    2 => g.poly_and_slope_len::<B, 2>(h),
+                    3 => g.poly_and_slope_len::<B, 3>(h),
+                    4 => g.poly_and_slope_len::<B, 4>(h),
+                    _ => g.poly_and_slope_len::<B, 5>(h),
+                };
                 f[a] = Two { re: value, eps: [slope, zero] };
             }
         }
@@ -786,7 +795,12 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L:
         if let Some(sums) = rows.sums {
             let at = s * fp + b.f0;
             let live = b.live;
-            let v = B::from_fn(|i| if live >> i & 1 != 0 { sums.v[at + i] } else { 0.0 });
+            let v = if live == (1u32 << B::LANES) - 1 {
+                let v = &sums.v[at..at + B::LANES];
+                B::from_fn(|i| v[i])
+            } else {
+                B::from_fn(|i| if live >> i & 1 != 0 { sums.v[at + i] } else { 0.0 })
+            };
             // lanes not rendered (masked, past the ROI) may hold anything, NaN included
             let on = <B::Mask as Mask>::from_bits(live);
             for (w, &k) in weighted.iter_mut().zip(used) {
@@ -865,7 +879,7 @@ impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: 
                 omega_aux: Aux::<B, A>::zero(),
                 at_polar: [zero; 2],
                 at_omega: [zero; 2],
-                d_pos: [[zero; 3]; 3],
+                d_pos: [[zero; G]; 3],
                 d_aux: [zero; A],
                 d_lat: [zero; L],
                 d_f: zero,
@@ -958,11 +972,16 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
         let c = self.rows.c;
         let [fpos, spos] = self.at;
         let s = &mut self.sums;
-        for k in 0..c.npos {
-            let t = d_q[0] * q[0].eps[k] + d_q[1] * q[1].eps[k] + d_q[2] * q[2].eps[k];
-            s.d_pos[0][k] += t;
-            s.d_pos[1][k] += fpos * t;
-            s.d_pos[2][k] += spos * t;
+        if c.npos == 1 {
+            // the position's one part is along the parameter: weight 1 alone
+            s.d_pos[0][0] += d_q[0] * q[0].eps[0] + d_q[1] * q[1].eps[0] + d_q[2] * q[2].eps[0];
+        } else {
+            for k in 0..c.npos {
+                let t = d_q[0] * q[0].eps[k] + d_q[1] * q[1].eps[k] + d_q[2] * q[2].eps[k];
+                s.d_pos[0][k] += t;
+                s.d_pos[1][k] += fpos * t;
+                s.d_pos[2][k] += spos * t;
+            }
         }
         if c.aux_q {
             let aux = &self.rows.aux;
@@ -997,8 +1016,15 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
         let s = &mut self.sums;
         let qv = [q[0].re, q[1].re, q[2].re];
         let mut d_q = [zero; 3];
-        for (ci, cell) in self.rows.geo.cells.iter().enumerate() {
-            let abc = [cell.a, cell.b, cell.c].map(|v| v.map(|x| B::splat(x.re)));
+        // F is default_F everywhere without a grid, moved by no lattice part
+        let f2 = (lat.grid.is_none()).then(|| {
+            let f = lat.default_f.re;
+            B::splat(f * f)
+        });
+        for (ci, cell) in self.rows.val.cells.iter().enumerate() {
+            // (written out: `array::map` is not inlined into the row functions)
+            let sp = |v: V3<f64>| [B::splat(v[0]), B::splat(v[1]), B::splat(v[2])];
+            let abc = [sp(cell.a), sp(cell.b), sp(cell.c)];
             let hkl: [Lat<B, L>; 3] = std::array::from_fn(|i| {
                 let mut h = Lat::<B, L>::zero();
                 h.re = dot(abc[i], qv);
@@ -1026,7 +1052,18 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
                 }
                 f
             };
-            let mut t = f_cell * f_cell * f_latt * f_latt;
+            let mut t = match f2 {
+                // (F² F_latt) F_latt: the numbers of F F F_latt F_latt, in order
+                Some(f2) => {
+                    let mut g = f_latt;
+                    g.re *= f2;
+                    for e in g.eps.iter_mut() {
+                        *e *= f2;
+                    }
+                    g * f_latt
+                }
+                None => f_cell * f_cell * f_latt * f_latt,
+            };
             if lat.weighted {
                 t *= weight;
             }
@@ -1078,9 +1115,10 @@ struct Sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize
     omega_aux: Aux<B, A>,
     at_polar: [B; 2],
     at_omega: [B; 2],
-    /// d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet); with
-    /// the one part along a parameter, `[0][0]` is read alone.
-    d_pos: [[B; 3]; 3],
+    /// d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet), by
+    /// the position's parts (`G`: 3, or 1 where the one part is along a
+    /// parameter, and then `[0][0]` is read alone).
+    d_pos: [[B; G]; 3],
     /// d I / d the auxiliary parts, through the scattering vector.
     d_aux: [B; A],
     d_lat: [B; L],

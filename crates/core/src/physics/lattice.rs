@@ -215,13 +215,22 @@ impl<S: Real> Grating<S> {
     /// division: the derivative renderer's square spots where N is fixed.
     #[inline(always)]
     pub fn poly_and_slope<V: Num<Scalar = S>>(&self, h: V) -> (V, V) {
+        self.poly_and_slope_len::<V, POLY_LEN>(h)
+    }
+
+    /// [`Grating::poly_and_slope`] from the first `LEN` coefficients of P
+    /// (at least [`Grating::poly_terms`]; the same numbers, as for
+    /// [`Grating::poly_len`]).
+    #[inline(always)]
+    pub fn poly_and_slope_len<V: Num<Scalar = S>, const LEN: usize>(&self, h: V) -> (V, V) {
+        debug_assert!(LEN >= self.poly_terms() && LEN <= POLY_LEN);
         let hn = h.round();
         let f = h - hn;
         let (s, c) = (sinpi_small(f), cospi_small(f));
         let x = s * s;
-        let mut p = V::splat(self.poly[POLY_LEN - 1]);
+        let mut p = V::splat(self.poly[LEN - 1]);
         let mut dp = V::zero();
-        for &k in self.poly[..POLY_LEN - 1].iter().rev() {
+        for &k in self.poly[..LEN - 1].iter().rev() {
             dp = dp.mul_add(x, p);
             p = p.mul_add(x, V::splat(k));
         }
@@ -335,6 +344,16 @@ mod tests {
             for k in 0..400 {
                 let h = -3.7 + k as f64 * 0.0193 + 1e-3;
                 let (v, slope) = g.poly_and_slope(h);
+                // the coefficients in use alone give the same numbers
+                let short = match g.poly_terms() {
+                    1 => g.poly_and_slope_len::<f64, 1>(h),
+                    2 => g.poly_and_slope_len::<f64, 2>(h),
+                    3 => g.poly_and_slope_len::<f64, 3>(h),
+                    4 => g.poly_and_slope_len::<f64, 4>(h),
+                    _ => g.poly_and_slope_len::<f64, 5>(h),
+                };
+                assert_eq!(short.0.to_bits(), v.to_bits(), "N {n} h {h}");
+                assert_eq!(short.1.to_bits(), slope.to_bits(), "N {n} h {h}");
                 let f = |h: f64| sincg(PI * h, n as f64);
                 assert!((v - f(h)).abs() <= 1e-12 * n as f64, "N {n} h {h}: {v} vs {}", f(h));
                 let e = 1e-6;
