@@ -711,8 +711,8 @@ enum SquareAxis {
     Exact(f64, bool),
     /// A whole N that no parameter moves, small enough for the polynomial
     /// form: the factor and its slope by the index without the sines of Nπh
-    /// and πh and their division (the same factor to rounding), from its
-    /// polynomial's nonzero coefficients (their number).
+    /// and πh and their division (the same factor to rounding), from the
+    /// polynomial's coefficients up to its last nonzero one (their number).
     Poly(Grating<f64>, usize),
 }
 
@@ -795,7 +795,7 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L:
         if let Some(sums) = rows.sums {
             let at = s * fp + b.f0;
             let live = b.live;
-            let v = if live == (1u32 << B::LANES) - 1 {
+            let v = if b.full {
                 let v = &sums.v[at..at + B::LANES];
                 B::from_fn(|i| v[i])
             } else {
@@ -1116,8 +1116,8 @@ struct Sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize
     at_polar: [B; 2],
     at_omega: [B; 2],
     /// d I / d pos, weighted by 1, f, s (pos = pix0 + f fdet + s sdet), by
-    /// the position's parts (`G`: 3, or 1 where the one part is along a
-    /// parameter, and then `[0][0]` is read alone).
+    /// the position's parts (`G` of them: 3 components, or 1 along a
+    /// parameter, and then `[0][0]` is read alone; unused without parts).
     d_pos: [[B; G]; 3],
     /// d I / d the auxiliary parts, through the scattering vector.
     d_aux: [B; A],

@@ -240,9 +240,9 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     #[inline(always)]
     fn sqrt(self) -> Self {
         let r = self.re.sqrt();
-        // 0.5 · (1/r), not 0.5/r: the same number (halving is exact), and a
-        // reciprocal of r that follows (a unit vector's 1/|x|) shares the
-        // division
+        // 0.5 · (1/r), not 0.5/r: the same number in plain lanes (halving is
+        // exact), and a reciprocal of r that follows (a unit vector's 1/|x|)
+        // shares the division
         self.chain(r, V::c(0.5) * (V::one() / r))
     }
     #[inline(always)]
