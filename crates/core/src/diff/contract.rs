@@ -671,7 +671,7 @@ impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usiz
                 Some((n, reduce)) => {
                     let g = Grating::<f64>::new(n);
                     match !reduce && g.form() == GratingForm::Polynomial && c.n_parts[a].is_none() {
-                        true => SquareAxis::Poly(g, g.poly_terms()),
+                        true => SquareAxis::Poly(g),
                         false => SquareAxis::Exact(n, reduce),
                     }
                 }
@@ -711,9 +711,8 @@ enum SquareAxis {
     Exact(f64, bool),
     /// A whole N that no parameter moves, small enough for the polynomial
     /// form: the factor and its slope by the index without the sines of Nπh
-    /// and πh and their division (the same factor to rounding), from the
-    /// polynomial's coefficients up to its last nonzero one (their number).
-    Poly(Grating<f64>, usize),
+    /// and πh and their division (the same factor to rounding).
+    Poly(Grating<f64>),
 }
 
 /// F_latt of square spots as a lattice dual: each axis's factor in a dual
@@ -738,16 +737,8 @@ fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
                 let n = Two { re: B::splat(n), eps: [zero, one] };
                 f[a] = exact_grating(x, n, reduce);
             }
-            SquareAxis::Poly(g, terms) => {
-                let h = hkl[a].re;
-                // N 5, say, needs 3 of the 5 coefficients
-                let (value, slope) = match terms {
-                    1 => g.poly_and_slope_len::<B, 1>(h),
-                    2 => g.poly_and_slope_len::<B, 2>(h),
-                    3 => g.poly_and_slope_len::<B, 3>(h),
-                    4 => g.poly_and_slope_len::<B, 4>(h),
-                    _ => g.poly_and_slope_len::<B, 5>(h),
-                };
+            SquareAxis::Poly(g) => {
+                let (value, slope) = g.poly_and_slope(hkl[a].re);
                 f[a] = Two { re: value, eps: [slope, zero] };
             }
         }

@@ -113,6 +113,8 @@ pub struct Grating<S> {
     even: bool,
     /// Coefficients of P (ascending powers of sin²θ, zero-padded), polynomial form.
     poly: [S; POLY_LEN],
+    /// Coefficients of P up to the last nonzero one ([`Grating::poly_terms`]).
+    terms: usize,
 }
 
 /// Coefficients of the polynomial form (degree 4 in sin²θ covers N ≤ 9).
@@ -143,6 +145,7 @@ impl<S: Real> Grating<S> {
             form: if whole { GratingForm::Reduced } else { GratingForm::General },
             even,
             poly: [S::zero(); POLY_LEN],
+            terms: 1,
         };
         if whole && n >= 1.0 && n <= max_n as f64 {
             let p = chebyshev_u_in_sin2(n as usize - 1);
@@ -150,6 +153,7 @@ impl<S: Real> Grating<S> {
                 *dst = S::c(c);
             }
             g.form = GratingForm::Polynomial;
+            g.terms = g.poly.iter().rposition(|&c| c != S::zero()).map_or(1, |i| i + 1);
         }
         g
     }
@@ -182,7 +186,7 @@ impl<S: Real> Grating<S> {
 
     /// Coefficients of P up to the last nonzero one (1 to 5).
     pub fn poly_terms(&self) -> usize {
-        self.poly.iter().rposition(|&c| c != S::zero()).map_or(1, |i| i + 1)
+        self.terms
     }
 
     /// [`Grating::poly_with`] from the first `LEN` coefficients of P (at
@@ -213,16 +217,24 @@ impl<S: Real> Grating<S> {
     /// x = sin²θ, the factor is P(x) for odd N and (−1)^round(h) cos θ P(x)
     /// for even N, and dx/dh = 2π sin θ cos θ. No sine of Nπh and no
     /// division: the derivative renderer's square spots where N is fixed.
+    /// Only P's coefficients up to the last nonzero one are evaluated (N 5,
+    /// say, needs 3 of the 5).
     #[inline(always)]
     pub fn poly_and_slope<V: Num<Scalar = S>>(&self, h: V) -> (V, V) {
-        self.poly_and_slope_len::<V, POLY_LEN>(h)
+        match self.terms {
+            1 => self.poly_and_slope_len::<V, 1>(h),
+            2 => self.poly_and_slope_len::<V, 2>(h),
+            3 => self.poly_and_slope_len::<V, 3>(h),
+            4 => self.poly_and_slope_len::<V, 4>(h),
+            _ => self.poly_and_slope_len::<V, POLY_LEN>(h),
+        }
     }
 
     /// [`Grating::poly_and_slope`] from the first `LEN` coefficients of P
     /// (at least [`Grating::poly_terms`]; the same numbers, as for
     /// [`Grating::poly_len`]).
     #[inline(always)]
-    pub fn poly_and_slope_len<V: Num<Scalar = S>, const LEN: usize>(&self, h: V) -> (V, V) {
+    fn poly_and_slope_len<V: Num<Scalar = S>, const LEN: usize>(&self, h: V) -> (V, V) {
         debug_assert!(LEN >= self.poly_terms() && LEN <= POLY_LEN);
         let hn = h.round();
         let f = h - hn;
@@ -345,15 +357,9 @@ mod tests {
                 let h = -3.7 + k as f64 * 0.0193 + 1e-3;
                 let (v, slope) = g.poly_and_slope(h);
                 // the coefficients in use alone give the same numbers
-                let short = match g.poly_terms() {
-                    1 => g.poly_and_slope_len::<f64, 1>(h),
-                    2 => g.poly_and_slope_len::<f64, 2>(h),
-                    3 => g.poly_and_slope_len::<f64, 3>(h),
-                    4 => g.poly_and_slope_len::<f64, 4>(h),
-                    _ => g.poly_and_slope_len::<f64, 5>(h),
-                };
-                assert_eq!(short.0.to_bits(), v.to_bits(), "N {n} h {h}");
-                assert_eq!(short.1.to_bits(), slope.to_bits(), "N {n} h {h}");
+                let padded = g.poly_and_slope_len::<f64, POLY_LEN>(h);
+                assert_eq!(padded.0.to_bits(), v.to_bits(), "N {n} h {h}");
+                assert_eq!(padded.1.to_bits(), slope.to_bits(), "N {n} h {h}");
                 let f = |h: f64| sincg(PI * h, n as f64);
                 assert!((v - f(h)).abs() <= 1e-12 * n as f64, "N {n} h {h}: {v} vs {}", f(h));
                 let e = 1e-6;
