@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::loss::{self, loss_gradient, LossEval, LossKind};
-use nanobragg_core::diff::{jvp_of, sf_vjp_of, vjp_of, Param, SfProducts};
+use nanobragg_core::diff::{jvp_of, sf_vjp_of, vjp_of, Param, SfProducts, Weights};
 use nanobragg_core::geometry::{panel_configs, PanelLayout};
 use nanobragg_core::render::{render_f64, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
@@ -481,12 +481,18 @@ impl Parameters {
     /// `Jᵀv` at `values`: `Σ v · d pixel / d parameter` for each parameter
     /// (per unit of its flag), without forming the derivative images where
     /// the engine can ([`vjp_of`]).
-    pub fn vjp(&self, values: &[f64], v: &[f64], opts: RenderOptions) -> Result<Vec<f64>> {
-        self.check_len("v", v.len())?;
+    pub fn vjp(&self, values: &[f64], v: Weights<'_>, opts: RenderOptions) -> Result<Vec<f64>> {
+        if let Weights::PerPixel(v) = v {
+            self.check_len("v", v.len())?;
+        }
         let mut out = vec![0.0; self.params.len()];
         for (k, (cfg, plan)) in self.panels_at(values)?.iter().enumerate() {
-            let vk = self.panel_pixels(k, v);
-            let by_query = vjp_of(cfg, plan, self.query_of(k), self.seeds, opts, &vk)?.values;
+            let vk = match v {
+                Weights::PerPixel(v) => Some(self.panel_pixels(k, v)),
+                Weights::Uniform(_) => None,
+            };
+            let wk = vk.as_deref().map_or(v, Weights::PerPixel);
+            let by_query = vjp_of(cfg, plan, self.query_of(k), self.seeds, opts, wk)?;
             for (o, x) in out.iter_mut().zip(self.by_params(&self.chain_of(values, k), &by_query)) {
                 *o += x;
             }
@@ -750,7 +756,7 @@ mod tests {
         let image = |x: &[f64]| p.image(x, opts, Precision::Fast64).unwrap();
         let n = image(x).len();
         let v: Vec<f64> = (0..n).map(|i| (i % period) as f64 - (period / 2) as f64).collect();
-        let vjp = p.vjp(x, &v, opts).unwrap();
+        let vjp = p.vjp(x, Weights::PerPixel(&v), opts).unwrap();
         for i in 0..x.len() {
             let h = 1e-6 * x[i].abs().max(1.0);
             let (mut up, mut dn) = (x.to_vec(), x.to_vec());
@@ -829,7 +835,10 @@ mod tests {
         let ev = p.loss(&x, LossKind::Sse, &observed, None, opts).unwrap();
         let mu = image(&x);
         let r: Vec<f64> = mu.iter().zip(&observed).map(|(m, &o)| 2.0 * (m - o as f64)).collect();
-        let want = p.vjp(&x, &r, opts).unwrap();
+        let want = p.vjp(&x, Weights::PerPixel(&r), opts).unwrap();
+        // one weight for all pixels, each panel's: as that weight in each pixel
+        let uniform = p.vjp(&x, Weights::Uniform(0.75), opts).unwrap();
+        assert_eq!(uniform, p.vjp(&x, Weights::PerPixel(&vec![0.75; n]), opts).unwrap());
         for (g, w) in ev.gradient.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-5 * w.abs().max(1e-12), "{:?} vs {want:?}", ev.gradient);
         }

@@ -3,7 +3,8 @@
 1. the Python call's overhead over the engine's own time, 1024² render;
 2. torch backward over every parameter the model has, against the forward;
 3. against nanobrag_torch (the PyTorch port) on the CPU, the same experiment
-   at 1024², forward and forward + backward, the same threads.
+   at 1024², forward and forward + backward (of the image's sum, and of a
+   weighted sum, whose gradient is a weight per pixel), the same threads.
 
     python crates/py/bench/bench.py [--threads N] [--repeat K]
 
@@ -58,13 +59,18 @@ def best(f, repeat):
 def overhead(model, threads, repeat):
     """The Python call's cost over the engine's: `simulate` (the call that
     returns the numpy image) against the engine's own time for the same
-    setup and render (`Image.seconds`), best of at least 20 each; and, as an
-    upper bound that does not depend on timing two different calls, a whole
-    `simulate` of an 8 x 8 detector (fixed costs of a call plus a tiny
-    render) against the 1024² one."""
+    setup and render (`Image.seconds`), best of at least 20 each, the two
+    calls alternated; and, as an upper bound that does not depend on timing
+    two different calls, a whole `simulate` of an 8 x 8 detector (fixed
+    costs of a call plus a tiny render) against the 1024² one."""
     repeat = max(repeat, 20)
-    wall = best(lambda: nanobragg.simulate(model, threads=threads), repeat)
-    engine = min(nanobragg.render(model, threads=threads).seconds for _ in range(repeat))
+    # (alternated: this VM's speed drifts, and a drift between two blocks of
+    # calls showed as up to 12 % of "overhead")
+    walls, engines = [], []
+    for _ in range(repeat):
+        walls.append(best(lambda: nanobragg.simulate(model, threads=threads), 1))
+        engines.append(nanobragg.render(model, threads=threads).seconds)
+    wall, engine = min(walls), min(engines)
     tiny = nanobragg.from_args(model.args + ["-detpixels", "8"])
     call = best(lambda: nanobragg.simulate(tiny, threads=threads), repeat)
     print(f"1. call overhead at 1024²: simulate {wall * 1e3:.2f} ms, the engine {engine * 1e3:.2f} ms"
@@ -72,13 +78,31 @@ def overhead(model, threads, repeat):
           f" = {call / wall * 100:.1f} % of the 1024² call")
 
 
+def loss(image, kind):
+    """The loss a backward pass starts from: the image's sum (whose gradient
+    reaches the engine as one number broadcast) or, "dense", a weighted sum
+    (a gradient of a weight per pixel, as a least-squares loss gives)."""
+    if kind == "dense":
+        key = (image.shape, image.dtype)
+        if key not in _WEIGHTS:  # made once, outside the timings
+            n = image.numel()
+            _WEIGHTS[key] = torch.linspace(0.5, 1.5, n, dtype=image.dtype).reshape(image.shape)
+        return (image * _WEIGHTS[key]).sum()
+    return image.sum()
+
+
+_WEIGHTS = {}
+
+
 def nanobragg_torch_pass(model, names, threads, repeat, backward):
-    xs = {n: torch.tensor(model[n], dtype=torch.float64, requires_grad=backward) for n in names}
+    """`backward`: False (forward only), True or "sum", or "dense" (see `loss`)."""
+    xs = {n: torch.tensor(model[n], dtype=torch.float64, requires_grad=bool(backward))
+          for n in names}
 
     def once():
         image = render(model, threads=threads, **xs)
         if backward:
-            image.sum().backward()
+            loss(image, backward).backward()
         return image
 
     return best(once, repeat), once()
@@ -124,25 +148,28 @@ def against_the_port(name, model, detector_extra, crystal_extra, threads, repeat
     torch.set_num_threads(threads)
 
     def port(backward):
-        sim, leaves = port_simulator(backward, detector_extra, crystal_extra)
+        sim, leaves = port_simulator(bool(backward), detector_extra, crystal_extra)
         image = sim.run()
         if backward:
-            image.sum().backward()
+            loss(image, backward).backward()
         return image
 
     port_forward = best(lambda: port(False), repeat)
-    port_both = best(lambda: port(True), repeat)
+    port_both = best(lambda: port("sum"), repeat)
+    port_dense = best(lambda: port("dense"), repeat)
     ours_forward, ours = nanobragg_torch_pass(model, COMPARED, threads, repeat, False)
-    ours_both, _ = nanobragg_torch_pass(model, COMPARED, threads, repeat, True)
+    ours_both, _ = nanobragg_torch_pass(model, COMPARED, threads, repeat, "sum")
+    ours_dense, _ = nanobragg_torch_pass(model, COMPARED, threads, repeat, "dense")
     theirs = port(False).detach()
     rel = float((ours - theirs).abs().max() / theirs.abs().max())
     print(f"3. {name}: against nanobrag_torch {nanobrag_torch.__version__}, float64, "
           f"{threads} threads, 1024², by {', '.join(COMPARED)} (the images differ by {rel:.1e} "
           f"of the maximum):")
-    print(f"   forward: {port_forward:.3f} s vs {ours_forward:.3f} s: "
-          f"{port_forward / ours_forward:.1f}x faster")
-    print(f"   forward + backward: {port_both:.3f} s vs {ours_both:.3f} s: "
-          f"{port_both / ours_both:.1f}x faster")
+    for what, port_s, ours_s in [("forward", port_forward, ours_forward),
+                                 ("forward + backward of the sum", port_both, ours_both),
+                                 ("forward + backward of a weighted sum", port_dense, ours_dense)]:
+        print(f"   {what}: {port_s * 1e3:.0f} ms vs {ours_s * 1e3:.1f} ms: "
+              f"{port_s / ours_s:.1f}x faster")
 
 
 def main():

@@ -6,7 +6,7 @@
 
 use nanobragg_core::config::SfSource;
 use nanobragg_core::diff::loss::LossKind;
-use nanobragg_core::diff::{jacobian_of, Param};
+use nanobragg_core::diff::{jacobian_of, Param, Weights};
 use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::sf::HklEntry;
@@ -320,7 +320,9 @@ impl Params {
 
     /// `Jᵀv` at `values`: for each parameter, `Σ v · d pixel / d parameter`
     /// with `v` of the image's shape, computed by the engine without
-    /// forming the derivative images where it can.
+    /// forming the derivative images where it can. A `v` that is one
+    /// number broadcast (strides 0, as torch's gradient of a sum) is read
+    /// as that number, without an image of it.
     fn vjp<'py>(
         &self,
         py: Python<'py>,
@@ -329,8 +331,13 @@ impl Params {
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         self.check_shape(v.shape())?;
         let values = flat(&values).into_owned();
-        let v = flat(&v);
-        let g = py.detach(|| self.p.vjp(&values, &v, self.opts())).map_err(pyerr)?;
+        let broadcast = v.strides().iter().all(|&s| s == 0);
+        let dense = (!broadcast).then(|| flat(&v));
+        let w = match &dense {
+            Some(d) => Weights::PerPixel(d),
+            None => Weights::Uniform(v.as_array().first().copied().unwrap_or(0.0)),
+        };
+        let g = py.detach(|| self.p.vjp(&values, w, self.opts())).map_err(pyerr)?;
         Ok(PyArray1::from_vec(py, g))
     }
 

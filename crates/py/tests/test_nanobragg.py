@@ -285,6 +285,11 @@ def test_arrays_of_any_layout_are_read_in_order():
     # every other element of a longer array; the transpose of the transpose
     assert np.array_equal(p.vjp(np.repeat(x, 2)[::2], np.asfortranarray(v)), want)
     assert np.array_equal(p.image(np.repeat(x, 2)[::2]), p.image(x))
+    # one number broadcast (strides 0, as torch's gradient of a sum) is that
+    # number in every pixel
+    broadcast = np.broadcast_to(np.float64(-1.5), model.shape)
+    assert broadcast.strides == (0, 0)
+    assert np.array_equal(p.vjp(x, broadcast), p.vjp(x, np.full(model.shape, -1.5)))
 
 
 def test_the_refined_command_line_carries_values_set_by_name(tmp_path):

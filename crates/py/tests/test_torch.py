@@ -64,6 +64,12 @@ def test_backward_is_the_weighted_sum_of_the_derivative_images():
     for x, di in zip(xs, d):
         want = float((di.astype(np.float64) * w.numpy()).sum())
         assert abs(x.grad.item() - want) <= 1e-5 * np.abs(di * w.numpy()).sum()
+    # the gradient of a sum reaches the engine as one number broadcast
+    xs = [torch.tensor(model[n], dtype=torch.float64, requires_grad=True) for n in names]
+    render(model, **dict(zip(names, xs))).sum().backward()
+    for x, di in zip(xs, d):
+        want = float(di.astype(np.float64).sum())
+        assert abs(x.grad.item() - want) <= 1e-5 * np.abs(di).sum()
 
 
 def test_a_loss_descends_with_torch_optim():

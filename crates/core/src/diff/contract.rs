@@ -51,6 +51,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::dual::{seeded, Dense64, Dual};
+use super::jacobian::Weights;
 #[cfg(target_arch = "x86_64")]
 use super::leaves::Leaves;
 use super::param::Param;
@@ -385,18 +386,19 @@ pub(crate) fn contracted_images_on(
     Ok(Some(render_sized(plan, &values, &c, level, None)))
 }
 
-/// The image and `Jᵀv`, the derivatives of `Σ v·image` by `params`, through
-/// the contracted renderer, or `None` where it does not apply. No derivative
-/// image is formed: each block's inner derivatives are weighted by `v` and
-/// summed (per row, then over the rows in order, so the result does not
-/// depend on the threads), and the sum is contracted once.
+/// `Jᵀv`, the derivatives of `Σ v·image` by `params`, through the
+/// contracted renderer, or `None` where it does not apply. No image is
+/// formed, the photons' or a derivative's: each block's inner derivatives
+/// are weighted by `v` and summed (per row, then over the rows in order, so
+/// the result does not depend on the threads), and the sum is contracted
+/// once.
 pub(crate) fn contracted_vjp(
     cfg: &SimConfig,
     plan: &Plan,
     seeds: SetupSeeds,
     params: &[Param],
-    v: &[f64],
-) -> Result<Option<(Vec<f32>, Vec<f64>)>> {
+    v: Weights<'_>,
+) -> Result<Option<Vec<f64>>> {
     let Some((values, c)) = contraction(cfg, plan, seeds, params)? else {
         return Ok(None);
     };
@@ -406,7 +408,7 @@ pub(crate) fn contracted_vjp(
         rows: (0..plan.detector.spixels).map(|_| Mutex::new(Vec::new())).collect(),
     };
     let level = crate::render::simd_level();
-    let image = render_sized(plan, &values, &c, level, Some(&sums)).swap_remove(0);
+    render_sized(plan, &values, &c, level, Some(&sums));
     let mut z = vec![0.0f64; z_len(cells)];
     for row in sums.rows {
         let row = row.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -415,7 +417,7 @@ pub(crate) fn contracted_vjp(
         }
     }
     let grad = c.terms.iter().map(|t| t.iter().map(|&(i, x)| x * z[i]).sum()).collect();
-    Ok(Some((image, grad)))
+    Ok(Some(grad))
 }
 
 /// `Σ v·z` over each row's pixels (the inner derivatives `z` of
@@ -424,7 +426,7 @@ pub(crate) fn contracted_vjp(
 /// one thread, and a re-render after a tricubic fallback replaces its rows'
 /// sums.
 struct WeightedSums<'v> {
-    v: &'v [f64],
+    v: Weights<'v>,
     rows: Vec<Mutex<Vec<f64>>>,
 }
 
@@ -533,7 +535,7 @@ fn contraction(
 
 /// Render through duals as narrow as the inner numbers allow (few
 /// parameters need few parts): the image and the derivative images, or with
-/// `sums` the image alone, the weighted inner derivatives going to `sums`.
+/// `sums` no image, the weighted inner derivatives going to `sums`.
 fn render_sized(
     plan: &Plan,
     values: &Leaves<f64>,
@@ -606,7 +608,7 @@ fn render_contracted<const G: usize, const A: usize, const L: usize>(
     sums: Option<&WeightedSums>,
 ) -> Vec<Vec<f32>> {
     let (geo, aux, lat) = seeded_leaves::<G, A, L>(values, c);
-    let outputs = if sums.is_some() { 1 } else { 1 + c.jac.len() };
+    let outputs = if sums.is_some() { 0 } else { 1 + c.jac.len() };
     let _ = level;
     #[cfg(target_arch = "x86_64")]
     {
@@ -649,6 +651,9 @@ struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const 
     lat: Kernel<'p, Lat<B, L>, Exact>,
     c: &'c Contraction,
     sums: Option<&'c WeightedSums<'c>>,
+    /// 1/steps where multiplying by it gives the numbers of dividing by
+    /// steps (a power of two: 1 with one sample per pixel).
+    inv_steps: Option<f64>,
 }
 
 impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
@@ -677,8 +682,12 @@ impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usiz
                 }
             })
         });
+        let val = Kernel::<B, Fast>::from_leaves(plan, values);
+        let steps = val.steps;
+        let power_of_two = steps.is_normal() && steps > 0.0 && steps.to_bits() << 12 == 0;
         Rows {
-            val: Kernel::from_leaves(plan, values),
+            inv_steps: (power_of_two && (1.0 / steps).is_normal()).then(|| 1.0 / steps),
+            val,
             geo: Kernel::from_leaves(plan, geo),
             aux: Kernel::from_leaves(plan, aux),
             square,
@@ -756,7 +765,7 @@ fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
     out
 }
 
-/// Row `s`: `1 + params` planes of `fpixels` numbers.
+/// Row `s`: `1 + params` planes of `fpixels` numbers (none with sums).
 #[inline(always)]
 fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>(
     rows: &Rows<'_, '_, B, G, A, L>,
@@ -773,7 +782,8 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L:
     let cells = if rows.c.cells_kept { rows.geo.cells.len() } else { 0 };
     let mut m = vec![[[B::zero(); 3]; 3]; cells];
     let mut z = vec![B::zero(); z_len(cells)];
-    let mut out = vec![B::zero(); outputs];
+    // (the value is taken even where no plane holds it)
+    let mut out = vec![B::zero(); outputs.max(1)];
     // Σ v·z over the row's blocks, lane by lane
     let used = &rows.c.used;
     let mut weighted = vec![B::zero(); if rows.sums.is_some() { used.len() } else { 0 }];
@@ -786,11 +796,15 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L:
         if let Some(sums) = rows.sums {
             let at = s * fp + b.f0;
             let live = b.live;
-            let v = if b.full {
-                let v = &sums.v[at..at + B::LANES];
-                B::from_fn(|i| v[i])
-            } else {
-                B::from_fn(|i| if live >> i & 1 != 0 { sums.v[at + i] } else { 0.0 })
+            let v = match sums.v {
+                Weights::Uniform(w) => B::splat(w),
+                Weights::PerPixel(v) if b.full => {
+                    let v = &v[at..at + B::LANES];
+                    B::from_fn(|i| v[i])
+                }
+                Weights::PerPixel(v) => {
+                    B::from_fn(|i| if live >> i & 1 != 0 { v[at + i] } else { 0.0 })
+                }
             };
             // lanes not rendered (masked, past the ROI) may hold anything, NaN included
             let on = <B::Mask as Mask>::from_bits(live);
@@ -1135,12 +1149,17 @@ fn contract_sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: 
     let nl = 3 + c.lat_parts.len();
     // the photons, in the exact kernel's order (capture fraction 1)
     let (scale, steps) = (B::splat(lat.scale.re), B::splat(lat.steps.re));
+    // (a division per block and term unless 1/steps is exact)
+    let over_steps = |x: B| match rows.inv_steps {
+        Some(inv) => x * B::splat(inv),
+        None => x / steps,
+    };
     let (p, o) = (s.polar.re, s.omega.re);
-    let value = scale * s.i_acc / steps * B::one() * p * o;
+    let value = over_steps(scale * s.i_acc) * B::one() * p * o;
     out[0] = value;
     // d value / d (inner numbers)
-    let kpo = scale / steps * p * o;
-    let ks = scale * s.i_acc / steps;
+    let kpo = over_steps(scale) * p * o;
+    let ks = over_steps(scale * s.i_acc);
     let (ks_o, ks_p) = (ks * o, ks * p);
     if c.npos == 1 {
         // (the polarization's and solid angle's parts are along the
@@ -1164,7 +1183,7 @@ fn contract_sums<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: 
     for e in 3..nl {
         z[Z_LAT + e] = kpo * s.d_lat[e];
     }
-    z[Z_SCALE] = s.i_acc / steps * p * o;
+    z[Z_SCALE] = over_steps(s.i_acc) * p * o;
     z[Z_IBG] = kpo;
     z[Z_F] = kpo * s.d_f;
     for i in 0..3 {

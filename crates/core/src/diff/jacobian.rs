@@ -87,50 +87,69 @@ pub fn jacobian_of(
     })
 }
 
-/// Products of the Jacobian with vectors, for reverse and forward mode.
+/// The image and a product of the Jacobian with a vector (forward mode).
 #[derive(Debug, Clone)]
 pub struct Products {
     /// Photons per pixel (f64 kernels, rounded to f32).
     pub image: Vec<f32>,
-    /// `Jᵀv` (one number per parameter) or `J·t` (one per pixel).
+    /// `J·t` (one number per pixel).
     pub values: Vec<f64>,
 }
 
-/// The image of `plan` and `Jᵀv`: `Σ_pixels v · d pixel / d parameter` for
-/// each of `params` (per unit of the flag), `v` one weight per pixel
-/// (pixels outside the ROI or masked do not count). Where the contracted
-/// renderer applies, no derivative image is formed (see
-/// [`super::contract`]); elsewhere the derivative images are rendered eight
-/// parameters at a time and weighted. Independent of the thread count.
+/// The weights `v` of a product `Jᵀv`.
+#[derive(Debug, Clone, Copy)]
+pub enum Weights<'a> {
+    /// One weight per pixel, fast index fastest.
+    PerPixel(&'a [f64]),
+    /// The same weight for every pixel: the gradient of the image's sum,
+    /// which torch hands over as one number broadcast (a 1024² image of it
+    /// is 8 MB to write and read again).
+    Uniform(f64),
+}
+
+impl Weights<'_> {
+    /// The weight of pixel `i`.
+    #[inline(always)]
+    pub fn at(&self, i: usize) -> f64 {
+        match self {
+            Weights::PerPixel(v) => v[i],
+            Weights::Uniform(w) => *w,
+        }
+    }
+}
+
+/// `Jᵀv`: `Σ_pixels v · d pixel / d parameter` for each of `params` (per
+/// unit of the flag), `v` the weights of the pixels (pixels outside the
+/// ROI or masked do not count). Where the contracted renderer applies, no image is
+/// formed, the photons' or a derivative's (see [`super::contract`]: a
+/// backward pass has the image from its forward pass); elsewhere the
+/// derivative images are rendered eight parameters at a time and weighted.
+/// Independent of the thread count.
 pub fn vjp_of(
     cfg: &SimConfig,
     plan: &Plan,
     params: &[Param],
     seeds: SetupSeeds,
     opts: RenderOptions,
-    v: &[f64],
-) -> Result<Products> {
-    check_length(plan, v.len(), "the weights v")?;
+    v: Weights<'_>,
+) -> Result<Vec<f64>> {
+    if let Weights::PerPixel(v) = v {
+        check_length(plan, v.len(), "the weights v")?;
+    }
     for &p in params {
         check_param(cfg, plan, p)?;
     }
     in_pool(opts.threads, || {
-        if let Some((image, values)) = contracted_vjp(cfg, plan, seeds, params, v)? {
-            return Ok(Products { image, values });
+        if let Some(values) = contracted_vjp(cfg, plan, seeds, params, v)? {
+            return Ok(values);
         }
-        let mut image = None;
         let mut values = Vec::with_capacity(params.len());
         let used = super::loss::pixels_used(plan, None);
         for chunk in params.chunks(8) {
             let j = jacobian_of(cfg, plan, chunk, seeds, RenderOptions::default(), Fast64)?;
             values.extend(j.derivatives.iter().map(|d| weighted_sum(d, v, &used)));
-            image.get_or_insert(j.image);
         }
-        let image = match image {
-            Some(i) => i,
-            None => render_exact(plan, RenderOptions::default()).image,
-        };
-        Ok(Products { image, values })
+        Ok(values)
     })
 }
 
@@ -173,8 +192,9 @@ pub fn jvp_of(
 
 /// `Σ d·v` over the pixels `used`, in a fixed order (a weight outside them
 /// may be anything, NaN included).
-fn weighted_sum(d: &[f32], v: &[f64], used: &[bool]) -> f64 {
-    d.iter().zip(v).zip(used).filter(|(_, &u)| u).map(|((&d, &v), _)| d as f64 * v).sum()
+fn weighted_sum(d: &[f32], v: Weights<'_>, used: &[bool]) -> f64 {
+    let on = d.iter().zip(used).enumerate().filter(|(_, (_, &u))| u);
+    on.map(|(i, (&d, _))| d as f64 * v.at(i)).sum()
 }
 
 /// An error unless `len` is the plan's pixel count.
@@ -283,6 +303,7 @@ mod tests {
         use super::*;
         use crate::config::{CrystalShape, SfSource};
         use crate::diff::contract::{contracted_images, contracted_images_on, contracted_vjp};
+        use crate::diff::jacobian::Weights::{PerPixel, Uniform};
         use crate::render::SimdLevel;
 
         const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -3 };
@@ -421,14 +442,19 @@ mod tests {
                     .collect();
                 let t: Vec<f64> = (0..params.len()).map(|p| 0.5 - (p % 3) as f64).collect();
                 let one = RenderOptions { threads: 1 };
-                let vjp = vjp_of(&cfg, &plan, &params, SEEDS, one, &v).unwrap();
-                let two = vjp_of(&cfg, &plan, &params, SEEDS, RenderOptions { threads: 2 }, &v);
-                assert_eq!(vjp.values, two.unwrap().values, "threads");
+                let vjp = vjp_of(&cfg, &plan, &params, SEEDS, one, PerPixel(&v)).unwrap();
+                let two = RenderOptions { threads: 2 };
+                let two = vjp_of(&cfg, &plan, &params, SEEDS, two, PerPixel(&v));
+                assert_eq!(vjp, two.unwrap(), "threads");
+                // one weight for every pixel: the same sums as that weight in each
+                let same = vjp_of(&cfg, &plan, &params, SEEDS, one, PerPixel(&vec![-2.5; n]));
+                let uniform = vjp_of(&cfg, &plan, &params, SEEDS, one, Uniform(-2.5)).unwrap();
+                assert_eq!(same.unwrap(), uniform, "uniform");
                 for (k, d) in j.derivatives.iter().enumerate() {
                     let on = |&i: &usize| used[i];
                     let want: f64 = (0..n).filter(on).map(|i| d[i] as f64 * v[i]).sum();
                     let scale: f64 = (0..n).filter(on).map(|i| (d[i] as f64 * v[i]).abs()).sum();
-                    let err = (vjp.values[k] - want).abs();
+                    let err = (vjp[k] - want).abs();
                     assert!(scale > 0.0 && err <= 1e-6 * scale, "{}: {err} of {scale}", params[k]);
                 }
                 let jvp = jvp_of(&cfg, &plan, &params, SEEDS, one, &t).unwrap();
@@ -438,13 +464,19 @@ mod tests {
                     let scale: f64 = j.derivatives.iter().map(|d| d[i].abs() as f64).sum();
                     assert!((jvp.values[i] - want).abs() <= 1e-6 * scale.max(1e-30), "pixel {i}");
                 }
-                assert_eq!(vjp.image.len(), n);
-                let fits = contracted_vjp(&cfg, &plan, SEEDS, &params, &v).unwrap().is_some();
+                let fits = contracted_vjp(&cfg, &plan, SEEDS, &params, PerPixel(&v));
+                let fits = fits.unwrap().is_some();
                 assert_eq!(fits, contracted);
             }
             let plan = Plan::new(&base(), SEEDS).unwrap();
-            let short =
-                vjp_of(&base(), &plan, &[Param::Distance], SEEDS, Default::default(), &[1.0]);
+            let short = vjp_of(
+                &base(),
+                &plan,
+                &[Param::Distance],
+                SEEDS,
+                Default::default(),
+                PerPixel(&[1.0]),
+            );
             assert!(short.unwrap_err().to_string().contains("1 values"));
         }
 

@@ -33,7 +33,7 @@ pub mod structure_factors;
 pub use dual::{Dense32, Dense64, DiffReal, Dual, HyperDual64, Seeded};
 pub use hessian::{hessian_of, hessian_with, Hessian};
 pub use jacobian::{
-    jacobian, jacobian_in, jacobian_of, jacobian_with, jvp_of, vjp_of, Jacobian, Products,
+    jacobian, jacobian_in, jacobian_of, jacobian_with, jvp_of, vjp_of, Jacobian, Products, Weights,
 };
 pub use leaves::Leaves;
 pub use loss::{loss_gradient, LossEval, LossKind};

@@ -130,8 +130,11 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
         assert_eq!(p.len(), fp * sp, "every plane holds fpixels * spixels values");
     }
     let mut omega = vec![0.0f64; sp];
+    // (statistics of the first plane, the image: none without one)
+    let stats = stats && !planes.is_empty();
     let mut rows = vec![RowStats::default(); if stats { sp } else { 0 }];
-    if fp == 0 || sp == 0 || planes.is_empty() {
+    // (no planes: a kernel that sums, such as a backward pass, still runs)
+    if fp == 0 || sp == 0 {
         return PlanesOut { omega_sum: 0.0, fallback: None, rows };
     }
     let mut fallback = None;
@@ -266,13 +269,13 @@ impl<K> Rows<'_, K> {
                 clear_unrendered(plan, s, plane);
             }
             let out = self.kernel.row(s, &mut row, self.limit);
-            if let Some(bg) = self.background {
-                add_background(plan, bg, s, row[0]);
+            if let (Some(bg), Some(image)) = (self.background, row.first_mut()) {
+                add_background(plan, bg, s, image);
             }
             *omega = out.omega;
-            if let Some(st) = stats.get_mut(r) {
+            if let (Some(st), Some(image)) = (stats.get_mut(r), row.first()) {
                 // while the row is in cache
-                *st = T::row_stats(row[0], s, roi, mask);
+                *st = T::row_stats(image, s, roi, mask);
             }
             first = first.or(out.fallback);
         }

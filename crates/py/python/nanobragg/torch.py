@@ -50,13 +50,20 @@ class Render(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # the engine's Jᵀv is not itself differentiable
     def backward(ctx, grad_image):
-        v = _numpy(grad_image)
         out = lambda a, like: torch.from_numpy(a).to(device=like.device, dtype=like.dtype)
         g_values = g_f = None
         if ctx.needs_input_grad[1]:
+            # the gradient of a sum is one number broadcast (strides 0), which
+            # the engine reads as such: made contiguous, or converted to
+            # float64 on the CPU, it is 8 MB at 1024²
+            if grad_image.numel() > 0 and all(s == 0 for s in grad_image.stride()):
+                w = grad_image.reshape(-1)[0].item()
+                v = np.broadcast_to(np.float64(w), tuple(grad_image.shape))
+            else:
+                v = _numpy(grad_image)
             g_values = out(ctx.params.vjp(ctx.values, v), ctx.like)
         if ctx.needs_input_grad[2]:
-            g_f = out(ctx.params.sf_vjp(ctx.values, v), ctx.f_like)
+            g_f = out(ctx.params.sf_vjp(ctx.values, _numpy(grad_image)), ctx.f_like)
         return None, g_values, g_f, None
 
     @staticmethod
