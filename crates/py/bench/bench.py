@@ -78,6 +78,9 @@ def overhead(model, threads, repeat):
           f" = {call / wall * 100:.1f} % of the 1024² call")
 
 
+_WEIGHTS = {}
+
+
 def loss(image, kind):
     """The loss a backward pass starts from: the image's sum (whose gradient
     reaches the engine as one number broadcast) or, "dense", a weighted sum
@@ -89,9 +92,6 @@ def loss(image, kind):
             _WEIGHTS[key] = torch.linspace(0.5, 1.5, n, dtype=image.dtype).reshape(image.shape)
         return (image * _WEIGHTS[key]).sum()
     return image.sum()
-
-
-_WEIGHTS = {}
 
 
 def nanobragg_torch_pass(model, names, threads, repeat, backward):

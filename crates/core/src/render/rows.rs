@@ -130,8 +130,9 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
         assert_eq!(p.len(), fp * sp, "every plane holds fpixels * spixels values");
     }
     let mut omega = vec![0.0f64; sp];
-    // (statistics of the first plane, the image: none without one)
-    let stats = stats && !planes.is_empty();
+    // (the statistics and background are the first plane's, the image's:
+    // none without one)
+    let (stats, background) = if planes.is_empty() { (false, None) } else { (stats, background) };
     let mut rows = vec![RowStats::default(); if stats { sp } else { 0 }];
     // (no planes: a kernel that sums, such as a backward pass, still runs)
     if fp == 0 || sp == 0 {
@@ -269,13 +270,13 @@ impl<K> Rows<'_, K> {
                 clear_unrendered(plan, s, plane);
             }
             let out = self.kernel.row(s, &mut row, self.limit);
-            if let (Some(bg), Some(image)) = (self.background, row.first_mut()) {
-                add_background(plan, bg, s, image);
+            if let Some(bg) = self.background {
+                add_background(plan, bg, s, row[0]);
             }
             *omega = out.omega;
-            if let (Some(st), Some(image)) = (stats.get_mut(r), row.first()) {
+            if let Some(st) = stats.get_mut(r) {
                 // while the row is in cache
-                *st = T::row_stats(image, s, roi, mask);
+                *st = T::row_stats(row[0], s, roi, mask);
             }
             first = first.or(out.fallback);
         }
