@@ -135,6 +135,15 @@ pub trait Num:
     fn atan2(self, x: Self) -> Self;
     /// Square root (correctly rounded).
     fn sqrt(self) -> Self;
+    /// `(√self, 1/√self)` for a positive, normal `self`: the fast kernels'
+    /// distance and its reciprocal. A correctly rounded square root and one
+    /// division unless the type has a form within about an ulp that needs
+    /// no divider (AVX-512's f64 lanes).
+    #[inline(always)]
+    fn sqrt_recip(self) -> (Self, Self) {
+        let r = self.sqrt();
+        (r, Self::one() / r)
+    }
     /// Absolute value.
     fn abs(self) -> Self;
     /// Largest integer not above.
@@ -479,6 +488,11 @@ impl<V: Num> Num for X2<V> {
         X2(V::c(x), V::c(x))
     }
     x2_unary!(sin, cos, tan, exp, ln, sqrt, abs, floor, ceil, round);
+    #[inline(always)]
+    fn sqrt_recip(self) -> (Self, Self) {
+        let ((r0, i0), (r1, i1)) = (self.0.sqrt_recip(), self.1.sqrt_recip());
+        (X2(r0, r1), X2(i0, i1))
+    }
     #[inline(always)]
     fn atan2(self, x: Self) -> Self {
         X2(self.0.atan2(x.0), self.1.atan2(x.1))

@@ -246,6 +246,17 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
         self.chain(r, V::c(0.5) * (V::one() / r))
     }
     #[inline(always)]
+    fn sqrt_recip(self) -> (Self, Self) {
+        let (r, inv) = self.re.sqrt_recip();
+        let root = self.chain(r, V::c(0.5) * inv);
+        // the parts of `1 / root`, with 1/r the lanes' reciprocal
+        let mut eps = root.eps;
+        for e in eps.iter_mut() {
+            *e = (V::zero() - inv * *e) * inv;
+        }
+        (root, Dual { re: inv, eps })
+    }
+    #[inline(always)]
     fn abs(self) -> Self {
         Self::select(self.re.cmp_lt(V::zero()), -self, self)
     }
@@ -488,5 +499,23 @@ mod tests {
         let r = g(hyper(a0, 1.0, 1.0), hyper(b0, 0.0, 0.0));
         assert!(close(r.eps[0].eps[0], gaa, 1e-14) && close(r.re.eps[0], ga, 1e-14));
         assert_eq!(HyperDual64::PARTS, 4);
+    }
+
+    #[test]
+    fn sqrt_recip_is_the_square_root_and_its_reciprocal() {
+        // the same numbers as `sqrt` and `1 / sqrt` where the lanes take a
+        // correctly rounded root (scalars), and their derivatives by hand
+        let x = Dense64::<2>::seed(0.37, 0) * Dense64::<2>::seed(2.9, 1);
+        let (r, inv) = x.sqrt_recip();
+        let (want_r, want_inv) = (x.sqrt(), Dense64::<2>::one() / x.sqrt());
+        assert_eq!((r.re, r.eps), (want_r.re, want_r.eps));
+        assert_eq!((inv.re, inv.eps), (want_inv.re, want_inv.eps));
+        let v = 0.37 * 2.9f64;
+        assert!(close(inv.eps[0], -0.5 * 2.9 * v.powf(-1.5), 1e-15));
+        assert!(close(r.eps[1], 0.5 * 0.37 / v.sqrt(), 1e-15));
+        // second derivatives through the nested parts: d²(1/√(a b))/da²
+        let (a0, b0) = (0.4f64, 1.3f64);
+        let (_, inv) = (hyper(a0, 1.0, 1.0) * hyper(b0, 0.0, 0.0)).sqrt_recip();
+        assert!(close(inv.eps[0].eps[0], 0.75 * b0 * b0 * (a0 * b0).powf(-2.5), 1e-14));
     }
 }

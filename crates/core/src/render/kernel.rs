@@ -772,12 +772,13 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
     pub(crate) fn direction(&self, pos: V3<V>) -> (V3<V>, V, V) {
         let zero = V::zero();
         if M::FAST {
-            let airpath = magnitude_fma(pos);
-            let inv = V::one() / airpath;
             if !self.may_reach_sample {
                 // no pixel at the sample: airpath > 0 in every lane
+                let (airpath, inv) = dot_fma(pos, pos).sqrt_recip();
                 return (v3!(i => pos[i] * inv), airpath, inv);
             }
+            let airpath = magnitude_fma(pos);
+            let inv = V::one() / airpath;
             let nonzero = airpath.cmp_ne(zero);
             (v3!(i => V::select(nonzero, pos[i] * inv, zero)), airpath, inv)
         } else {
