@@ -194,6 +194,8 @@ struct Contraction {
     terms: Vec<Vec<(usize, f64)>>,
     /// The indices into `z` some parameter's terms read, ascending.
     used: Vec<usize>,
+    /// Some parameter reads d value / d `default_F` without a grid (`Z_F`).
+    f_used: bool,
 }
 
 /// Layout of the inner derivatives `z` of a pixel: d value / d pos (by
@@ -515,6 +517,7 @@ fn contraction(
     used.sort_unstable();
     used.dedup();
     let c = Contraction {
+        f_used: used.contains(&Z_F),
         used,
         geo_parts,
         npos,
@@ -1086,7 +1089,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
             for e in 3..nl {
                 s.d_lat[e] += B::select(hit, t.eps[e], zero);
             }
-            if lat.grid.is_none() {
+            if lat.grid.is_none() && c.f_used {
                 let fl = f_latt.re;
                 let d_f = B::c(2.0) * f_cell.re * fl * fl;
                 let d_f = if lat.weighted { d_f * weight.re } else { d_f };

@@ -70,8 +70,11 @@ pub fn sf_vjp_of(plan: &Plan, opts: RenderOptions, v: &[f64]) -> Result<SfProduc
         v,
         rows: (0..sp).map(|_| Mutex::default()).collect(),
     };
-    let mut image = zeroed_plane(fp * sp);
-    in_pool(opts.threads, || render_planes(plan, &rows, &mut [&mut image[..]], false, None));
+    let image = in_pool(opts.threads, || {
+        let mut image = zeroed_plane(fp * sp);
+        render_planes(plan, &rows, &mut [&mut image[..]], false, None);
+        image
+    });
     let mut gradient = vec![0.0f64; grid.data.len()];
     for row in rows.rows {
         let row = row.into_inner().unwrap_or_else(|e| e.into_inner());

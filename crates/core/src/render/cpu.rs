@@ -242,8 +242,7 @@ pub fn render_on(
     precision: Precision,
     level: SimdLevel,
 ) -> RenderOutput {
-    let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
-    let info = render_on_into(plan, opts, precision, level, &mut image, true);
+    let (image, info) = render_new(plan, opts, precision, level, true);
     RenderOutput::from_info(image, info)
 }
 
@@ -272,9 +271,22 @@ pub fn render_f64(
     opts: RenderOptions,
     precision: Precision,
 ) -> (Vec<f64>, RenderInfo) {
-    let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
-    let info = render_on_into(plan, opts, precision, simd_level(), &mut image, false);
-    (image, info)
+    render_new(plan, opts, precision, simd_level(), false)
+}
+
+/// Render into a new image, zeroed by the render's threads.
+fn render_new<T: Pixel>(
+    plan: &Plan,
+    opts: RenderOptions,
+    precision: Precision,
+    level: SimdLevel,
+    stats: bool,
+) -> (Vec<T>, RenderInfo) {
+    in_pool(opts.threads, || {
+        let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
+        let info = render_on_into(plan, opts, precision, level, &mut image, stats);
+        (image, info)
+    })
 }
 
 /// Render into `image`, with each row's statistics where `stats`.
@@ -397,9 +409,10 @@ pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
     if TypeId::of::<R>() == TypeId::of::<f64>() {
         return render_precision(plan, opts, Precision::Fast64);
     }
-    let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
-    let info = in_pool(opts.threads, || {
-        render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image, true)
+    let (image, info) = in_pool(opts.threads, || {
+        let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
+        let info = render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image, true);
+        (image, info)
     });
     RenderOutput::from_info(image, info)
 }

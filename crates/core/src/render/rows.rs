@@ -161,12 +161,16 @@ pub(crate) fn zeroed_planes<T: Pixel>(plan: &Plan, outputs: usize) -> Vec<Vec<T>
     (0..outputs).map(|_| zeroed_plane(n)).collect()
 }
 
-/// A zeroed image of `n` pixels. Large images ask Linux for transparent huge pages (the
-/// pages are still untouched here): the render then takes one page fault per
-/// 2 MiB instead of one per 4 KiB, which is a noticeable part of a large,
-/// fast render on virtual machines.
+/// A zeroed image of `n` pixels, zeroed by the current thread pool's
+/// threads (a reused heap block is otherwise cleared by one thread: 7 % of
+/// the time of a fast f64 1024² render on 2 cores). Large images ask Linux
+/// for transparent huge pages before they are touched: the zeroing then
+/// takes one page fault per 2 MiB instead of one per 4 KiB, which is a
+/// noticeable part of a large, fast render on virtual machines.
 pub(crate) fn zeroed_plane<T: Pixel>(n: usize) -> Vec<T> {
-    let image = vec![T::default(); n];
+    use rayon::prelude::*;
+    use std::mem::MaybeUninit;
+    let mut image = Vec::<T>::with_capacity(n);
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
@@ -178,13 +182,21 @@ pub(crate) fn zeroed_plane<T: Pixel>(n: usize) -> Vec<T> {
         let end = start + n * std::mem::size_of::<T>();
         let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
         if hi > lo {
-            // SAFETY: [lo, hi) lies inside the allocation; MADV_HUGEPAGE is
-            // only a hint and leaves the contents (zeros) unchanged.
+            // SAFETY: [lo, hi) lies inside the allocation, which nothing has
+            // read or written yet; MADV_HUGEPAGE is only a hint.
             unsafe {
                 madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE);
             }
         }
     }
+    // 256 KiB pieces: many per thread, each worth a task
+    let piece = (256 << 10) / std::mem::size_of::<T>().max(1);
+    image.spare_capacity_mut()[..n]
+        .par_chunks_mut(piece.max(1))
+        .for_each(|c| c.fill(MaybeUninit::new(T::default())));
+    // SAFETY: the capacity is at least n and its first n values were written
+    // just above.
+    unsafe { image.set_len(n) };
     image
 }
 
@@ -579,3 +591,25 @@ simd_rows!(
     row_avx512,
     "avx512f,avx2,fma"
 );
+
+#[cfg(test)]
+mod tests {
+    use super::zeroed_plane;
+
+    /// Every value of a new plane is +0, also where the allocator hands back
+    /// memory that held an image (sizes below, at and above one zeroing piece,
+    /// and not a multiple of it).
+    #[test]
+    fn a_zeroed_plane_is_zero_everywhere() {
+        for n in [0, 1, 1007, 32768, 3 << 20 | 5] {
+            drop(vec![1.5f64; n]);
+            let plane = zeroed_plane::<f64>(n);
+            assert_eq!(plane.len(), n);
+            assert!(plane.iter().all(|x| x.to_bits() == 0), "f64, {n}");
+            drop(vec![-2.5f32; n]);
+            let plane = zeroed_plane::<f32>(n);
+            assert_eq!(plane.len(), n);
+            assert!(plane.iter().all(|x| x.to_bits() == 0), "f32, {n}");
+        }
+    }
+}
