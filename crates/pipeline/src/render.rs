@@ -97,6 +97,12 @@ impl Invocation {
 
 /// Renders `plan` with the invocation's precision, threads and device.
 pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInfo)> {
+    inv.check_device()?;
+    if !inv.uses_gpu() {
+        // (a new image zeroed by the render's threads)
+        let opts = RenderOptions { threads: inv.threads };
+        return Ok(nanobragg_core::render::render_image(plan, opts, inv.precision));
+    }
     let mut image = vec![0.0f32; plan.detector.fpixels * plan.detector.spixels];
     let info = render_plan_into(inv, plan, &mut image)?;
     Ok((image, info))

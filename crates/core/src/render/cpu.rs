@@ -274,6 +274,16 @@ pub fn render_f64(
     render_new(plan, opts, precision, simd_level(), false)
 }
 
+/// [`render_into`] into a new f32 image, zeroed by the render's threads:
+/// the image and what the render reports, row statistics included.
+pub fn render_image(
+    plan: &Plan,
+    opts: RenderOptions,
+    precision: Precision,
+) -> (Vec<f32>, RenderInfo) {
+    render_new(plan, opts, precision, simd_level(), true)
+}
+
 /// Render into a new image, zeroed by the render's threads.
 fn render_new<T: Pixel>(
     plan: &Plan,
