@@ -97,9 +97,9 @@ impl Invocation {
 
 /// Renders `plan` with the invocation's precision, threads and device.
 pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInfo)> {
-    inv.check_device()?;
     if !inv.uses_gpu() {
-        // (a new image zeroed by the render's threads)
+        // (a new image zeroed by the render's threads; only `-device cuda`
+        // has a device to check)
         let opts = RenderOptions { threads: inv.threads };
         return Ok(nanobragg_core::render::render_image(plan, opts, inv.precision));
     }

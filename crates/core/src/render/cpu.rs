@@ -242,7 +242,8 @@ pub fn render_on(
     precision: Precision,
     level: SimdLevel,
 ) -> RenderOutput {
-    let (image, info) = render_new(plan, opts, precision, level, true);
+    // (no row statistics: a RenderOutput does not keep them)
+    let (image, info) = render_new(plan, opts, precision, level, false);
     RenderOutput::from_info(image, info)
 }
 
@@ -421,7 +422,7 @@ pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
     }
     let (image, info) = in_pool(opts.threads, || {
         let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
-        let info = render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image, true);
+        let info = render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image, false);
         (image, info)
     });
     RenderOutput::from_info(image, info)
