@@ -735,16 +735,18 @@ enum SquareAxis {
 /// each factor would carry every part.
 #[inline(always)]
 fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
-    axes: [SquareAxis; 3],
+    axes: &[SquareAxis; 3],
     n_parts: &[Option<usize>; 3],
     hkl: &[Lat<B, L>; 3],
 ) -> Lat<B, L> {
     let (zero, one) = (B::zero(), B::one());
     let mut f = [Two::<B>::one(); 3];
     for a in 0..3 {
-        match axes[a] {
+        // (read in place: a copy of the axes per block is stored and read
+        // back piece by piece, which the loads wait on)
+        match &axes[a] {
             SquareAxis::One => {}
-            SquareAxis::Exact(n, reduce) => {
+            &SquareAxis::Exact(n, reduce) => {
                 let x = Two { re: hkl[a].re, eps: [one, zero] };
                 let n = Two { re: B::splat(n), eps: [zero, one] };
                 f[a] = exact_grating(x, n, reduce);
@@ -958,7 +960,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
         }
         if self.rows.c.aux_polar {
             let aux = &self.rows.aux;
-            let mut toward = diffracted.map(|x| Aux::constant(x.re));
+            let mut toward = values_of(diffracted);
             self.sums.polar_aux =
                 aux.polarize(&aux.sources[src], &mut toward, m, self.sums.polar_aux);
         }
@@ -993,7 +995,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
         }
         if c.aux_q {
             let aux = &self.rows.aux;
-            let q = aux.scattering(diffracted.map(|x| Aux::constant(x.re)), &aux.sources[src]);
+            let q = aux.scattering(values_of(diffracted), &aux.sources[src]);
             for k in c.npos..c.geo_parts.len() {
                 let a = k - c.npos;
                 s.d_aux[a] += d_q[0] * q[0].eps[a] + d_q[1] * q[1].eps[a] + d_q[2] * q[2].eps[a];
@@ -1020,7 +1022,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
         let plan = lat.plan();
         let zero = B::zero();
         let nl = 3 + c.lat_parts.len();
-        let square = self.rows.square;
+        let square = &self.rows.square;
         let s = &mut self.sums;
         let qv = [q[0].re, q[1].re, q[2].re];
         let mut d_q = [zero; 3];
@@ -1033,12 +1035,11 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
             // (written out: `array::map` is not inlined into the row functions)
             let sp = |v: V3<f64>| [B::splat(v[0]), B::splat(v[1]), B::splat(v[2])];
             let abc = [sp(cell.a), sp(cell.b), sp(cell.c)];
-            let hkl: [Lat<B, L>; 3] = std::array::from_fn(|i| {
-                let mut h = Lat::<B, L>::zero();
-                h.re = dot(abc[i], qv);
-                h.eps[i] = B::one();
-                h
-            });
+            let mut hkl = [Lat::<B, L>::zero(); 3];
+            for i in 0..3 {
+                hkl[i].re = dot(abc[i], qv);
+                hkl[i].eps[i] = B::one();
+            }
             let f_latt = match square {
                 Some(axes) => square_lattice(axes, &c.n_parts, &hkl),
                 None => lat.lattice(hkl[0], hkl[1], hkl[2]),
@@ -1076,12 +1077,15 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
                 t *= weight;
             }
             s.i_acc = B::select(hit, s.i_acc + t.re, s.i_acc);
-            let g: [B; 3] = std::array::from_fn(|i| B::select(hit, t.eps[i], zero));
+            let mut g = [zero; 3];
+            for i in 0..3 {
+                g[i] = B::select(hit, t.eps[i], zero);
+            }
             for j in 0..3 {
                 d_q[j] += g[0] * abc[0][j] + g[1] * abc[1][j] + g[2] * abc[2][j];
             }
             if c.frame_kept {
-                add_outer(&mut s.frame, g, hkl.map(|h| h.re));
+                add_outer(&mut s.frame, g, [hkl[0].re, hkl[1].re, hkl[2].re]);
             }
             if let Some(mc) = self.m.get_mut(ci) {
                 add_outer(mc, g, qv);
@@ -1098,6 +1102,14 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
         }
         d_q
     }
+}
+
+/// The values of a geometry dual's vector, as auxiliary duals (no parts).
+#[inline(always)]
+fn values_of<B: Num<Scalar = f64>, const G: usize, const A: usize>(
+    v: &V3<Geo<B, G>>,
+) -> V3<Aux<B, A>> {
+    [Aux::constant(v[0].re), Aux::constant(v[1].re), Aux::constant(v[2].re)]
 }
 
 /// `acc += a ⊗ b`.
