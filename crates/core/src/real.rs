@@ -175,6 +175,13 @@ pub trait Num:
     fn negate_if_odd(self, k: Self) -> Self;
     /// `self * 2^n` for whole `n` with `2^n` a normal number of the lane type.
     fn mul_pow2(self, n: Self) -> Self;
+    /// `f(x)`: `f`'s value; on dual numbers the derivative parts come from
+    /// `f`'s own partial derivatives at the values (the chain rule), not
+    /// from differentiating the formula of its value step by step.
+    #[inline(always)]
+    fn apply<const K: usize, F: Smooth<K>>(x: [Self; K], f: &F) -> Self {
+        f.eval(x, false).0
+    }
     /// Store the lanes, rounded to f32, into `out[..LANES]`.
     #[inline(always)]
     fn write_f32(self, out: &mut [f32]) {
@@ -201,6 +208,18 @@ pub trait Num:
         debug_assert_eq!(o, 0, "a plain number has one part");
         self.lane(i).val()
     }
+}
+
+/// A function of `K` numbers that states its partial derivatives, for
+/// [`Num::apply`]. Where the derivative of a formula taken step by step
+/// loses its digits (a quotient whose numerator and denominator both vanish
+/// at a limit, as `sin(Nθ)/sin θ` at θ = 0), the function gives a better
+/// one (a series there), and dual numbers take it.
+pub trait Smooth<const K: usize> {
+    /// The value at `x` and, when `slopes`, the partial derivatives by each
+    /// argument (otherwise unspecified and unread). `W` is the value type
+    /// of the numbers [`Num::apply`] was called with.
+    fn eval<W: Num>(&self, x: [W; K], slopes: bool) -> (W, [W; K]);
 }
 
 /// A scalar real number type (one lane, `bool` masks).
@@ -513,6 +532,10 @@ impl<V: Num> Num for X2<V> {
     #[inline(always)]
     fn mul_pow2(self, n: Self) -> Self {
         X2(self.0.mul_pow2(n.0), self.1.mul_pow2(n.1))
+    }
+    #[inline(always)]
+    fn apply<const K: usize, F: Smooth<K>>(x: [Self; K], f: &F) -> Self {
+        X2(V::apply(x.map(|a| a.0), f), V::apply(x.map(|a| a.1), f))
     }
     #[inline(always)]
     fn write_f32(self, out: &mut [f32]) {

@@ -480,6 +480,53 @@ mod tests {
             assert!(short.unwrap_err().to_string().contains("1 values"));
         }
 
+        /// The direct beam on a pixel's centre, where h, k and l are about
+        /// 0 and the quotient rule's slopes of `sin(Nπh)/sin(πh)` and
+        /// `sinc3` are rounding noise: the pixel's derivatives by the beam
+        /// centre are 0 there (the lattice factor, the solid angle and the
+        /// polarization are all at their extremes), for whole N (the
+        /// contraction's polynomials), larger and fractional N (the exact
+        /// factor in both renderers) and round spots; and the two
+        /// renderers agree on every pixel.
+        #[test]
+        fn the_direct_beam_on_a_pixel() {
+            let shapes = [
+                ([5.0, 6.0, 7.0], CrystalShape::Square),
+                ([12.0, 12.0, 12.0], CrystalShape::Square),
+                ([7.5, 6.0, 5.0], CrystalShape::Square),
+                ([5.0, 6.0, 7.0], CrystalShape::Round),
+            ];
+            // the beam centre (mm) and the pixel it lies on: the default
+            // centre, rounded off it by 1e-12 of a pixel and less, and another
+            let beams = [(7.5, 9.5, 574), (7.5 + 4e-12, 9.5 - 1e-13, 574), (9.5, 7.5, 718)];
+            for (n, shape) in shapes {
+                let mut cfg = base();
+                [cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc] = n;
+                cfg.crystal.shape = shape;
+                // (sub-pixels about the beam would each have a slope)
+                cfg.sampling.oversample = 1;
+                for (x, y, pixel) in beams {
+                    (cfg.detector.xbeam_mm, cfg.detector.ybeam_mm) = (Some(x), Some(y));
+                    let plan = Plan::new(&cfg, SEEDS).unwrap();
+                    let params = [Param::Xbeam, Param::Ybeam];
+                    let (image, planes) =
+                        chunked_images(&cfg, &plan, SEEDS, &params, Precision::Fast64).unwrap();
+                    let image = image.unwrap();
+                    let peak = (0..image.len()).max_by(|&a, &b| image[a].total_cmp(&image[b]));
+                    assert_eq!(peak, Some(pixel), "{n:?} {shape:?} {x} {y}: the direct beam");
+                    for (p, plane) in params.iter().zip(&planes) {
+                        let max = plane.iter().fold(0f32, |m, v| m.max(v.abs()));
+                        let at = plane[pixel];
+                        assert!(
+                            at.abs() <= 1e-9 * max,
+                            "{n:?} {shape:?} {x} {y} {p}: {at} of {max}"
+                        );
+                    }
+                }
+                compare(&cfg, 1e-6);
+            }
+        }
+
         #[test]
         fn the_contraction_declines_what_it_does_not_cover() {
             for change in [

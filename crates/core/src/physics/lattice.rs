@@ -4,14 +4,21 @@
 //! render path); [`Grating`] and [`sinc3_fast`] are the fast path's forms of
 //! the same functions, built for accuracy in f32 as well as speed.
 
-use crate::real::fast::{cospi, cospi_small, sinpi, sinpi_small};
-use crate::real::{Num, Real};
+use crate::real::fast::{self, cospi, cospi_small, sinpi, sinpi_small};
+use crate::real::{Num, Real, Smooth};
+use std::f64::consts::PI;
 
 /// Fourier transform of a grating of `n` slits (`sincg` in nanoBragg.c):
 /// `sin(n x) / sin(x)`, with the limit `n` at `x == 0`.
 #[inline(always)]
 pub fn sincg<R: Num>(x: R, n: R) -> R {
-    R::select(x.cmp_eq(R::zero()), n, (x * n).sin() / x.sin())
+    sincg_by(x, n, R::sin)
+}
+
+/// [`sincg`] with the sine `sin`.
+#[inline(always)]
+fn sincg_by<R: Num>(x: R, n: R, sin: impl Fn(R) -> R) -> R {
+    R::select(x.cmp_eq(R::zero()), n, sin(x * n) / sin(x))
 }
 
 /// The index the square lattice factor `sincg(πh, N)` takes: `h` for a
@@ -39,15 +46,151 @@ pub fn grating_index<R: Num>(h: R, reduce: bool) -> R {
 /// precision, where `π h` itself loses the digits that matter near whole h.
 #[inline(always)]
 pub fn sincg_pi_reduced<R: Num>(h: R, n: R) -> R {
-    let pi = R::c(std::f64::consts::PI);
+    sincg_pi_reduced_by(h, n, R::sin)
+}
+
+/// [`sincg_pi_reduced`] with the sine `sin`.
+#[inline(always)]
+fn sincg_pi_reduced_by<R: Num>(h: R, n: R, sin: impl Fn(R) -> R) -> R {
+    let pi = R::c(PI);
     let h0 = h.round();
     let f = h - h0;
     let m = n * h0;
     let m0 = m.round();
-    let num = (pi * ((m - m0) + n * f)).sin().negate_if_odd(m0);
-    let den = (pi * f).sin().negate_if_odd(h0);
+    let num = sin(pi * ((m - m0) + n * f)).negate_if_odd(m0);
+    let den = sin(pi * f).negate_if_odd(h0);
     // at whole h: the limit ±n (sign (−1)^((n−1)h) for whole n)
     R::select(f.cmp_eq(R::zero()), n.negate_if_odd(m0 - h0), num / den)
+}
+
+/// The exact kernel's square-lattice factor along one axis, `sincg(πh, N)`:
+/// a fractional `N`, or one that carries a derivative (`reduce`), gives the
+/// continuous spot shape (see [`grating_index`]); otherwise f64 takes the C
+/// program's formula and below f64 (f32 duals) whole h, k, l come out first
+/// (the same function). On dual numbers the derivatives come from
+/// [`ExactGrating`]'s slopes.
+#[inline(always)]
+pub fn exact_grating<V: Num>(h: V, n: V, reduce: bool) -> V {
+    V::apply([h, n], &ExactGrating { reduce })
+}
+
+/// [`exact_grating`] as a function of (h, N) with its partial derivatives.
+///
+/// The quotient rule on `sin(Nθ)/sin θ` (θ = πf, `f = h − round(h)`) takes
+/// the difference of two products that agree to `(Nθ)²` near a Bragg peak
+/// and divides it by `sin²θ`: its error grows as `ε/θ`, and at the direct
+/// beam (h, k, l all about 0) the slopes are rounding noise of any size.
+/// The slope by h there is the Taylor series of the factor differentiated,
+/// `N Σ 2k Q_k(N²) θ^(2k−1)` through θ⁷, below `|Nθ|` = 1/8 (1/2 in f32),
+/// where both errors are about 1e-14 (1e-7) of the slope. The slope by N,
+/// `θ cos(Nθ)/sin θ`, does not cancel.
+#[derive(Debug, Clone, Copy)]
+pub struct ExactGrating {
+    /// Whether the index is reduced to its fractional part (see [`exact_grating`]).
+    pub reduce: bool,
+}
+
+impl Smooth<2> for ExactGrating {
+    #[inline(always)]
+    fn eval<W: Num>(&self, [h, n]: [W; 2], slopes: bool) -> (W, [W; 2]) {
+        if !slopes {
+            return (exact_grating_value(h, n, self.reduce, W::sin), [W::zero(); 2]);
+        }
+        // the sines dual numbers take (see real::dual)
+        let sin_cos = |x: W| if W::LANES > 1 { fast::sin_cos(x) } else { (x.sin(), x.cos()) };
+        let value = exact_grating_value(h, n, self.reduce, |x| sin_cos(x).0);
+        let pi = W::c(PI);
+        let single = <W::Scalar as Real>::MANTISSA_DIGITS < 53;
+        let h0 = h.round();
+        let theta = pi * (h - h0);
+        let nt = n * theta;
+        let ((s, c), (sn, cn)) = (sin_cos(theta), sin_cos(nt));
+        let quotient = (n * cn * s - sn * c) / (s * s);
+        let m = n * n;
+        let t2 = theta * theta;
+        let q = |k: &[f64]| k.iter().rev().fold(W::zero(), |acc, &c| acc * m + W::c(c));
+        let series = nt
+            * t2.mul_add(
+                t2.mul_add(
+                    t2.mul_add(q(&GRATING_SLOPE[3]), q(&GRATING_SLOPE[2])),
+                    q(&GRATING_SLOPE[1]),
+                ),
+                q(&GRATING_SLOPE[0]),
+            );
+        let limit = W::c(if single { 0.5 } else { 0.125 });
+        let slope = pi * W::select(nt.abs().cmp_lt(limit), series, quotient);
+        if self.reduce {
+            let by_n = W::select(theta.cmp_eq(W::zero()), W::one(), theta * cn / s);
+            (value, [slope, by_n])
+        } else {
+            // a whole N: sincg(πh, N) = (−1)^((N−1)·round(h)) sincg(πf, N)
+            (value, [slope.negate_if_odd((n - W::one()) * h0), W::zero()])
+        }
+    }
+}
+
+/// The value of [`exact_grating`] with the sine `sin`.
+#[inline(always)]
+fn exact_grating_value<W: Num>(h: W, n: W, reduce: bool, sin: impl Fn(W) -> W) -> W {
+    let pi = W::c(PI);
+    if reduce {
+        sincg_by(pi * grating_index(h, true), n, sin)
+    } else if <W::Scalar as Real>::MANTISSA_DIGITS < 53 {
+        sincg_pi_reduced_by(h, n, sin)
+    } else {
+        sincg_by(pi * h, n, sin)
+    }
+}
+
+/// `2k Q_k(m)` (ascending powers of `m = N²`), k = 1 to 4: `sin(Nθ)/sin θ =
+/// N Σ_k Q_k(N²) θ^(2k)`, the product of the sine's series and `θ/sin θ`'s.
+const GRATING_SLOPE: [[f64; 5]; 4] = [
+    [2.0 / 6.0, -2.0 / 6.0, 0.0, 0.0, 0.0],
+    [4.0 * 7.0 / 360.0, -4.0 / 36.0, 4.0 / 120.0, 0.0, 0.0],
+    [6.0 * 31.0 / 15_120.0, -6.0 * 7.0 / 2160.0, 6.0 / 720.0, -6.0 / 5040.0, 0.0],
+    [
+        8.0 * 127.0 / 604_800.0,
+        -8.0 * 31.0 / 90_720.0,
+        8.0 * 7.0 / 43_200.0,
+        -8.0 / 30_240.0,
+        8.0 / 362_880.0,
+    ],
+];
+
+/// The exact kernel's round-spot shape, `sinc3(π√u)` of the scaled squared
+/// radius `u` in hkl space, with its derivative by `u`. The step-by-step
+/// derivative fails at the peak twice: √u's slope is infinite at u = 0, and
+/// `sin x / x − cos x` cancels as x → 0. On dual numbers the value and the
+/// slope are the Taylor series below x = 1 (C's formula keeps its
+/// cancellation in the value of plain numbers, for parity).
+#[derive(Debug, Clone, Copy)]
+pub struct RoundSpot;
+
+impl Smooth<1> for RoundSpot {
+    #[inline(always)]
+    fn eval<W: Num>(&self, [u]: [W; 1], slopes: bool) -> (W, [W; 1]) {
+        let pi = W::c(PI);
+        if !slopes {
+            return (sinc3(pi * u.sqrt()), [W::zero()]);
+        }
+        let x = pi * u.sqrt();
+        let x2 = x * x;
+        let (s, c) = if W::LANES > 1 { fast::sin_cos(x) } else { (x.sin(), x.cos()) };
+        let n = SINC3_SERIES.len();
+        let mut value = W::c(SINC3_SERIES[n - 1]);
+        let mut slope = W::c((n - 1) as f64 * SINC3_SERIES[n - 1]);
+        for k in (1..n - 1).rev() {
+            value = value.mul_add(x2, W::c(SINC3_SERIES[k]));
+            slope = slope.mul_add(x2, W::c(k as f64 * SINC3_SERIES[k]));
+        }
+        let value = value.mul_add(x2, W::one());
+        let near = x.cmp_lt(W::one());
+        let three = W::c(3.0);
+        let value = W::select(near, value, three * (s / x - c) / x2);
+        // d/du = (d/dx)·π²/(2x)
+        let closed = three * (x2 - three).mul_add(s, three * x * c) / (W::c(2.0) * x2 * x2 * x);
+        (value, [pi * pi * W::select(near, slope, closed)])
+    }
 }
 
 /// Fourier transform of a sphere (`sinc3` in nanoBragg.c):
@@ -343,7 +486,7 @@ pub const TOPHAT_RADIUS_SQR: f64 = 0.3969;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::f64::consts::PI;
+    use crate::real::dual::Dual;
 
     /// The polynomial form's slope is the derivative of C's sin(Nπh)/sin(πh)
     /// (central differences of the sines), odd and even N, near and far from
@@ -479,6 +622,126 @@ mod tests {
         assert_eq!(sinc3_fast(0.0f64), 1.0);
         let x = PI * 1e-3;
         assert!((sinc3_fast(1e-3f32) as f64 - (1.0 - x * x / 10.0)).abs() < 1e-7);
+    }
+
+    /// d/dθ of `sin(Nθ)/sin θ` for whole N as the Dirichlet kernel's sum
+    /// of cosines, `−Σ k sin(kθ)` over k = N−1, N−3, ..., 1−N: terms of one
+    /// sign, nothing cancels.
+    fn dirichlet_slope(n: f64, theta: f64) -> f64 {
+        (0..n as i64).map(|j| n - 1.0 - 2.0 * j as f64).map(|k| -k * (k * theta).sin()).sum()
+    }
+
+    /// `sin(Nθ)/sin θ` from `sin x / x` (its series below 1e-3), which loses
+    /// nothing as θ → 0, for central differences with a fractional N.
+    fn stable_sincg(n: f64, theta: f64) -> f64 {
+        let sinc = |x: f64| if x.abs() < 1e-3 { 1.0 - x * x / 6.0 } else { x.sin() / x };
+        n * sinc(n * theta) / sinc(theta)
+    }
+
+    fn seeded<S: Real>(h: f64, n: f64) -> [Dual<S, 2>; 2] {
+        let (one, zero) = (S::one(), S::zero());
+        [Dual { re: S::c(h), eps: [one, zero] }, Dual { re: S::c(n), eps: [zero, one] }]
+    }
+
+    /// The slopes of the exact factor by h (and by N where N may move)
+    /// from a hundredth of a cell down to 1e-15 off the Bragg condition and
+    /// at it, where the quotient rule's slopes are rounding noise: against
+    /// the Dirichlet sum (whole N, 4e-14 of N³) and central differences
+    /// (fractional N). The value is the plain number's.
+    #[test]
+    fn exact_grating_slopes_near_the_peaks() {
+        let offsets = [0.0, 1e-15, 1e-12, 1e-9, 1e-6, 1e-4, 3e-3, 1e-2, 0.13, 0.37];
+        for &(n, reduce) in &[(5.0, false), (12.0, false), (40.0, false), (12.0, true), (7.5, true)]
+        {
+            for h0 in [0.0, -3.0, 4.0] {
+                for &d in &offsets {
+                    for h in [h0 + d, h0 - d] {
+                        let [x, nd] = seeded::<f64>(h, n);
+                        let got = exact_grating(x, nd, reduce);
+                        assert_eq!(got.re.to_bits(), exact_grating(h, n, reduce).to_bits());
+                        let f = h - h.round();
+                        let sign = if !reduce && ((n - 1.0) * h.round()) % 2.0 != 0.0 {
+                            -1.0
+                        } else {
+                            1.0
+                        };
+                        let scale = n * n * n;
+                        if n.fract() == 0.0 {
+                            let want = sign * PI * dirichlet_slope(n, PI * f);
+                            let err = (got.eps[0] - want).abs();
+                            assert!(err <= 4e-14 * scale, "N {n} h {h}: {} vs {want}", got.eps[0]);
+                        }
+                        let e = 1e-6;
+                        let by_h = (stable_sincg(n, PI * (f + e)) - stable_sincg(n, PI * (f - e)))
+                            / (2.0 * e);
+                        assert!(
+                            (got.eps[0] - sign * by_h).abs() <= 1e-7 * scale,
+                            "N {n} h {h}: {} vs {by_h}",
+                            got.eps[0]
+                        );
+                        if reduce {
+                            let by_n = (stable_sincg(n + e, PI * f) - stable_sincg(n - e, PI * f))
+                                / (2.0 * e);
+                            assert!(
+                                (got.eps[1] - by_n).abs() <= 1e-7 * n,
+                                "N {n} h {h}: {} vs {by_n}",
+                                got.eps[1]
+                            );
+                        } else {
+                            assert_eq!(got.eps[1], 0.0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`exact_grating_slopes_near_the_peaks`] in f32 (the f32 Jacobian's
+    /// duals): within 2e-6 of N³.
+    #[test]
+    fn exact_grating_slopes_near_the_peaks_in_f32() {
+        for &n in &[5.0f64, 12.0, 40.0] {
+            for h0 in [0.0, -3.0, 4.0] {
+                for d in [0.0, 1e-7, 1e-5, 1e-3, 0.02, 0.3] {
+                    let h = h0 + d;
+                    let [x, nd] = seeded::<f32>(h, n);
+                    let got = exact_grating(x, nd, false);
+                    let f = h as f32 as f64 - h.round();
+                    let sign = if ((n - 1.0) * h.round()) % 2.0 != 0.0 { -1.0 } else { 1.0 };
+                    let want = sign * PI * dirichlet_slope(n, PI * f);
+                    let err = (got.eps[0] as f64 - want).abs();
+                    assert!(err <= 2e-6 * n * n * n, "N {n} h {h}: {} vs {want}", got.eps[0]);
+                }
+            }
+        }
+    }
+
+    /// The round spot's value and slope by the squared radius u, at and
+    /// near the peak (where √u's slope is infinite and sinc3's formula
+    /// cancels) and beyond the series' range, against the series of
+    /// [`sinc3_fast`] and its central differences.
+    #[test]
+    fn round_spot_slope_near_the_peak() {
+        let at = |u: f64| Dual::<f64, 1>::apply([Dual { re: u, eps: [1.0] }], &RoundSpot);
+        let peak = at(0.0);
+        assert_eq!(peak.re, 1.0);
+        assert!((peak.eps[0] + PI * PI / 10.0).abs() < 1e-15, "{}", peak.eps[0]);
+        for u in [1e-30, 1e-12, 1e-6, 1e-3, 0.05, 0.1, 0.2, 0.5, 2.0, 7.0] {
+            let got = at(u);
+            let value = |u: f64| sinc3_fast(u.sqrt());
+            assert!((got.re - value(u)).abs() < 1e-15, "u {u}: {} vs {}", got.re, value(u));
+            let want = if u < 2e-3 {
+                let x2 = PI * PI * u;
+                let [_, s1, s2, s3, ..] = SINC3_SERIES;
+                PI * PI * (s1 + x2 * (2.0 * s2 + x2 * 3.0 * s3))
+            } else {
+                let e = 1e-5;
+                (value(u + e) - value(u - e)) / (2.0 * e)
+            };
+            assert!((got.eps[0] - want).abs() < 1e-9, "u {u}: {} vs {want}", got.eps[0]);
+            // plain numbers: C's formula
+            assert_eq!(f64::apply([u], &RoundSpot).to_bits(), sinc3(PI * u.sqrt()).to_bits());
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! same values (d sin = cos, d exp = exp). `atan2`, `tan` and `ln` are libm
 //! per lane on every type.
 
-use super::{fast, DiffReal, Num, Real};
+use super::{fast, DiffReal, Num, Real, Smooth};
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 /// A value and `N` derivative parts (see the module docs).
@@ -320,6 +320,17 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     fn mul_pow2(self, n: Self) -> Self {
         let p = V::one().mul_pow2(n.re);
         self.chain(self.re * p, p)
+    }
+    #[inline(always)]
+    fn apply<const K: usize, F: Smooth<K>>(x: [Self; K], f: &F) -> Self {
+        let (re, slopes) = f.eval(x.map(|a| a.re), true);
+        let mut eps = [V::zero(); N];
+        for (j, e) in eps.iter_mut().enumerate() {
+            for (a, &d) in x.iter().zip(slopes.iter()) {
+                *e += a.eps[j] * d;
+            }
+        }
+        Dual { re, eps }
     }
     #[inline(always)]
     fn write_f32(self, out: &mut [f32]) {

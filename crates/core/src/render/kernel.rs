@@ -36,15 +36,14 @@
 use super::samples::Photons;
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
-    grating_index, sinc3, sinc3_fast, sincg, sincg_pi_reduced, Grating, GratingForm,
-    GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
+    exact_grating, sinc3_fast, Grating, GratingForm, RoundSpot, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE,
+    TOPHAT_RADIUS_SQR,
 };
 use crate::physics::{polarization_factor_in, PolarBasis, Polarization};
 use crate::real::{fast, DiffReal, Mask, Num, Real};
 use crate::setup::{Interpolation, Leaves, Plan};
 use crate::sf::{polin3, HklGrid};
 use crate::vec3::{dot, magnitude, rotate_axis, rotate_axis_sc, unitize, V3};
-use std::f64::consts::PI;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
@@ -981,8 +980,8 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 let dk = k - hkl0[1];
                 let dl = l - hkl0[2];
                 let hrad_sqr = dh * dh * na * na + dk * dk * nb * nb + dl * dl * nc * nc;
-                let r = (hrad_sqr * s(self.fudge)).sqrt();
-                let shape = if M::FAST { sinc3_fast(r) } else { sinc3(V::c(PI) * r) };
+                let u = hrad_sqr * s(self.fudge);
+                let shape = if M::FAST { sinc3_fast(u.sqrt()) } else { V::apply([u], &RoundSpot) };
                 na * nb * nc * V::c(ROUND_XTAL_SCALE) * shape
             }
             CrystalShape::Gauss | CrystalShape::Tophat => {
@@ -1102,23 +1101,6 @@ impl<'p, R: Real, M: MathMode> Kernel<'p, R, M> {
             omega_sum: r.omega_sum.val(),
             out_of_range: r.out_of_range.map(|(_, p)| p),
         }
-    }
-}
-
-/// The exact square-lattice factor along one axis. A fractional N, or one
-/// that carries a derivative (`reduce`): the continuous spot shape (see
-/// `grating_index`); otherwise f64 takes the C program's formula and below
-/// f64 (f32 duals) whole h, k, l come out first (the same function). A
-/// function, not a closure, so that it inlines into SIMD row functions.
-#[inline(always)]
-pub(crate) fn exact_grating<V: Num>(x: V, n: V, reduce: bool) -> V {
-    let pi = V::c(PI);
-    if reduce {
-        sincg(pi * grating_index(x, true), n)
-    } else if <V::Scalar as Real>::MANTISSA_DIGITS < 53 {
-        sincg_pi_reduced(x, n)
-    } else {
-        sincg(pi * x, n)
     }
 }
 
