@@ -71,7 +71,25 @@ fn sincg_pi_reduced_by<R: Num>(h: R, n: R, sin: impl Fn(R) -> R) -> R {
 /// [`ExactGrating`]'s slopes.
 #[inline(always)]
 pub fn exact_grating<V: Num>(h: V, n: V, reduce: bool) -> V {
-    V::apply([h, n], &ExactGrating { reduce })
+    V::apply([h, n], &ExactGrating { reduce, in_dual: false })
+}
+
+/// The exact kernel's round-spot shape, `sinc3(π√u)` of the scaled squared
+/// radius `u` in hkl space; on dual numbers with [`RoundSpot`]'s slope.
+#[inline(always)]
+pub fn round_spot<V: Num>(u: V) -> V {
+    V::apply([u], &RoundSpot { in_dual: false })
+}
+
+/// The sines dual numbers take (see `real::dual`): the fast polynomials on
+/// SIMD lanes, libm's on one.
+#[inline(always)]
+fn dual_sin_cos<W: Num>(x: W) -> (W, W) {
+    if W::LANES > 1 {
+        fast::sin_cos(x)
+    } else {
+        (x.sin(), x.cos())
+    }
 }
 
 /// [`exact_grating`] as a function of (h, N) with its partial derivatives.
@@ -81,43 +99,45 @@ pub fn exact_grating<V: Num>(h: V, n: V, reduce: bool) -> V {
 /// and divides it by `sin²θ`: its error grows as `ε/θ`, and at the direct
 /// beam (h, k, l all about 0) the slopes are rounding noise of any size.
 /// The slope by h there is the Taylor series of the factor differentiated,
-/// `N Σ 2k Q_k(N²) θ^(2k−1)` through θ⁷, below `|Nθ|` = 1/8 (1/2 in f32),
-/// where both errors are about 1e-14 (1e-7) of the slope. The slope by N,
-/// `θ cos(Nθ)/sin θ`, does not cancel.
+/// `N Σ 2k Q_k(N²) θ^(2k−1)` through θ⁷, below `|Nθ|` = 1/8 (7/8 in f32),
+/// where both are within about 1e-13 (1e-6) of the slope. The slope by N,
+/// `θ cos(Nθ)/sin θ`, does not cancel. The value is the formula's (C's for
+/// plain numbers); on a dual `W` (second derivatives) it comes through
+/// [`Num::apply`] again, so that its own parts take these slopes.
 #[derive(Debug, Clone, Copy)]
 pub struct ExactGrating {
     /// Whether the index is reduced to its fractional part (see [`exact_grating`]).
-    pub reduce: bool,
+    reduce: bool,
+    /// The value for a dual number: with the sines the duals take.
+    in_dual: bool,
 }
 
 impl Smooth<2> for ExactGrating {
     #[inline(always)]
     fn eval<W: Num>(&self, [h, n]: [W; 2], slopes: bool) -> (W, [W; 2]) {
         if !slopes {
-            return (exact_grating_value(h, n, self.reduce, W::sin), [W::zero(); 2]);
+            let value = if self.in_dual {
+                exact_grating_value(h, n, self.reduce, |x| dual_sin_cos(x).0)
+            } else {
+                exact_grating_value(h, n, self.reduce, W::sin)
+            };
+            return (value, [W::zero(); 2]);
         }
-        // the sines dual numbers take (see real::dual)
-        let sin_cos = |x: W| if W::LANES > 1 { fast::sin_cos(x) } else { (x.sin(), x.cos()) };
-        let value = exact_grating_value(h, n, self.reduce, |x| sin_cos(x).0);
+        let value = W::apply([h, n], &ExactGrating { in_dual: true, ..*self });
         let pi = W::c(PI);
         let single = <W::Scalar as Real>::MANTISSA_DIGITS < 53;
         let h0 = h.round();
         let theta = pi * (h - h0);
         let nt = n * theta;
-        let ((s, c), (sn, cn)) = (sin_cos(theta), sin_cos(nt));
+        let ((s, c), (sn, cn)) = (dual_sin_cos(theta), dual_sin_cos(nt));
         let quotient = (n * cn * s - sn * c) / (s * s);
         let m = n * n;
         let t2 = theta * theta;
+        // (no mul_add in the exact kernel: see Num::mul_add)
         let q = |k: &[f64]| k.iter().rev().fold(W::zero(), |acc, &c| acc * m + W::c(c));
-        let series = nt
-            * t2.mul_add(
-                t2.mul_add(
-                    t2.mul_add(q(&GRATING_SLOPE[3]), q(&GRATING_SLOPE[2])),
-                    q(&GRATING_SLOPE[1]),
-                ),
-                q(&GRATING_SLOPE[0]),
-            );
-        let limit = W::c(if single { 0.5 } else { 0.125 });
+        let [q1, q2, q3, q4] = GRATING_SLOPE.map(|k| q(&k));
+        let series = nt * (((q4 * t2 + q3) * t2 + q2) * t2 + q1);
+        let limit = W::c(if single { 0.875 } else { 0.125 });
         let slope = pi * W::select(nt.abs().cmp_lt(limit), series, quotient);
         if self.reduce {
             let by_n = W::select(theta.cmp_eq(W::zero()), W::one(), theta * cn / s);
@@ -157,38 +177,49 @@ const GRATING_SLOPE: [[f64; 5]; 4] = [
     ],
 ];
 
-/// The exact kernel's round-spot shape, `sinc3(π√u)` of the scaled squared
-/// radius `u` in hkl space, with its derivative by `u`. The step-by-step
-/// derivative fails at the peak twice: √u's slope is infinite at u = 0, and
-/// `sin x / x − cos x` cancels as x → 0. On dual numbers the value and the
-/// slope are the Taylor series below x = 1 (C's formula keeps its
-/// cancellation in the value of plain numbers, for parity).
+/// [`round_spot`] as a function of `u` with its derivative. The
+/// step-by-step derivative fails at the peak twice: √u's slope is infinite
+/// at u = 0, and `sin x / x − cos x` cancels as x → 0. For dual numbers the
+/// value and the slope are the Taylor series in `x² = π²u` below x = 1 (no
+/// square root), the closed forms above. Plain numbers keep C's formula,
+/// whose value is rounding noise within x ≈ 1e-7 of the peak (0 instead of
+/// 1); a dual's value differs from it there. On a dual `W` the value comes
+/// through [`Num::apply`] again, so that its own parts take the slope.
 #[derive(Debug, Clone, Copy)]
-pub struct RoundSpot;
+pub struct RoundSpot {
+    /// The value for a dual number: with the sines the duals take.
+    in_dual: bool,
+}
 
 impl Smooth<1> for RoundSpot {
     #[inline(always)]
     fn eval<W: Num>(&self, [u]: [W; 1], slopes: bool) -> (W, [W; 1]) {
         let pi = W::c(PI);
-        if !slopes {
-            return (sinc3(pi * u.sqrt()), [W::zero()]);
-        }
-        let x = pi * u.sqrt();
-        let x2 = x * x;
-        let (s, c) = if W::LANES > 1 { fast::sin_cos(x) } else { (x.sin(), x.cos()) };
+        let x2 = pi * pi * u;
+        let near = x2.cmp_lt(W::one());
         let n = SINC3_SERIES.len();
-        let mut value = W::c(SINC3_SERIES[n - 1]);
+        if !slopes {
+            if !self.in_dual {
+                return (sinc3(pi * u.sqrt()), [W::zero()]);
+            }
+            let mut series = W::c(SINC3_SERIES[n - 1]);
+            for &k in SINC3_SERIES[..n - 1].iter().rev() {
+                series = series * x2 + W::c(k);
+            }
+            let closed = sinc3_by(pi * u.sqrt(), dual_sin_cos);
+            return (W::select(near, series, closed), [W::zero()]);
+        }
+        let value = W::apply([u], &RoundSpot { in_dual: true });
+        // Σ k s_k x^(2k−2), k = 1 ..
         let mut slope = W::c((n - 1) as f64 * SINC3_SERIES[n - 1]);
         for k in (1..n - 1).rev() {
-            value = value.mul_add(x2, W::c(SINC3_SERIES[k]));
-            slope = slope.mul_add(x2, W::c(k as f64 * SINC3_SERIES[k]));
+            slope = slope * x2 + W::c(k as f64 * SINC3_SERIES[k]);
         }
-        let value = value.mul_add(x2, W::one());
-        let near = x.cmp_lt(W::one());
+        let x = pi * u.sqrt();
+        let (s, c) = dual_sin_cos(x);
         let three = W::c(3.0);
-        let value = W::select(near, value, three * (s / x - c) / x2);
         // d/du = (d/dx)·π²/(2x)
-        let closed = three * (x2 - three).mul_add(s, three * x * c) / (W::c(2.0) * x2 * x2 * x);
+        let closed = three * ((x2 - three) * s + three * x * c) / (W::c(2.0) * x2 * x2 * x);
         (value, [pi * pi * W::select(near, slope, closed)])
     }
 }
@@ -197,7 +228,14 @@ impl Smooth<1> for RoundSpot {
 /// `3 (sin x / x - cos x) / x²`, with the limit 1 at `x == 0`.
 #[inline(always)]
 pub fn sinc3<R: Num>(x: R) -> R {
-    R::select(x.cmp_eq(R::zero()), R::one(), R::c(3.0) * (x.sin() / x - x.cos()) / (x * x))
+    sinc3_by(x, |x| (x.sin(), x.cos()))
+}
+
+/// [`sinc3`] with the sine and cosine `sin_cos`.
+#[inline(always)]
+fn sinc3_by<R: Num>(x: R, sin_cos: impl Fn(R) -> (R, R)) -> R {
+    let (s, c) = sin_cos(x);
+    R::select(x.cmp_eq(R::zero()), R::one(), R::c(3.0) * (s / x - c) / (x * x))
 }
 
 /// `sinc3(π r)` without cancellation near `r = 0` (Taylor series below
@@ -486,7 +524,7 @@ pub const TOPHAT_RADIUS_SQR: f64 = 0.3969;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::real::dual::Dual;
+    use crate::real::dual::{Dual, HyperDual64};
 
     /// The polynomial form's slope is the derivative of C's sin(Nπh)/sin(πh)
     /// (central differences of the sines), odd and even N, near and far from
@@ -624,11 +662,15 @@ mod tests {
         assert!((sinc3_fast(1e-3f32) as f64 - (1.0 - x * x / 10.0)).abs() < 1e-7);
     }
 
-    /// d/dθ of `sin(Nθ)/sin θ` for whole N as the Dirichlet kernel's sum
-    /// of cosines, `−Σ k sin(kθ)` over k = N−1, N−3, ..., 1−N: terms of one
-    /// sign, nothing cancels.
-    fn dirichlet_slope(n: f64, theta: f64) -> f64 {
-        (0..n as i64).map(|j| n - 1.0 - 2.0 * j as f64).map(|k| -k * (k * theta).sin()).sum()
+    /// The first and second derivatives of `sin(Nθ)/sin θ` by θ for whole
+    /// N from the Dirichlet kernel, `Σ cos(kθ)` over k = N−1, N−3, ..., 1−N:
+    /// `−Σ k sin(kθ)` and `−Σ k² cos(kθ)`, whose terms near θ = 0 have one
+    /// sign (nothing cancels).
+    fn dirichlet_slopes(n: f64, theta: f64) -> (f64, f64) {
+        let ks = (0..n as i64).map(|j| n - 1.0 - 2.0 * j as f64);
+        ks.fold((0.0, 0.0), |(d1, d2), k| {
+            (d1 - k * (k * theta).sin(), d2 - k * k * (k * theta).cos())
+        })
     }
 
     /// `sin(Nθ)/sin θ` from `sin x / x` (its series below 1e-3), which loses
@@ -643,16 +685,27 @@ mod tests {
         [Dual { re: S::c(h), eps: [one, zero] }, Dual { re: S::c(n), eps: [zero, one] }]
     }
 
+    /// `(−1)^((N−1)·round(h))` for the index not reduced, else 1.
+    fn sign(h: f64, n: f64, reduce: bool) -> f64 {
+        if !reduce && ((n - 1.0) * h.round()) % 2.0 != 0.0 {
+            -1.0
+        } else {
+            1.0
+        }
+    }
+
     /// The slopes of the exact factor by h (and by N where N may move)
-    /// from a hundredth of a cell down to 1e-15 off the Bragg condition and
-    /// at it, where the quotient rule's slopes are rounding noise: against
-    /// the Dirichlet sum (whole N, 4e-14 of N³) and central differences
-    /// (fractional N). The value is the plain number's.
+    /// from a third of a cell down to 1e-15 off the Bragg condition and at
+    /// it, where the quotient rule's slopes are rounding noise: against the
+    /// Dirichlet sum (whole N) and central differences (every N), relative
+    /// to πN², about the largest slope by h. The value is the plain number's.
     #[test]
     fn exact_grating_slopes_near_the_peaks() {
         let offsets = [0.0, 1e-15, 1e-12, 1e-9, 1e-6, 1e-4, 3e-3, 1e-2, 0.13, 0.37];
+        let mut worst: f64 = 0.0;
         for &(n, reduce) in &[(5.0, false), (12.0, false), (40.0, false), (12.0, true), (7.5, true)]
         {
+            let scale = PI * n * n;
             for h0 in [0.0, -3.0, 4.0] {
                 for &d in &offsets {
                     for h in [h0 + d, h0 - d] {
@@ -660,33 +713,21 @@ mod tests {
                         let got = exact_grating(x, nd, reduce);
                         assert_eq!(got.re.to_bits(), exact_grating(h, n, reduce).to_bits());
                         let f = h - h.round();
-                        let sign = if !reduce && ((n - 1.0) * h.round()) % 2.0 != 0.0 {
-                            -1.0
-                        } else {
-                            1.0
-                        };
-                        let scale = n * n * n;
+                        let sign = sign(h, n, reduce);
                         if n.fract() == 0.0 {
-                            let want = sign * PI * dirichlet_slope(n, PI * f);
-                            let err = (got.eps[0] - want).abs();
-                            assert!(err <= 4e-14 * scale, "N {n} h {h}: {} vs {want}", got.eps[0]);
+                            let want = sign * PI * dirichlet_slopes(n, PI * f).0;
+                            worst = worst.max((got.eps[0] - want).abs() / scale);
                         }
                         let e = 1e-6;
                         let by_h = (stable_sincg(n, PI * (f + e)) - stable_sincg(n, PI * (f - e)))
                             / (2.0 * e);
-                        assert!(
-                            (got.eps[0] - sign * by_h).abs() <= 1e-7 * scale,
-                            "N {n} h {h}: {} vs {by_h}",
-                            got.eps[0]
-                        );
+                        let err = (got.eps[0] - sign * by_h).abs();
+                        assert!(err <= 1e-7 * scale, "N {n} h {h}: {} vs {by_h}", got.eps[0]);
                         if reduce {
                             let by_n = (stable_sincg(n + e, PI * f) - stable_sincg(n - e, PI * f))
                                 / (2.0 * e);
-                            assert!(
-                                (got.eps[1] - by_n).abs() <= 1e-7 * n,
-                                "N {n} h {h}: {} vs {by_n}",
-                                got.eps[1]
-                            );
+                            let err = (got.eps[1] - by_n).abs();
+                            assert!(err <= 1e-7 * n, "N {n} h {h}: {} vs {by_n}", got.eps[1]);
                         } else {
                             assert_eq!(got.eps[1], 0.0);
                         }
@@ -694,42 +735,71 @@ mod tests {
                 }
             }
         }
+        assert!(worst <= 2e-13, "{worst}");
     }
 
     /// [`exact_grating_slopes_near_the_peaks`] in f32 (the f32 Jacobian's
-    /// duals): within 2e-6 of N³.
+    /// duals), whole N.
     #[test]
     fn exact_grating_slopes_near_the_peaks_in_f32() {
+        let mut worst: f64 = 0.0;
         for &n in &[5.0f64, 12.0, 40.0] {
             for h0 in [0.0, -3.0, 4.0] {
-                for d in [0.0, 1e-7, 1e-5, 1e-3, 0.02, 0.3] {
-                    let h = h0 + d;
+                for d in [0.0, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 5e-3, 0.02, 0.3] {
+                    let h = (h0 + d) as f32 as f64;
                     let [x, nd] = seeded::<f32>(h, n);
                     let got = exact_grating(x, nd, false);
-                    let f = h as f32 as f64 - h.round();
-                    let sign = if ((n - 1.0) * h.round()) % 2.0 != 0.0 { -1.0 } else { 1.0 };
-                    let want = sign * PI * dirichlet_slope(n, PI * f);
-                    let err = (got.eps[0] as f64 - want).abs();
-                    assert!(err <= 2e-6 * n * n * n, "N {n} h {h}: {} vs {want}", got.eps[0]);
+                    let want = sign(h, n, false) * PI * dirichlet_slopes(n, PI * (h - h.round())).0;
+                    worst = worst.max((got.eps[0] as f64 - want).abs() / (PI * n * n));
                 }
             }
         }
+        assert!(worst <= 3e-6, "{worst}");
     }
 
-    /// The round spot's value and slope by the squared radius u, at and
-    /// near the peak (where √u's slope is infinite and sinc3's formula
-    /// cancels) and beyond the series' range, against the series of
-    /// [`sinc3_fast`] and its central differences.
+    /// Second derivatives (a dual of duals, as `diff::hessian`): the value's
+    /// own parts take the slopes too, so the first derivative is the same
+    /// in both directions and the second is the Dirichlet kernel's.
+    #[test]
+    fn exact_grating_second_derivatives() {
+        let mut worst: [f64; 2] = [0.0; 2];
+        for &n in &[5.0, 12.0, 40.0] {
+            for h0 in [0.0, -3.0] {
+                for d in [0.0, 1e-12, 1e-9, 1e-6, 1e-3, 0.05, 0.3] {
+                    let h = h0 + d;
+                    let x = crate::real::dual::hyper(h, 1.0, 1.0);
+                    let got = exact_grating(x, HyperDual64::c(n), false);
+                    let (d1, d2) = dirichlet_slopes(n, PI * (h - h.round()));
+                    let sign = sign(h, n, false);
+                    let scale = PI * n * n;
+                    assert_eq!(got.re.eps[0].to_bits(), got.eps[0].re.to_bits(), "N {n} h {h}");
+                    worst[0] = worst[0].max((got.re.eps[0] - sign * PI * d1).abs() / scale);
+                    worst[1] = worst[1]
+                        .max((got.eps[0].eps[0] - sign * PI * PI * d2).abs() / (scale * PI * n));
+                }
+            }
+        }
+        assert!(worst[0] <= 2e-13 && worst[1] <= 1e-10, "{worst:?}");
+    }
+
+    /// The round spot's slope by the squared radius u, at and near the peak
+    /// (where √u's slope is infinite and sinc3's formula cancels) and beyond
+    /// the series' range, against the series of [`sinc3_fast`] and its
+    /// central differences, and the value against the series; second
+    /// derivatives are finite at the peak.
     #[test]
     fn round_spot_slope_near_the_peak() {
-        let at = |u: f64| Dual::<f64, 1>::apply([Dual { re: u, eps: [1.0] }], &RoundSpot);
+        let at = |u: f64| round_spot(Dual::<f64, 1> { re: u, eps: [1.0] });
         let peak = at(0.0);
         assert_eq!(peak.re, 1.0);
         assert!((peak.eps[0] + PI * PI / 10.0).abs() < 1e-15, "{}", peak.eps[0]);
+        let second = round_spot(crate::real::dual::hyper(0.0, 1.0, 1.0));
+        let want = 2.0 * SINC3_SERIES[2] * PI.powi(4);
+        assert!((second.eps[0].eps[0] - want).abs() < 1e-12, "{second:?}");
+        assert_eq!(second.re.eps[0], peak.eps[0]);
         for u in [1e-30, 1e-12, 1e-6, 1e-3, 0.05, 0.1, 0.2, 0.5, 2.0, 7.0] {
             let got = at(u);
             let value = |u: f64| sinc3_fast(u.sqrt());
-            assert!((got.re - value(u)).abs() < 1e-15, "u {u}: {} vs {}", got.re, value(u));
             let want = if u < 2e-3 {
                 let x2 = PI * PI * u;
                 let [_, s1, s2, s3, ..] = SINC3_SERIES;
@@ -739,8 +809,9 @@ mod tests {
                 (value(u + e) - value(u - e)) / (2.0 * e)
             };
             assert!((got.eps[0] - want).abs() < 1e-9, "u {u}: {} vs {want}", got.eps[0]);
+            assert!((got.re - value(u)).abs() < 1e-15, "u {u}: {} vs {}", got.re, value(u));
             // plain numbers: C's formula
-            assert_eq!(f64::apply([u], &RoundSpot).to_bits(), sinc3(PI * u.sqrt()).to_bits());
+            assert_eq!(round_spot(u).to_bits(), sinc3(PI * u.sqrt()).to_bits());
         }
     }
 

@@ -36,8 +36,8 @@
 use super::samples::Photons;
 use crate::config::CrystalShape;
 use crate::physics::lattice::{
-    exact_grating, sinc3_fast, Grating, GratingForm, RoundSpot, GAUSS_XTAL_WIDTH, ROUND_XTAL_SCALE,
-    TOPHAT_RADIUS_SQR,
+    exact_grating, round_spot, sinc3_fast, Grating, GratingForm, GAUSS_XTAL_WIDTH,
+    ROUND_XTAL_SCALE, TOPHAT_RADIUS_SQR,
 };
 use crate::physics::{polarization_factor_in, PolarBasis, Polarization};
 use crate::real::{fast, DiffReal, Mask, Num, Real};
@@ -981,7 +981,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                 let dl = l - hkl0[2];
                 let hrad_sqr = dh * dh * na * na + dk * dk * nb * nb + dl * dl * nc * nc;
                 let u = hrad_sqr * s(self.fudge);
-                let shape = if M::FAST { sinc3_fast(u.sqrt()) } else { V::apply([u], &RoundSpot) };
+                let shape = if M::FAST { sinc3_fast(u.sqrt()) } else { round_spot(u) };
                 na * nb * nc * V::c(ROUND_XTAL_SCALE) * shape
             }
             CrystalShape::Gauss | CrystalShape::Tophat => {
