@@ -4,7 +4,8 @@
 //! render path); [`Grating`] and [`sinc3_fast`] are the fast path's forms of
 //! the same functions, built for accuracy in f32 as well as speed.
 
-use crate::real::fast::{self, cospi, cospi_small, sinpi, sinpi_small};
+use crate::real::dual;
+use crate::real::fast::{cospi, cospi_small, sinpi, sinpi_small};
 use crate::real::{Num, Real, Smooth};
 use std::f64::consts::PI;
 
@@ -81,17 +82,6 @@ pub fn round_spot<V: Num>(u: V) -> V {
     V::apply([u], &RoundSpot { in_dual: false })
 }
 
-/// The sines dual numbers take (see `real::dual`): the fast polynomials on
-/// SIMD lanes, libm's on one.
-#[inline(always)]
-fn dual_sin_cos<W: Num>(x: W) -> (W, W) {
-    if W::LANES > 1 {
-        fast::sin_cos(x)
-    } else {
-        (x.sin(), x.cos())
-    }
-}
-
 /// [`exact_grating`] as a function of (h, N) with its partial derivatives.
 ///
 /// The quotient rule on `sin(Nθ)/sin θ` (θ = πf, `f = h − round(h)`) takes
@@ -117,7 +107,7 @@ impl Smooth<2> for ExactGrating {
     fn eval<W: Num>(&self, [h, n]: [W; 2], slopes: bool) -> (W, [W; 2]) {
         if !slopes {
             let value = if self.in_dual {
-                exact_grating_value(h, n, self.reduce, |x| dual_sin_cos(x).0)
+                exact_grating_value(h, n, self.reduce, |x| dual::sin_cos(x).0)
             } else {
                 exact_grating_value(h, n, self.reduce, W::sin)
             };
@@ -129,7 +119,7 @@ impl Smooth<2> for ExactGrating {
         let h0 = h.round();
         let theta = pi * (h - h0);
         let nt = n * theta;
-        let ((s, c), (sn, cn)) = (dual_sin_cos(theta), dual_sin_cos(nt));
+        let ((s, c), (sn, cn)) = (dual::sin_cos(theta), dual::sin_cos(nt));
         let quotient = (n * cn * s - sn * c) / (s * s);
         let m = n * n;
         let t2 = theta * theta;
@@ -206,7 +196,7 @@ impl Smooth<1> for RoundSpot {
             for &k in SINC3_SERIES[..n - 1].iter().rev() {
                 series = series * x2 + W::c(k);
             }
-            let closed = sinc3_by(pi * u.sqrt(), dual_sin_cos);
+            let closed = sinc3_by(pi * u.sqrt(), dual::sin_cos);
             return (W::select(near, series, closed), [W::zero()]);
         }
         let value = W::apply([u], &RoundSpot { in_dual: true });
@@ -216,7 +206,7 @@ impl Smooth<1> for RoundSpot {
             slope = slope * x2 + W::c(k as f64 * SINC3_SERIES[k]);
         }
         let x = pi * u.sqrt();
-        let (s, c) = dual_sin_cos(x);
+        let (s, c) = dual::sin_cos(x);
         let three = W::c(3.0);
         // d/du = (d/dx)·π²/(2x)
         let closed = three * ((x2 - three) * s + three * x * c) / (W::c(2.0) * x2 * x2 * x);

@@ -68,11 +68,18 @@ impl<V: Num, const N: usize> Dual<V, N> {
     /// Sine and cosine of the value (see the module docs).
     #[inline(always)]
     fn value_sin_cos(self) -> (V, V) {
-        if V::LANES > 1 {
-            fast::sin_cos(self.re)
-        } else {
-            (self.re.sin(), self.re.cos())
-        }
+        sin_cos(self.re)
+    }
+}
+
+/// The sine and cosine a dual number over `V` takes of its value: the fast
+/// polynomials on SIMD lanes, libm's on one lane (see the module docs).
+#[inline(always)]
+pub fn sin_cos<V: Num>(x: V) -> (V, V) {
+    if V::LANES > 1 {
+        fast::sin_cos(x)
+    } else {
+        (x.sin(), x.cos())
     }
 }
 
