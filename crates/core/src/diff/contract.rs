@@ -549,6 +549,9 @@ fn render_sized(
     let (na, nl) = (c.geo_parts.len() - c.npos, 3 + c.lat_parts.len());
     if c.npos <= 1 && na <= 1 && nl <= 4 {
         render_contracted::<1, 1, 4>(plan, values, c, level, sums)
+    } else if c.npos <= 1 && na <= 2 && nl <= 3 {
+        // (the detector, wavelength and cell of the usual refinements)
+        render_contracted::<1, 2, 3>(plan, values, c, level, sums)
     } else if c.npos <= 1 && na <= 3 && nl <= 4 {
         render_contracted::<1, 3, 4>(plan, values, c, level, sums)
     } else if na <= 1 && nl <= 4 {
@@ -651,6 +654,8 @@ struct Rows<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const 
     aux: Kernel<'p, Aux<B, A>, Fast>,
     /// The square lattice's axes, for square spots.
     square: Option<[SquareAxis; 3]>,
+    /// The three axes' gratings where each is [`SquareAxis::Poly`] of one parity.
+    square_poly: Option<SquarePoly>,
     lat: Kernel<'p, Lat<B, L>, Exact>,
     c: &'c Contraction,
     sums: Option<&'c WeightedSums<'c>>,
@@ -693,6 +698,7 @@ impl<'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usiz
             val,
             geo: Kernel::from_leaves(plan, geo),
             aux: Kernel::from_leaves(plan, aux),
+            square_poly: square.as_ref().and_then(SquarePoly::new),
             square,
             lat,
             c,
@@ -727,6 +733,46 @@ enum SquareAxis {
     Poly(Grating<f64>),
 }
 
+/// Three [`SquareAxis::Poly`] axes of one parity: their factors and slopes
+/// are taken together, without a branch between the axes.
+#[derive(Debug, Clone, Copy)]
+struct SquarePoly {
+    gratings: [Grating<f64>; 3],
+    even: bool,
+    /// Coefficients evaluated: 3 (N ≤ 6) or 5 (N ≤ 9), at least each
+    /// grating's own (the zero padding leaves the numbers as they are).
+    len: usize,
+}
+
+impl SquarePoly {
+    fn new(axes: &[SquareAxis; 3]) -> Option<Self> {
+        let g = |a: &SquareAxis| match a {
+            SquareAxis::Poly(g) => Some(*g),
+            _ => None,
+        };
+        let gratings = [g(&axes[0])?, g(&axes[1])?, g(&axes[2])?];
+        let even = gratings[0].is_even();
+        let terms = gratings.iter().map(|g| g.poly_terms()).max().unwrap_or(1);
+        (gratings.iter().all(|g| g.is_even() == even)).then_some(SquarePoly {
+            gratings,
+            even,
+            len: if terms <= 3 { 3 } else { 5 },
+        })
+    }
+
+    /// Each axis's factor and its slope by the index.
+    #[inline(always)]
+    fn factors<B: Num<Scalar = f64>>(&self, h: [B; 3]) -> [(B, B); 3] {
+        let g = &self.gratings;
+        match (self.even, self.len) {
+            (false, 3) => Grating::poly_and_slope3::<B, false, 3>(g, h),
+            (false, _) => Grating::poly_and_slope3::<B, false, 5>(g, h),
+            (true, 3) => Grating::poly_and_slope3::<B, true, 3>(g, h),
+            (true, _) => Grating::poly_and_slope3::<B, true, 5>(g, h),
+        }
+    }
+}
+
 /// F_latt of square spots as a lattice dual: each axis's factor in a dual
 /// of two parts (its index and its N, where N is lattice part `n_parts[a]`)
 /// and the three joined by the product rule. The kernel's square lattice
@@ -736,24 +782,37 @@ enum SquareAxis {
 #[inline(always)]
 fn square_lattice<B: Num<Scalar = f64>, const L: usize>(
     axes: &[SquareAxis; 3],
+    poly: Option<&SquarePoly>,
     n_parts: &[Option<usize>; 3],
     hkl: &[Lat<B, L>; 3],
 ) -> Lat<B, L> {
     let (zero, one) = (B::zero(), B::one());
     let mut f = [Two::<B>::one(); 3];
-    for a in 0..3 {
-        // (read in place: a copy of the axes per block is stored and read
-        // back piece by piece, which the loads wait on)
-        match &axes[a] {
-            SquareAxis::One => {}
-            &SquareAxis::Exact(n, reduce) => {
-                let x = Two { re: hkl[a].re, eps: [one, zero] };
-                let n = Two { re: B::splat(n), eps: [zero, one] };
-                f[a] = exact_grating(x, n, reduce);
-            }
-            SquareAxis::Poly(g) => {
-                let (value, slope) = g.poly_and_slope(hkl[a].re);
-                f[a] = Two { re: value, eps: [slope, zero] };
+    match poly {
+        Some(p) => {
+            let [a, b, c] = p.factors([hkl[0].re, hkl[1].re, hkl[2].re]);
+            f = [
+                Two { re: a.0, eps: [a.1, zero] },
+                Two { re: b.0, eps: [b.1, zero] },
+                Two { re: c.0, eps: [c.1, zero] },
+            ];
+        }
+        None => {
+            for a in 0..3 {
+                // (read in place: a copy of the axes per block is stored and
+                // read back piece by piece, which the loads wait on)
+                match &axes[a] {
+                    SquareAxis::One => {}
+                    &SquareAxis::Exact(n, reduce) => {
+                        let x = Two { re: hkl[a].re, eps: [one, zero] };
+                        let n = Two { re: B::splat(n), eps: [zero, one] };
+                        f[a] = exact_grating(x, n, reduce);
+                    }
+                    SquareAxis::Poly(g) => {
+                        let (value, slope) = g.poly_and_slope(hkl[a].re);
+                        f[a] = Two { re: value, eps: [slope, zero] };
+                    }
+                }
             }
         }
     }
@@ -811,10 +870,16 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L:
                     B::from_fn(|i| if live >> i & 1 != 0 { v[at + i] } else { 0.0 })
                 }
             };
-            // lanes not rendered (masked, past the ROI) may hold anything, NaN included
-            let on = <B::Mask as Mask>::from_bits(live);
-            for (w, &k) in weighted.iter_mut().zip(used) {
-                *w = B::select(on, z[k].mul_add(v, *w), *w);
+            if b.full {
+                for (w, &k) in weighted.iter_mut().zip(used) {
+                    *w = z[k].mul_add(v, *w);
+                }
+            } else {
+                // lanes not rendered (masked, past the ROI) may hold anything, NaN included
+                let on = <B::Mask as Mask>::from_bits(live);
+                for (w, &k) in weighted.iter_mut().zip(used) {
+                    *w = B::select(on, z[k].mul_add(v, *w), *w);
+                }
             }
         }
         if fallback.is_none() {
@@ -984,13 +1049,13 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
         let s = &mut self.sums;
         if c.npos == 1 {
             // the position's one part is along the parameter: weight 1 alone
-            s.d_pos[0][0] += d_q[0] * q[0].eps[0] + d_q[1] * q[1].eps[0] + d_q[2] * q[2].eps[0];
+            s.d_pos[0][0] = fma_dot(d_q, [q[0].eps[0], q[1].eps[0], q[2].eps[0]], s.d_pos[0][0]);
         } else {
             for k in 0..c.npos {
-                let t = d_q[0] * q[0].eps[k] + d_q[1] * q[1].eps[k] + d_q[2] * q[2].eps[k];
+                let t = fma_dot(d_q, [q[0].eps[k], q[1].eps[k], q[2].eps[k]], B::zero());
                 s.d_pos[0][k] += t;
-                s.d_pos[1][k] += fpos * t;
-                s.d_pos[2][k] += spos * t;
+                s.d_pos[1][k] = fpos.mul_add(t, s.d_pos[1][k]);
+                s.d_pos[2][k] = spos.mul_add(t, s.d_pos[2][k]);
             }
         }
         if c.aux_q {
@@ -998,7 +1063,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Sampl
             let q = aux.scattering(values_of(diffracted), &aux.sources[src]);
             for k in c.npos..c.geo_parts.len() {
                 let a = k - c.npos;
-                s.d_aux[a] += d_q[0] * q[0].eps[a] + d_q[1] * q[1].eps[a] + d_q[2] * q[2].eps[a];
+                s.d_aux[a] = fma_dot(d_q, [q[0].eps[a], q[1].eps[a], q[2].eps[a]], s.d_aux[a]);
             }
         }
     }
@@ -1041,7 +1106,9 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
                 hkl[i].eps[i] = B::one();
             }
             let f_latt = match square {
-                Some(axes) => square_lattice(axes, &c.n_parts, &hkl),
+                Some(axes) => {
+                    square_lattice(axes, self.rows.square_poly.as_ref(), &c.n_parts, &hkl)
+                }
                 None => lat.lattice(hkl[0], hkl[1], hkl[2]),
             };
             let mut hit = active;
@@ -1082,7 +1149,7 @@ impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize>
                 g[i] = B::select(hit, t.eps[i], zero);
             }
             for j in 0..3 {
-                d_q[j] += g[0] * abc[0][j] + g[1] * abc[1][j] + g[2] * abc[2][j];
+                d_q[j] = fma_dot(g, [abc[0][j], abc[1][j], abc[2][j]], d_q[j]);
             }
             if c.frame_kept {
                 add_outer(&mut s.frame, g, [hkl[0].re, hkl[1].re, hkl[2].re]);
@@ -1112,12 +1179,19 @@ fn values_of<B: Num<Scalar = f64>, const G: usize, const A: usize>(
     [Aux::constant(v[0].re), Aux::constant(v[1].re), Aux::constant(v[2].re)]
 }
 
-/// `acc += a ⊗ b`.
+/// `acc + a · b` in fused multiply-adds: the inner derivatives' sums (the
+/// image's numbers do not go through them).
+#[inline(always)]
+fn fma_dot<B: Num>(a: [B; 3], b: [B; 3], acc: B) -> B {
+    a[2].mul_add(b[2], a[1].mul_add(b[1], a[0].mul_add(b[0], acc)))
+}
+
+/// `acc += a ⊗ b` (fused, as [`fma_dot`]).
 #[inline(always)]
 fn add_outer<B: Num>(acc: &mut [[B; 3]; 3], a: [B; 3], b: [B; 3]) {
     for (row, ai) in acc.iter_mut().zip(a) {
         for (x, bk) in row.iter_mut().zip(b) {
-            *x += ai * bk;
+            *x = ai.mul_add(bk, *x);
         }
     }
 }

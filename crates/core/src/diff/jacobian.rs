@@ -339,9 +339,12 @@ mod tests {
             want_all.extend(want);
             for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
                 // every parameter alone too: one that moves the detector
-                // alone carries the position's derivative along itself
+                // alone carries the position's derivative along itself; and
+                // a usual refinement's (the narrower duals of its size)
                 let alone = (0..params.len()).map(|i| &params[i..i + 1]);
-                for subset in std::iter::once(&params[..]).chain(alone) {
+                let usual = [Param::Distance, Param::CellA, Param::CellB, Param::Lambda];
+                let usual: Vec<Param> = usual.into_iter().filter(|p| params.contains(p)).collect();
+                for subset in [&params[..], &usual[..]].into_iter().chain(alone) {
                     let got =
                         contracted(cfg, &plan, subset, level).expect("the contraction applies");
                     let idx = |p: &Param| 1 + params.iter().position(|q| q == p).unwrap();
@@ -382,6 +385,17 @@ mod tests {
             cfg.beam.kahn_factor = 0.8;
             cfg.sampling.water_um = 5.0;
             compare(&cfg, 1e-6);
+        }
+
+        /// Square spots whose three factors are taken together (one parity,
+        /// N ≤ 9: odd with 5 coefficients, even with 3).
+        #[test]
+        fn square_spots_of_one_parity() {
+            for n in [[3.0, 5.0, 9.0], [2.0, 4.0, 6.0]] {
+                let mut cfg = base();
+                [cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc] = n;
+                compare(&cfg, 1e-6);
+            }
         }
 
         #[test]

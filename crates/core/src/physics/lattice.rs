@@ -406,7 +406,36 @@ impl<S: Real> Grating<S> {
     /// [`Grating::poly_len`]).
     #[inline(always)]
     fn poly_and_slope_len<V: Num<Scalar = S>, const LEN: usize>(&self, h: V) -> (V, V) {
-        debug_assert!(LEN >= self.poly_terms() && LEN <= POLY_LEN);
+        if self.even {
+            self.poly_and_slope_with::<V, true, LEN>(h)
+        } else {
+            self.poly_and_slope_with::<V, false, LEN>(h)
+        }
+    }
+
+    /// [`Grating::poly_and_slope`] of three gratings of one parity (`EVEN`)
+    /// from their first `LEN` coefficients, without a branch between them (the
+    /// square lattice factors of a derivative render, whose slopes would
+    /// otherwise be taken one after the other).
+    #[inline(always)]
+    pub fn poly_and_slope3<V: Num<Scalar = S>, const EVEN: bool, const LEN: usize>(
+        g: &[Self; 3],
+        h: [V; 3],
+    ) -> [(V, V); 3] {
+        [
+            g[0].poly_and_slope_with::<V, EVEN, LEN>(h[0]),
+            g[1].poly_and_slope_with::<V, EVEN, LEN>(h[1]),
+            g[2].poly_and_slope_with::<V, EVEN, LEN>(h[2]),
+        ]
+    }
+
+    /// [`Grating::poly_and_slope_len`] for a known parity (`EVEN` must match).
+    #[inline(always)]
+    fn poly_and_slope_with<V: Num<Scalar = S>, const EVEN: bool, const LEN: usize>(
+        &self,
+        h: V,
+    ) -> (V, V) {
+        debug_assert!(LEN >= self.poly_terms() && LEN <= POLY_LEN && EVEN == self.even);
         let hn = h.round();
         let f = h - hn;
         let (s, c) = (sinpi_small(f), cospi_small(f));
@@ -420,7 +449,7 @@ impl<S: Real> Grating<S> {
         let pi = V::c(std::f64::consts::PI);
         let pi_s = pi * s;
         let dx = V::c(2.0) * pi_s * c;
-        if self.even {
+        if EVEN {
             let value = (c * p).negate_if_odd(hn);
             let slope = (c * dp * dx - pi_s * p).negate_if_odd(hn);
             (value, slope)
@@ -531,6 +560,18 @@ mod tests {
                 let padded = g.poly_and_slope_len::<f64, POLY_LEN>(h);
                 assert_eq!(padded.0.to_bits(), v.to_bits(), "N {n} h {h}");
                 assert_eq!(padded.1.to_bits(), slope.to_bits(), "N {n} h {h}");
+                // and three at once, as the derivative renderer takes them
+                let three = [g; 3];
+                let hs = [h, 0.3, h];
+                let taken = match g.is_even() {
+                    true => Grating::poly_and_slope3::<f64, true, POLY_LEN>(&three, hs),
+                    false => Grating::poly_and_slope3::<f64, false, POLY_LEN>(&three, hs),
+                };
+                for (got, h) in taken.into_iter().zip(hs) {
+                    let want = g.poly_and_slope(h);
+                    assert_eq!(got.0.to_bits(), want.0.to_bits(), "N {n} h {h}");
+                    assert_eq!(got.1.to_bits(), want.1.to_bits(), "N {n} h {h}");
+                }
                 let f = |h: f64| sincg(PI * h, n as f64);
                 assert!((v - f(h)).abs() <= 1e-12 * n as f64, "N {n} h {h}: {v} vs {}", f(h));
                 let e = 1e-6;

@@ -119,16 +119,17 @@ impl<S: Real> Polarization<S> {
     }
 
     /// Prepare from a source's basis, with a Kahn factor and basis that may
-    /// carry derivatives (`S` a dual number).
-    pub fn from_basis(kahn_factor: S, basis: &PolarBasis<S>) -> Self {
+    /// carry derivatives (`S` a dual number); `unpolarized`: the Kahn factor
+    /// is exactly 0 and carries no derivative (the factor is then taken as
+    /// 0.5 (1 + c²), the same numbers, derivative parts included).
+    pub fn from_basis(kahn_factor: S, basis: &PolarBasis<S>, unpolarized: bool) -> Self {
         Polarization {
             incident: basis.incident,
             e_in: basis.e_in,
             b_in: basis.b_in,
             kahn: kahn_factor,
             degenerate: basis.b_in.iter().all(|b| b.val() == 0.0),
-            // the factor may carry a derivative by k
-            unpolarized: false,
+            unpolarized,
         }
     }
 
@@ -166,6 +167,27 @@ mod tests {
         let diff = [t.cos(), t.sin(), 0.0];
         let p = polarization_factor(0.0, inc, diff, [0.0, 0.0, 1.0]);
         assert!((p - 0.5 * (1.0 + t.cos().powi(2))).abs() < 1e-15);
+    }
+
+    /// A Kahn factor of 0 without derivative parts: the short form gives the
+    /// full formula's numbers, value and derivatives by a moving source and
+    /// direction.
+    #[test]
+    fn a_constant_zero_kahn_factor_is_the_unpolarized_form() {
+        use crate::real::dual::Dense64;
+        let d = |x: f64, a: f64, b: f64| Dense64::<2> { re: x, eps: [a, b] };
+        let incident = [d(0.9, 0.1, 0.0), d(0.1, -0.3, 0.2), d(-0.2, 0.0, 0.5)];
+        let basis =
+            PolarBasis::new(incident, [d(0.0, 0.0, 0.0), d(0.3, 0.0, 0.0), d(1.0, 0.0, 0.0)]);
+        let toward = unitize([d(0.4, 0.2, 0.0), d(0.8, 0.0, -0.1), d(0.3, 0.05, 0.3)]).0;
+        let zero = Dense64::<2>::c(0.0);
+        let short = Polarization::from_basis(zero, &basis, true).factor(toward);
+        let full = Polarization::from_basis(zero, &basis, false).factor(toward);
+        assert_eq!(short.re.to_bits(), full.re.to_bits());
+        for (a, b) in short.eps.iter().zip(&full.eps) {
+            assert_eq!(a.to_bits(), b.to_bits());
+        }
+        assert!(full.eps.iter().all(|&e| e != 0.0));
     }
 
     #[test]

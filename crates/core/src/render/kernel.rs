@@ -345,7 +345,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
                         incident_over_lambda: v(s.incident.map(|x| x / s.lambda)),
                         // fast mode only (not used by the exact kernel)
                         polarization: if derivatives {
-                            Polarization::from_basis(to(l.kahn), &basis)
+                            Polarization::from_basis(to(l.kahn), &basis, l.kahn.is_const_zero())
                         } else {
                             let val = |x: V3<L>| x.map(L::val);
                             Polarization::new(l.kahn.val(), val(s.incident), val(l.polar_axis))
