@@ -870,16 +870,11 @@ fn contracted_row<B: Num<Scalar = f64>, const G: usize, const A: usize, const L:
                     B::from_fn(|i| if live >> i & 1 != 0 { v[at + i] } else { 0.0 })
                 }
             };
-            if b.full {
-                for (w, &k) in weighted.iter_mut().zip(used) {
-                    *w = z[k].mul_add(v, *w);
-                }
-            } else {
-                // lanes not rendered (masked, past the ROI) may hold anything, NaN included
-                let on = <B::Mask as Mask>::from_bits(live);
-                for (w, &k) in weighted.iter_mut().zip(used) {
-                    *w = B::select(on, z[k].mul_add(v, *w), *w);
-                }
+            // lanes not rendered (masked, past the ROI) may hold anything, NaN included
+            let on = (!b.full).then(|| <B::Mask as Mask>::from_bits(live));
+            for (w, &k) in weighted.iter_mut().zip(used) {
+                let sum = z[k].mul_add(v, *w);
+                *w = on.map_or(sum, |on| B::select(on, sum, *w));
             }
         }
         if fallback.is_none() {
