@@ -597,17 +597,15 @@ fn check_run_memory(
                 * wavelengths
         }
     };
-    check_memory(
-        &MemoryNeeds {
-            fpixels: detector.fpixels as u128,
-            spixels: detector.spixels as u128,
-            sources: source_count,
-            mosaic_domains: phi.mosaic_domains.max(1) as u128,
-            phisteps: phi.phisteps as u128,
-            grid_bytes,
-        },
-        crate::memory::budget_bytes(),
-    )
+    let needs = MemoryNeeds {
+        fpixels: detector.fpixels as u128,
+        spixels: detector.spixels as u128,
+        sources: source_count,
+        mosaic_domains: phi.mosaic_domains.max(1) as u128,
+        phisteps: phi.phisteps as u128,
+        grid_bytes,
+    };
+    check_memory(&needs, crate::memory::budget_for(needs.bytes()))
 }
 
 /// Where [`Plan::resolve`] takes the structure factors from.

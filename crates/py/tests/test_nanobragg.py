@@ -126,9 +126,16 @@ def test_two_threads_render_at_once():
         return time.perf_counter() - t0
 
     run()
-    # the best of three of each: other work on the machine only adds time
-    serial, parallel = min(serial() for _ in range(3)), min(parallel() for _ in range(3))
-    assert parallel < 0.8 * serial, (parallel, serial)
+    # the best of each, alternated, over up to six rounds: other work on the
+    # machine only adds time (a round where it took a core from the parallel
+    # pair is not the answer); with the GIL held, no round would pass
+    best_serial = best_parallel = float("inf")
+    for _ in range(6):
+        best_serial = min(best_serial, serial())
+        best_parallel = min(best_parallel, parallel())
+        if best_parallel < 0.8 * best_serial:
+            break
+    assert best_parallel < 0.8 * best_serial, (best_parallel, best_serial)
 
 
 def test_loss_and_its_gradient():

@@ -117,7 +117,7 @@ pub fn non_integer_warnings(entries: &[HklEntry]) -> Vec<NonIntegerIndex> {
 pub(crate) fn grid_len(h_range: i64, k_range: i64, l_range: i64) -> Result<usize> {
     let n = padded_len(h_range, k_range, l_range);
     let bytes = n.saturating_mul(8);
-    if usize::try_from(n).is_err() || bytes > crate::memory::budget_bytes() {
+    if usize::try_from(n).is_err() || bytes > crate::memory::budget_for(bytes) {
         return Err(Error::TooLarge { what: "structure factor grid".into(), bytes });
     }
     Ok(n as usize)
