@@ -13,13 +13,13 @@ use std::f64::consts::PI;
 /// `sin(n x) / sin(x)`, with the limit `n` at `x == 0`.
 #[inline(always)]
 pub fn sincg<R: Num>(x: R, n: R) -> R {
-    sincg_by(x, n, R::sin)
+    sincg_by(x, n, false)
 }
 
-/// [`sincg`] with the sine `sin`.
+/// [`sincg`] with the sines of [`sine`].
 #[inline(always)]
-fn sincg_by<R: Num>(x: R, n: R, sin: impl Fn(R) -> R) -> R {
-    R::select(x.cmp_eq(R::zero()), n, sin(x * n) / sin(x))
+fn sincg_by<R: Num>(x: R, n: R, in_dual: bool) -> R {
+    R::select(x.cmp_eq(R::zero()), n, sine(x * n, in_dual) / sine(x, in_dual))
 }
 
 /// The index the square lattice factor `sincg(πh, N)` takes: `h` for a
@@ -47,19 +47,19 @@ pub fn grating_index<R: Num>(h: R, reduce: bool) -> R {
 /// precision, where `π h` itself loses the digits that matter near whole h.
 #[inline(always)]
 pub fn sincg_pi_reduced<R: Num>(h: R, n: R) -> R {
-    sincg_pi_reduced_by(h, n, R::sin)
+    sincg_pi_reduced_by(h, n, false)
 }
 
-/// [`sincg_pi_reduced`] with the sine `sin`.
+/// [`sincg_pi_reduced`] with the sines of [`sine`].
 #[inline(always)]
-fn sincg_pi_reduced_by<R: Num>(h: R, n: R, sin: impl Fn(R) -> R) -> R {
+fn sincg_pi_reduced_by<R: Num>(h: R, n: R, in_dual: bool) -> R {
     let pi = R::c(PI);
     let h0 = h.round();
     let f = h - h0;
     let m = n * h0;
     let m0 = m.round();
-    let num = sin(pi * ((m - m0) + n * f)).negate_if_odd(m0);
-    let den = sin(pi * f).negate_if_odd(h0);
+    let num = sine(pi * ((m - m0) + n * f), in_dual).negate_if_odd(m0);
+    let den = sine(pi * f, in_dual).negate_if_odd(h0);
     // at whole h: the limit ±n (sign (−1)^((n−1)h) for whole n)
     R::select(f.cmp_eq(R::zero()), n.negate_if_odd(m0 - h0), num / den)
 }
@@ -106,12 +106,7 @@ impl Smooth<2> for ExactGrating {
     #[inline(always)]
     fn eval<W: Num>(&self, [h, n]: [W; 2], slopes: bool) -> (W, [W; 2]) {
         if !slopes {
-            let value = if self.in_dual {
-                exact_grating_value(h, n, self.reduce, |x| dual::sin_cos(x).0)
-            } else {
-                exact_grating_value(h, n, self.reduce, W::sin)
-            };
-            return (value, [W::zero(); 2]);
+            return (exact_grating_value(h, n, self.reduce, self.in_dual), [W::zero(); 2]);
         }
         let value = W::apply([h, n], &ExactGrating { in_dual: true, ..*self });
         let pi = W::c(PI);
@@ -124,8 +119,9 @@ impl Smooth<2> for ExactGrating {
         let m = n * n;
         let t2 = theta * theta;
         // (no mul_add in the exact kernel: see Num::mul_add)
-        let q = |k: &[f64]| k.iter().rev().fold(W::zero(), |acc, &c| acc * m + W::c(c));
-        let [q1, q2, q3, q4] = GRATING_SLOPE.map(|k| q(&k));
+        let g = &GRATING_SLOPE;
+        let (q1, q2) = (slope_coefficient(&g[0], m), slope_coefficient(&g[1], m));
+        let (q3, q4) = (slope_coefficient(&g[2], m), slope_coefficient(&g[3], m));
         let series = nt * (((q4 * t2 + q3) * t2 + q2) * t2 + q1);
         let limit = W::c(if single { 0.875 } else { 0.125 });
         let slope = pi * W::select(nt.abs().cmp_lt(limit), series, quotient);
@@ -139,16 +135,53 @@ impl Smooth<2> for ExactGrating {
     }
 }
 
-/// The value of [`exact_grating`] with the sine `sin`.
+/// The sine of `x`: libm's, or `in_dual` the one a dual number takes of
+/// its value ([`dual::sin_cos`], the fast polynomials on SIMD lanes). A
+/// flag, not a function passed in: a function value is called through
+/// `Fn::call` or a closure, which are not always inlined, and one called
+/// from a `#[target_feature]` row function is compiled without its vector
+/// instructions (every SIMD operation an out-of-line call: a moving N made
+/// the contracted `Jᵀv` 3.5 times slower).
 #[inline(always)]
-fn exact_grating_value<W: Num>(h: W, n: W, reduce: bool, sin: impl Fn(W) -> W) -> W {
+fn sine<R: Num>(x: R, in_dual: bool) -> R {
+    if in_dual {
+        dual::sin_cos(x).0
+    } else {
+        x.sin()
+    }
+}
+
+/// The sine and cosine of `x` ([`sine`]).
+#[inline(always)]
+fn sine_cosine<R: Num>(x: R, in_dual: bool) -> (R, R) {
+    if in_dual {
+        dual::sin_cos(x)
+    } else {
+        (x.sin(), x.cos())
+    }
+}
+
+/// `Σ k_j m^j` (Horner, from the highest power): a coefficient of
+/// [`GRATING_SLOPE`] at `m = N²` (no closure, for the reason of [`sine`]).
+#[inline(always)]
+fn slope_coefficient<W: Num>(k: &[f64; 5], m: W) -> W {
+    let mut acc = W::zero();
+    for j in (0..5).rev() {
+        acc = acc * m + W::c(k[j]);
+    }
+    acc
+}
+
+/// The value of [`exact_grating`] with the sines of [`sine`].
+#[inline(always)]
+fn exact_grating_value<W: Num>(h: W, n: W, reduce: bool, in_dual: bool) -> W {
     let pi = W::c(PI);
     if reduce {
-        sincg_by(pi * grating_index(h, true), n, sin)
+        sincg_by(pi * grating_index(h, true), n, in_dual)
     } else if <W::Scalar as Real>::MANTISSA_DIGITS < 53 {
-        sincg_pi_reduced_by(h, n, sin)
+        sincg_pi_reduced_by(h, n, in_dual)
     } else {
-        sincg_by(pi * h, n, sin)
+        sincg_by(pi * h, n, in_dual)
     }
 }
 
@@ -196,7 +229,7 @@ impl Smooth<1> for RoundSpot {
             for &k in SINC3_SERIES[..n - 1].iter().rev() {
                 series = series * x2 + W::c(k);
             }
-            let closed = sinc3_by(pi * u.sqrt(), dual::sin_cos);
+            let closed = sinc3_by(pi * u.sqrt(), true);
             return (W::select(near, series, closed), [W::zero()]);
         }
         let value = W::apply([u], &RoundSpot { in_dual: true });
@@ -218,13 +251,13 @@ impl Smooth<1> for RoundSpot {
 /// `3 (sin x / x - cos x) / x²`, with the limit 1 at `x == 0`.
 #[inline(always)]
 pub fn sinc3<R: Num>(x: R) -> R {
-    sinc3_by(x, |x| (x.sin(), x.cos()))
+    sinc3_by(x, false)
 }
 
-/// [`sinc3`] with the sine and cosine `sin_cos`.
+/// [`sinc3`] with the sine and cosine of [`sine_cosine`].
 #[inline(always)]
-fn sinc3_by<R: Num>(x: R, sin_cos: impl Fn(R) -> (R, R)) -> R {
-    let (s, c) = sin_cos(x);
+fn sinc3_by<R: Num>(x: R, in_dual: bool) -> R {
+    let (s, c) = sine_cosine(x, in_dual);
     R::select(x.cmp_eq(R::zero()), R::one(), R::c(3.0) * (s / x - c) / (x * x))
 }
 

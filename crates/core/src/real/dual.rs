@@ -59,12 +59,6 @@ impl<V: Num, const N: usize> Dual<V, N> {
         Dual { re: f, eps }
     }
 
-    /// Every part through `f`, derivatives zero.
-    #[inline(always)]
-    fn step(self, f: impl Fn(V) -> V) -> Self {
-        Self::constant(f(self.re))
-    }
-
     /// Sine and cosine of the value (see the module docs).
     #[inline(always)]
     fn value_sin_cos(self) -> (V, V) {
@@ -269,15 +263,17 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     }
     #[inline(always)]
     fn floor(self) -> Self {
-        self.step(V::floor)
+        // (a step: derivatives zero; no function passed in, see
+        // physics::lattice::sine)
+        Self::constant(self.re.floor())
     }
     #[inline(always)]
     fn ceil(self) -> Self {
-        self.step(V::ceil)
+        Self::constant(self.re.ceil())
     }
     #[inline(always)]
     fn round(self) -> Self {
-        self.step(V::round)
+        Self::constant(self.re.round())
     }
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
