@@ -560,6 +560,10 @@ fn render_sized(
         render_contracted::<3, 3, 4>(plan, values, c, level, sums)
     } else if na <= 3 && nl <= 6 {
         render_contracted::<3, 3, 6>(plan, values, c, level, sums)
+    } else if na <= 5 && nl <= 6 {
+        // (every parameter of a model without a grid: close distance, Kahn
+        // factor, three of the wavelength; the three N)
+        render_contracted::<3, 5, 6>(plan, values, c, level, sums)
     } else {
         render_contracted::<3, NA, NL>(plan, values, c, level, sums)
     }
