@@ -47,8 +47,8 @@ pub fn budget_bytes() -> u128 {
 
 /// Requests of at most this many bytes are not checked: the budget keeps
 /// [`BASE_RESERVE`] free for a run's small allocations in any case, and
-/// reading the limits (`/proc`, the cgroup files) takes longer than a
-/// small render (0.1 ms a call, against 0.2 ms for a one-pixel image).
+/// reading the limits (`/proc`, the cgroup files, about 0.1 ms) takes
+/// longer than a small render.
 pub const UNCHECKED_BYTES: u128 = BASE_RESERVE;
 
 /// [`budget_bytes`] where `bytes` is more than [`UNCHECKED_BYTES`], else

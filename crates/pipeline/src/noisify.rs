@@ -602,7 +602,7 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
 
 /// Refuses a run needing `bytes` when this process may not allocate them.
 fn fits_in_memory(bytes: u128, what: impl FnOnce() -> String) -> Result<()> {
-    if bytes > nanobragg_core::memory::budget_bytes() {
+    if bytes > nanobragg_core::memory::budget_for(bytes) {
         let gib = bytes as f64 / (1u64 << 30) as f64;
         bail!("{} needs {gib:.1} GiB, more memory than this process can allocate", what());
     }

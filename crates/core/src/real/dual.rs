@@ -263,8 +263,9 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     }
     #[inline(always)]
     fn floor(self) -> Self {
-        // (a step: derivatives zero; no function passed in, see
-        // physics::lattice::sine)
+        // (a step: derivatives zero; written out, as a function passed in
+        // can be called out of line from a `#[target_feature]` row function
+        // and lose its vector instructions)
         Self::constant(self.re.floor())
     }
     #[inline(always)]
