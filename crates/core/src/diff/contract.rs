@@ -969,6 +969,9 @@ impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: 
 impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Samples<Geo<B, G>, Fast>
     for Contracted<'_, '_, '_, B, G, A, L>
 {
+    // (not in scalar lanes, the fallback without AVX2: one copy of its rows)
+    const UNROLL_ONE_SAMPLE: bool = B::LANES > 1;
+
     /// The position in plain lanes (no parameter the geometry dual carries
     /// moves it), whose dual parts are its own components, its derivative
     /// along the one parameter that moves it (`pix0` + f `fdet` + s `sdet`

@@ -62,6 +62,16 @@ pub(crate) trait Samples<V: Num, M: MathMode> {
         interp: &mut u32,
         out_of_range: &mut Option<(usize, Fallback)>,
     );
+
+    /// Whether a block of pixels with one sample each (one sensor layer,
+    /// sub-pixel and source) takes a copy of the loop without loops: what
+    /// the loops carry from one sample to the next (the factors, the
+    /// diffracted direction) no longer round-trips through the stack at each
+    /// loop's end. The contracted derivatives' hook, whose duals the loops
+    /// spilled, does (a 1024² Jᵀv by 5 parameters, 2 threads: 11.1 to
+    /// 9.7 ms); the image's does not (no change measured), which keeps its
+    /// rows one copy.
+    const UNROLL_ONE_SAMPLE: bool = false;
 }
 
 /// What the sample loop leaves: the last capture fraction, polarization and
@@ -79,7 +89,26 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
     /// Run the sample loop over pixels `f0 ..` of row `spixel` (see the
     /// module docs).
     #[inline(always)]
-    pub(crate) fn samples(
+    pub(crate) fn samples<H: Samples<V, M>>(
+        &self,
+        f0: usize,
+        spixel: usize,
+        interp: &mut u32,
+        out_of_range: &mut Option<(usize, Fallback)>,
+        hook: &mut H,
+    ) -> SampleEnd<V> {
+        let one = self.oversample == 1 && self.thicksteps == 1 && self.sources.len() == 1;
+        if H::UNROLL_ONE_SAMPLE && one {
+            self.sample_loop::<true>(f0, spixel, interp, out_of_range, hook)
+        } else {
+            self.sample_loop::<false>(f0, spixel, interp, out_of_range, hook)
+        }
+    }
+
+    /// [`Kernel::samples`], with `ONE` for a plan of one sample per pixel
+    /// (the loops' bounds then known to be 1).
+    #[inline(always)]
+    fn sample_loop<const ONE: bool>(
         &self,
         f0: usize,
         spixel: usize,
@@ -94,7 +123,10 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
         let mut polar = if plan.nopolar { one } else { zero };
         let mut omega_pixel = zero;
         let mut capture_fraction = zero;
-        let os = self.oversample;
+        let (os, thicksteps, sources) = match ONE {
+            true => (1, 1, &self.sources[..1]),
+            false => (self.oversample, self.thicksteps, &self.sources[..]),
+        };
         let lane_offset = V::from_fn(|i| V::Scalar::c((i * os) as f64));
         // -corrected takes every factor at every sample (the capture
         // fraction only where the sensor has a thickness, the polarization
@@ -105,7 +137,7 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
             V::Mask::splat(if corrected { !self.thick_zero } else { plan.oversample_thick });
         let oversample_polar =
             V::Mask::splat(if corrected { !plan.nopolar } else { plan.oversample_polar });
-        for thick_tic in 0..self.thicksteps {
+        for thick_tic in 0..thicksteps {
             let odet_pos = V::c(thick_tic as f64) * s(self.thickstep);
             capture_fraction = if self.thick_zero { one } else { zero };
             for sub_s in 0..os {
@@ -129,7 +161,7 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
                         let fraction = self.capture(diffracted, thick_tic);
                         capture_fraction = V::select(recompute, fraction, capture_fraction);
                     }
-                    for (index, src) in self.sources.iter().enumerate() {
+                    for (index, src) in sources.iter().enumerate() {
                         let q = self.scattering(diffracted, src);
                         hook.scattering(&q);
                         let active = self.dmin_active(q);
