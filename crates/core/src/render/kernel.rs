@@ -173,6 +173,9 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     pub(crate) thickstep: V::Scalar,
     pub(crate) thicksteps: usize,
     pub(crate) thick_zero: bool,
+    /// One sensor layer, sub-pixel and source: a pixel is one sample (see
+    /// [`super::samples::Samples::UNROLL_ONE_SAMPLE`]).
+    pub(crate) one_sample: bool,
     /// Whether a pixel can lie at the sample (see [`may_reach_sample`]).
     may_reach_sample: bool,
     mu: V::Scalar,
@@ -331,6 +334,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             thickstep: k(d.thickstep_m),
             thicksteps: d.thicksteps,
             thick_zero: d.thick_m == 0.0,
+            one_sample: plan.oversample == 1 && d.thicksteps == 1 && l.sources.len() == 1,
             may_reach_sample: may_reach_sample(d),
             mu: k(d.mu_per_m),
             sources: l

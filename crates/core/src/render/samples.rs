@@ -97,8 +97,7 @@ impl<V: Num, M: MathMode> Kernel<'_, V, M> {
         out_of_range: &mut Option<(usize, Fallback)>,
         hook: &mut H,
     ) -> SampleEnd<V> {
-        let one = self.oversample == 1 && self.thicksteps == 1 && self.sources.len() == 1;
-        if H::UNROLL_ONE_SAMPLE && one {
+        if H::UNROLL_ONE_SAMPLE && self.one_sample {
             self.sample_loop::<true>(f0, spixel, interp, out_of_range, hook)
         } else {
             self.sample_loop::<false>(f0, spixel, interp, out_of_range, hook)
