@@ -101,6 +101,9 @@ pub trait Num:
     /// Parts per lane: 1 for a plain number; dual numbers add their
     /// derivative parts (see [`Num::write_part`]).
     const PARTS: usize = 1;
+    /// Machine numbers or vectors one value is made of: 1, twice its
+    /// halves' for [`X2`].
+    const VECTORS: usize = 1;
 
     /// The same value in every lane.
     fn splat(x: Self::Scalar) -> Self;
@@ -484,6 +487,7 @@ impl<V: Num> Num for X2<V> {
     type Scalar = V::Scalar;
     type Mask = X2<V::Mask>;
     const LANES: usize = 2 * V::LANES;
+    const VECTORS: usize = 2 * V::VECTORS;
 
     #[inline(always)]
     fn splat(x: Self::Scalar) -> Self {

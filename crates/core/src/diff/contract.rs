@@ -969,8 +969,10 @@ impl<'a, 'p, 'c, B: Num<Scalar = f64>, const G: usize, const A: usize, const L: 
 impl<B: Num<Scalar = f64>, const G: usize, const A: usize, const L: usize> Samples<Geo<B, G>, Fast>
     for Contracted<'_, '_, '_, B, G, A, L>
 {
-    // (not in scalar lanes, the fallback without AVX2: one copy of its rows)
-    const UNROLL_ONE_SAMPLE: bool = B::LANES > 1;
+    // (in one AVX-512 vector, where it was measured. The AVX2 pairs and the
+    // scalar fallback keep one copy of their rows: each copy of the eight
+    // shapes' rows is compile time in every build of this crate)
+    const UNROLL_ONE_SAMPLE: bool = B::LANES > 1 && B::VECTORS == 1;
 
     /// The position in plain lanes (no parameter the geometry dual carries
     /// moves it), whose dual parts are its own components, its derivative

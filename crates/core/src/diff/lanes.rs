@@ -11,9 +11,25 @@
 //! large argument such as π·h·N, whose argument carries that error).
 
 use super::dual::{Dense32, Dense64, Dual};
+use crate::real::Num;
 use crate::render::kernel::{Exact, Kernel};
-use crate::render::rows::{render_images, KernelRows};
+use crate::render::rows::{render_images, KernelRows, Pixel, RowKernel, RowOut};
 use crate::setup::Plan;
+
+/// The exact kernel's rows of value and derivative images. (A type of this
+/// module so that their SIMD rows compile apart from the images' rows, in
+/// parallel with them: see [`RowKernel::row_avx2`].)
+struct DualRows<'k, 'p, V: Num>(KernelRows<'k, 'p, V, Exact>);
+
+impl<T: Pixel, V: Num> RowKernel<T> for DualRows<'_, '_, V> {
+    #[inline(always)]
+    fn row(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut {
+        self.0.row(s, planes, limit)
+    }
+    fn interpolates(&self) -> bool {
+        RowKernel::<T>::interpolates(&self.0)
+    }
+}
 
 /// The two entry points of one precision: `$name` on the best SIMD level of
 /// this CPU and `$on` on a given one, over the dense dual `$dense` (scalar
@@ -48,20 +64,20 @@ macro_rules! dense_renderer {
                     SimdLevel::Avx512 => {
                         let k = Kernel::<Dual<$wide, N>, Exact>::from_leaves(plan, leaves);
                         // SAFETY: the level is at most this CPU's.
-                        let rows = unsafe { Avx512::new(KernelRows::new(k, &parts)) };
+                        let rows = unsafe { Avx512::new(DualRows(KernelRows::new(k, &parts))) };
                         return render_images(plan, &rows, outputs);
                     }
                     SimdLevel::Avx2 => {
                         let k = Kernel::<Dual<$narrow, N>, Exact>::from_leaves(plan, leaves);
                         // SAFETY: the level is at most this CPU's.
-                        let rows = unsafe { Avx2::new(KernelRows::new(k, &parts)) };
+                        let rows = unsafe { Avx2::new(DualRows(KernelRows::new(k, &parts))) };
                         return render_images(plan, &rows, outputs);
                     }
                     SimdLevel::Scalar => {}
                 }
             }
             let k = Kernel::<$dense<N>, Exact>::from_leaves(plan, leaves);
-            render_images(plan, &KernelRows::new(k, &parts), outputs)
+            render_images(plan, &DualRows(KernelRows::new(k, &parts)), outputs)
         }
     };
 }

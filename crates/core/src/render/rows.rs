@@ -100,6 +100,33 @@ pub(crate) trait RowKernel<T: Pixel = f32>: Sync {
     fn row(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut;
     /// Whether the plan starts with tricubic interpolation on.
     fn interpolates(&self) -> bool;
+
+    /// [`RowKernel::row`] compiled with AVX2 and FMA ([`Avx2`]'s rows).
+    ///
+    /// (Methods of the trait rather than functions of this module: rustc
+    /// compiles an instance of a provided method with the code of the
+    /// implementing type's module, so the kernels of different modules are
+    /// optimised in parallel. As functions of this module, every SIMD row
+    /// went into one code-generation unit, two thirds of the crate's code,
+    /// which one core compiled while the others idled.)
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn row_avx2(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut {
+        self.row(s, planes, limit)
+    }
+
+    /// [`RowKernel::row`] compiled with AVX-512F ([`Avx512`]'s rows).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F, AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn row_avx512(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut {
+        self.row(s, planes, limit)
+    }
 }
 
 /// The totals of a render through [`render_planes`].
@@ -540,7 +567,7 @@ fn kernel_row<T: Pixel, V: Num, M: MathMode, const SINGLE: bool>(
 
 #[cfg(target_arch = "x86_64")]
 macro_rules! simd_rows {
-    ($(#[$doc:meta])* $name:ident, $row:ident, $features:literal) => {
+    ($(#[$doc:meta])* $name:ident, $row:ident) => {
         $(#[$doc])*
         pub(crate) struct $name<K>(K);
 
@@ -553,22 +580,10 @@ macro_rules! simd_rows {
             }
         }
 
-        /// # Safety
-        /// The CPU must have the target features.
-        #[target_feature(enable = $features)]
-        unsafe fn $row<T: Pixel, K: RowKernel<T>>(
-            rows: &K,
-            s: usize,
-            planes: &mut [&mut [T]],
-            limit: Option<usize>,
-        ) -> RowOut {
-            rows.row(s, planes, limit)
-        }
-
         impl<T: Pixel, K: RowKernel<T>> RowKernel<T> for $name<K> {
             fn row(&self, s: usize, planes: &mut [&mut [T]], limit: Option<usize>) -> RowOut {
                 // SAFETY: only constructed (unsafe `new`) on a CPU with these features.
-                unsafe { $row(&self.0, s, planes, limit) }
+                unsafe { self.0.$row(s, planes, limit) }
             }
             fn interpolates(&self) -> bool {
                 self.0.interpolates()
@@ -581,15 +596,13 @@ macro_rules! simd_rows {
 simd_rows!(
     /// A row kernel compiled with AVX2 and FMA.
     Avx2,
-    row_avx2,
-    "avx2,fma"
+    row_avx2
 );
 #[cfg(target_arch = "x86_64")]
 simd_rows!(
     /// A row kernel compiled with AVX-512F.
     Avx512,
-    row_avx512,
-    "avx512f,avx2,fma"
+    row_avx512
 );
 
 #[cfg(test)]

@@ -68,9 +68,9 @@ pub(crate) trait Samples<V: Num, M: MathMode> {
     /// the loops carry from one sample to the next (the factors, the
     /// diffracted direction) no longer round-trips through the stack at each
     /// loop's end. The contracted derivatives' hook, whose duals the loops
-    /// spilled, does (a 1024² Jᵀv by 5 parameters, 2 threads: 11.1 to
-    /// 9.7 ms); the image's does not (no change measured), which keeps its
-    /// rows one copy.
+    /// spilled, does in AVX-512 vectors (a 1024² Jᵀv by 5 parameters,
+    /// 2 threads: 11.1 to 9.7 ms); the image's does not (no change
+    /// measured), which keeps its rows one copy.
     const UNROLL_ONE_SAMPLE: bool = false;
 }
 
