@@ -173,7 +173,8 @@ pub struct Kernel<'p, V: Num, M: MathMode = Exact> {
     pub(crate) thickstep: V::Scalar,
     pub(crate) thicksteps: usize,
     pub(crate) thick_zero: bool,
-    /// One sensor layer, sub-pixel and source: a pixel is one sample (see
+    /// One sensor layer, oversample 1, one source: a pixel is one sample
+    /// (see [`Kernel::single_sample`] and
     /// [`super::samples::Samples::UNROLL_ONE_SAMPLE`]).
     pub(crate) one_sample: bool,
     /// Whether a pixel can lie at the sample (see [`may_reach_sample`]).
@@ -402,12 +403,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         self.plan
     }
 
-    /// Whether every pixel is one sample of one source: one sensor layer,
-    /// oversample 1, one source (see [`Kernel::lanes_with`]).
-    /// (Not under `-corrected`, whose factors multiply every sample: the
-    /// general loop.)
+    /// Whether every pixel is one sample of one source ([`Kernel::one_sample`])
+    /// taken by the single-sample path (see [`Kernel::lanes_with`]). (Not
+    /// under `-corrected`, whose factors multiply every sample: the general
+    /// loop.)
     pub fn single_sample(&self) -> bool {
-        self.thicksteps == 1 && self.oversample == 1 && self.sources.len() == 1 && !self.corrected
+        self.one_sample && !self.corrected
     }
 
     /// What a pixel's photon sum starts from: the water background, which

@@ -106,9 +106,9 @@ pub(crate) trait RowKernel<T: Pixel = f32>: Sync {
     /// (Methods of the trait rather than functions of this module: rustc
     /// compiles an instance of a provided method with the code of the
     /// implementing type's module, so the kernels of different modules are
-    /// optimised in parallel. As functions of this module, every SIMD row
-    /// went into one code-generation unit, two thirds of the crate's code,
-    /// which one core compiled while the others idled.)
+    /// optimised in parallel; as functions of this module, every SIMD row
+    /// went into one code-generation unit, which one core compiled alone:
+    /// see docs/performance.md.)
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA.
