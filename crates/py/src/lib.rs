@@ -425,14 +425,16 @@ impl Params {
 }
 
 /// The elements of an array in row-major (C) order, whatever its strides
-/// (borrowed where the array is already contiguous: a weight image for
-/// `vjp` is 8 MB at 1024²).
+/// (borrowed where the array is in C order already: a weight image for
+/// `vjp` is 8 MB at 1024²). Not numpy's `as_slice`, which also lends a
+/// Fortran-ordered array (a transposed view) in its memory order.
 fn flat<'a, T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
     a: &'a numpy::PyReadonlyArray<'_, T, D>,
 ) -> std::borrow::Cow<'a, [T]> {
-    match a.as_slice() {
-        Ok(s) => std::borrow::Cow::Borrowed(s),
-        Err(_) => std::borrow::Cow::Owned(a.as_array().iter().copied().collect()),
+    let view = a.as_array();
+    match view.to_slice() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(view.iter().copied().collect()),
     }
 }
 

@@ -284,14 +284,22 @@ def test_bad_values_raise_and_leave_the_model_as_it_was():
 
 
 def test_arrays_of_any_layout_are_read_in_order():
-    model = nanobragg.from_args(MODEL)
+    # misset: the image is not its own transpose, so neither are its
+    # derivatives, and weights or an observation read transposed would differ
+    model = nanobragg.from_args(MODEL + " -misset 5 10 15")
     p = nanobragg.Params(model, ["distance", "cell_a"])
     x = np.array(p.start)
-    v = np.arange(np.prod(model.shape), dtype=float).reshape(model.shape) % 7 - 3
+    image = p.image(x)
+    assert not np.allclose(image, image.T)
+    v = np.arange(np.prod(model.shape), dtype=float).reshape(model.shape) % 5 - 2
     want = p.vjp(x, v)
     # every other element of a longer array; the transpose of the transpose
     assert np.array_equal(p.vjp(np.repeat(x, 2)[::2], np.asfortranarray(v)), want)
-    assert np.array_equal(p.image(np.repeat(x, 2)[::2]), p.image(x))
+    assert np.array_equal(p.image(np.repeat(x, 2)[::2]), image)
+    # an observation in Fortran order (a transposed view, as from a reader
+    # that stores columns) is the same observation: its own image fits exactly
+    observed = nanobragg.simulate(model)
+    assert p.loss(x, np.asfortranarray(observed), loss="sse")["value"] == 0.0
     # one number broadcast (strides 0, as torch's gradient of a sum) is that
     # number in every pixel
     broadcast = np.broadcast_to(np.float64(-1.5), model.shape)

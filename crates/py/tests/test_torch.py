@@ -70,6 +70,14 @@ def test_backward_is_the_weighted_sum_of_the_derivative_images():
     for x, di in zip(xs, d):
         want = float(di.astype(np.float64).sum())
         assert abs(x.grad.item() - want) <= 1e-5 * np.abs(di).sum()
+    # a loss over the transposed image: the gradient reaches the engine as a
+    # transposed view (strides (1, fast)) holding the weights w of the first loss
+    xs = [torch.tensor(model[n], dtype=torch.float64, requires_grad=True) for n in names]
+    image = render(model, **dict(zip(names, xs)))
+    (image.t() * w.t().contiguous()).sum().backward()
+    for x, di in zip(xs, d):
+        want = float((di.astype(np.float64) * w.numpy()).sum())
+        assert abs(x.grad.item() - want) <= 1e-5 * np.abs(di * w.numpy()).sum()
 
 
 def test_a_loss_descends_with_torch_optim():
