@@ -318,10 +318,23 @@ impl Gradient for Problem<'_> {
 
 type St = IterState<Vec<f64>, Vec<f64>, (), (), (), f64>;
 
+/// Where [`refine`] says what it does (what it fits, the prefit, each
+/// iteration), one line per call: the command line prints the lines, Python
+/// hands them to its own `print` (a notebook shows them); `None` keeps the
+/// fit quiet.
+pub type Report = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// `line()` to `report`, formatted only where there is one.
+fn say(report: &Option<Report>, line: impl FnOnce() -> String) {
+    if let Some(r) = report {
+        r(&line());
+    }
+}
+
 /// One entry per iteration: iteration, loss, norm of the scaled gradient;
-/// printed as it comes when `print` is set.
+/// reported as it comes.
 struct Progress {
-    print: bool,
+    report: Option<Report>,
     history: std::sync::Arc<Mutex<Vec<Step>>>,
 }
 
@@ -340,14 +353,14 @@ impl Observe<St> for Progress {
     fn observe_iter(&mut self, state: &St, _kv: &KV) -> std::result::Result<(), ArgminError> {
         let g = state.get_gradient().map(|g| g.iter().map(|x| x * x).sum::<f64>().sqrt());
         let step = Step { iteration: state.get_iter(), loss: state.get_cost(), gradient: g };
-        if self.print {
-            println!(
+        say(&self.report, || {
+            format!(
                 "iteration {:>4}  loss {:<22}  |gradient| {}",
                 step.iteration,
                 format!("{:.12e}", step.loss),
                 g.map(|g| format!("{g:.3e}")).unwrap_or_else(|| "-".into())
-            );
-        }
+            )
+        });
         self.history.lock().unwrap().push(step);
         Ok(())
     }
@@ -514,16 +527,16 @@ pub struct FitCheck {
 const MIN_SPOTS: usize = 6;
 
 /// Fit `settings.params` of the model `inv` (its command line `model_args`)
-/// to `observed` by L-BFGS on the loss gradient; prints each iteration with
-/// `print`.
+/// to `observed` by L-BFGS on the loss gradient, saying what it does to
+/// `report`.
 pub fn refine(
     inv: &Invocation,
     model_args: &[String],
     observed: Observed,
     settings: &Settings,
-    print: bool,
+    report: Option<Report>,
 ) -> Result<Refined> {
-    fit(inv, model_args, observed, settings, print, false)
+    fit(inv, model_args, observed, settings, report, false)
 }
 
 /// [`refine`]; with `drop_flat` (`-refine all`) the parameters that do not
@@ -533,21 +546,21 @@ fn fit(
     model_args: &[String],
     observed: Observed,
     settings: &Settings,
-    print: bool,
+    report: Option<Report>,
     drop_flat: bool,
 ) -> Result<Refined> {
     let (model, observed) = start(inv, observed, settings)?;
     let kind =
         settings.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
     let job = Job { kind, observed, opts: RenderOptions { threads: inv.threads } };
-    if print {
-        println!(
+    say(&report, || {
+        format!(
             "refining {} against {}, {} loss",
             settings.params.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
             job.observed.what,
             kind
-        );
-    }
+        )
+    });
     let t0 = Instant::now();
     let spots = spots::find_panel_spots(&model, &job.observed.values, &job.observed.skip);
     let still = model.plan0.phisteps <= 1 && model.plan0.osc_rad == 0.0;
@@ -562,8 +575,8 @@ fn fit(
         };
         let t = Instant::now();
         let fit = spots::fit_centroids(&model, &model.start, &spots, judge)?;
-        if print {
-            println!(
+        say(&report, || {
+            format!(
                 "prefit: {} spots, {} indexed, rms {:.3} px from the predicted centroids \
                  (best of {} starting points, {:.1} s)",
                 fit.spots,
@@ -571,8 +584,8 @@ fn fit(
                 fit.rms_px,
                 fit.starts,
                 t.elapsed().as_secs_f64()
-            );
-        }
+            )
+        });
         Some(fit)
     } else {
         None
@@ -584,14 +597,14 @@ fn fit(
     if let Some(fit) = &mut prefit {
         let at_fit = evaluate(&model, &fit.values, &job)?;
         fit.kept = at_fit.value < first.value && not_finite(&at_fit).is_none();
-        if print {
-            println!(
+        say(&report, || {
+            format!(
                 "prefit {}: loss {:.12e} at its values, {:.12e} at the start",
                 if fit.kept { "kept" } else { "not kept" },
                 at_fit.value,
                 first.value
-            );
-        }
+            )
+        });
         if fit.kept {
             origin = fit.values.clone();
             first = at_fit;
@@ -609,15 +622,17 @@ fn fit(
     if drop_flat && (0..np).any(flat) && !(0..np).all(flat) {
         let (keep, skip): (Vec<usize>, Vec<usize>) = (0..np).partition(|&i| !flat(i));
         let names: Vec<String> = skip.iter().map(|&i| settings.params[i].to_string()).collect();
-        println!(
-            "note: -refine all: skipped {}: no curvature (does not change the pixels used)",
-            names.join(", ")
-        );
+        say(&report, || {
+            format!(
+                "note: -refine all: skipped {}: no curvature (does not change the pixels used)",
+                names.join(", ")
+            )
+        });
         let settings = Settings {
             params: keep.iter().map(|&i| settings.params[i]).collect(),
             ..settings.clone()
         };
-        return fit(inv, model_args, job.observed, &settings, print, false);
+        return fit(inv, model_args, job.observed, &settings, report, false);
     }
     for (i, p) in settings.params.iter().enumerate() {
         if flat(i) {
@@ -625,9 +640,7 @@ fn fit(
         }
     }
     let map = whitening(&first.hessian, settings.params.len());
-    if print {
-        println!("{} pixels used; start loss {:.12e}", first.pixels, first.value);
-    }
+    say(&report, || format!("{} pixels used; start loss {:.12e}", first.pixels, first.value));
     let (best, evaluations) = (Mutex::new(None), Mutex::new(0));
     let history = std::sync::Arc::new(Mutex::new(Vec::new()));
     let non_finite = Mutex::new(None);
@@ -647,7 +660,7 @@ fn fit(
         .with_tolerance_grad(settings.gtol.unwrap_or_else(|| default_gtol(kind)))?
         .with_tolerance_cost(0.0)?;
     let x0 = vec![0.0; settings.params.len()];
-    let progress = Progress { print, history: history.clone() };
+    let progress = Progress { report, history: history.clone() };
     let run = Executor::new(problem, solver)
         .configure(|s| s.param(x0).max_iters(settings.maxiter))
         .add_observer(progress, ObserverMode::Always)
@@ -904,7 +917,8 @@ pub fn main(args: &[String]) -> Result<()> {
     let model = parameters(&inv, &settings.params)?;
     let mut observed = read_observed(&req.observed, &inv, model.image_size())?;
     observed.what = format!("{} ({})", req.observed.display(), observed.what);
-    let r = fit(&inv, &req.model_args, observed, &settings, true, req.all)?;
+    let print: Report = std::sync::Arc::new(|line: &str| println!("{line}"));
+    let r = fit(&inv, &req.model_args, observed, &settings, Some(print), req.all)?;
     println!(
         "{} after {} iterations, {} renders, {:.2} s",
         r.stop, r.iterations, r.evaluations, r.seconds

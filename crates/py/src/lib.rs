@@ -739,7 +739,8 @@ impl Refined {
 /// `nanobragg refine` does (`NAME@K`: panel `K`'s parameter of a
 /// multi-panel detector, `NAME@*` every panel's). `loss`: "sse" or
 /// "poisson" (default: poisson for whole counts, else sse); `skip`: pixels
-/// to leave out; `verbose` prints each iteration; `min_explained` and
+/// to leave out; `verbose` prints what the fit does and each iteration
+/// (with Python's `print`); `min_explained` and
 /// `max_chi2` as the command's flags (the fit check).
 #[pyfunction]
 #[pyo3(signature = (model, observed, params, loss = None, maxiter = 100, gtol = None,
@@ -762,7 +763,9 @@ fn refine(
     min_explained: f64,
     max_chi2: f64,
 ) -> PyResult<Refined> {
-    use nanobragg_pipeline::refine::{command_line_with, refine as fit, Observed, Settings};
+    use nanobragg_pipeline::refine::{
+        command_line_with, refine as fit, Observed, Report, Settings,
+    };
     let mut inv = model.inv.clone();
     inv.threads = thread_count(threads, inv.threads)?;
     let values = flat(&observed).into_owned();
@@ -800,7 +803,19 @@ fn refine(
                 .into(),
         );
     }
-    let mut r = py.detach(|| fit(&inv, &args, observed, &settings, verbose)).map_err(pyerr)?;
+    // (Python's print, not the process's stdout: a notebook shows the lines)
+    let report: Option<Report> = verbose.then(|| {
+        let print: Report = std::sync::Arc::new(|line: &str| {
+            Python::attach(|py| {
+                let printed =
+                    py.import("builtins").and_then(|b| b.getattr("print")?.call1((line,)));
+                // a print that fails (a closed stream) leaves the fit running
+                drop(printed);
+            })
+        });
+        print
+    });
+    let mut r = py.detach(|| fit(&inv, &args, observed, &settings, report)).map_err(pyerr)?;
     r.notes.extend(notes);
     Ok(Refined {
         params: r.params.iter().map(|p| p.to_string()).collect(),

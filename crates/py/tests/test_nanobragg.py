@@ -200,12 +200,19 @@ def test_a_spectrum_is_the_weighted_sum_of_its_lines(tmp_path):
     assert model["lambda_offset"] == 0.1
 
 
-def test_refine_is_the_command_lines(tmp_path):
+def test_refine_is_the_command_lines(tmp_path, capsys):
     truth = nanobragg.from_args(MODEL.replace("-distance 100", "-distance 100.3"))
     observed = nanobragg.simulate(truth)
     observed.tofile(tmp_path / "obs.bin")
     model = nanobragg.from_args(MODEL)
     r = nanobragg.refine(model, observed, ["distance", "lambda"])
+    assert capsys.readouterr().out == ""
+    # verbose: the lines go through Python's print (sys.stdout, which a
+    # notebook shows), one per iteration after what is fitted
+    nanobragg.refine(model, observed, ["distance", "lambda"], verbose=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("refining distance, lambda against") and "sse loss" in lines[0]
+    assert sum(line.startswith("iteration") for line in lines) == len(r.history), lines
     assert r.params == ["distance", "lambda"] and r.units == ["mm", "Å"]
     assert abs(r.values[0] - 100.3) < 1e-4 and abs(r.values[1] - 6.2) < 1e-6, r
     assert r.final_loss < 1e-6 * r.start_loss and r.loss == "sse"
