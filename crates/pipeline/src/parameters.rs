@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::loss::{self, loss_gradient, LossEval, LossKind};
-use nanobragg_core::diff::{jvp_of, sf_vjp_of, vjp_of, Param, SfProducts, Weights};
+use nanobragg_core::diff::{jacobian_of, jvp_of, sf_vjp_of, vjp_of, Param, SfProducts, Weights};
 use nanobragg_core::geometry::{panel_configs, PanelLayout};
 use nanobragg_core::render::{render_f64, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
@@ -515,6 +515,42 @@ impl Parameters {
             images.push(p.image);
         }
         Ok(SfProducts { image: self.stacked(images), gradient })
+    }
+
+    /// The image at `values` and its derivative images by each parameter
+    /// (per unit of its flag: the misset angles through [`Parameters::chain`],
+    /// as [`Parameters::jvp`]), in f32 as the command line's `-gradient`
+    /// files ([`jacobian_of`]).
+    pub fn jacobian(
+        &self,
+        values: &[f64],
+        opts: RenderOptions,
+        precision: Precision,
+    ) -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
+        let (mut images, mut by_param) = (Vec::new(), vec![Vec::new(); self.params.len()]);
+        for (k, (cfg, plan)) in self.panels_at(values)?.iter().enumerate() {
+            let query = self.query_of(k);
+            let j = jacobian_of(cfg, plan, query, self.seeds, opts, precision)?;
+            let m = self.chain_of(values, k);
+            let nq = query.len();
+            for (i, d) in by_param.iter_mut().enumerate() {
+                let rows: Vec<(f64, &Vec<f32>)> = (0..nq)
+                    .filter(|&q| m[i * nq + q] != 0.0)
+                    .map(|q| (m[i * nq + q], &j.derivatives[q]))
+                    .collect();
+                // (a copy where one engine parameter is the chosen one)
+                d.push(match rows[..] {
+                    [(1.0, image)] => image.clone(),
+                    _ => (0..j.image.len())
+                        .map(|px| rows.iter().map(|&(w, image)| w * image[px] as f64).sum::<f64>())
+                        .map(|x| x as f32)
+                        .collect(),
+                });
+            }
+            images.push(j.image);
+        }
+        let derivatives = by_param.into_iter().map(|parts| self.stacked(parts)).collect();
+        Ok((self.stacked(images), derivatives))
     }
 
     /// `J·t` at `values`: the derivative of every pixel along the direction

@@ -6,7 +6,7 @@
 
 use nanobragg_core::config::SfSource;
 use nanobragg_core::diff::loss::LossKind;
-use nanobragg_core::diff::{jacobian_of, Param, Weights};
+use nanobragg_core::diff::{Param, Weights};
 use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::sf::HklEntry;
@@ -14,12 +14,21 @@ use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
 use nanobragg_pipeline::panels::PanelRun;
 use nanobragg_pipeline::parameters::PANEL_PARAMS;
+use nanobragg_pipeline::refine::command_line_with;
 use nanobragg_pipeline::render::render_plan;
 use nanobragg_pipeline::{Parameters, Target};
 use numpy::{
-    PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
-    PyReadonlyArray3, PyUntypedArrayMethods,
+    AllowTypeChange, PyArray1, PyArray2, PyArray3, PyArrayLike1, PyArrayLike2, PyArrayLike3,
+    PyArrayMethods, PyUntypedArrayMethods,
 };
+
+/// An array argument of any numeric type (a list, an int array, a uint16
+/// image from `noise_image`, float32 or float64), converted by numpy to `T`.
+type In1<'py, T> = PyArrayLike1<'py, T, AllowTypeChange>;
+/// [`In1`] of two dimensions.
+type In2<'py, T> = PyArrayLike2<'py, T, AllowTypeChange>;
+/// [`In1`] of three dimensions.
+type In3<'py, T> = PyArrayLike3<'py, T, AllowTypeChange>;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -81,7 +90,7 @@ impl Model {
     /// "cell_a", "misset_x", "lambda") in the unit of its flag, as the run
     /// uses it (defaults resolved).
     fn __getitem__(&self, name: &str) -> PyResult<f64> {
-        Ok(self.chosen(&[name.to_string()])?.start()[0])
+        Ok(self.chosen_one(name)?.start()[0])
     }
 
     /// Set a parameter (in the unit of its flag); the other flags keep
@@ -153,10 +162,15 @@ impl Model {
     #[pyo3(name = "set_structure_factors")]
     fn set_structure_factors_py(
         &mut self,
-        hkl: PyReadonlyArray2<'_, i64>,
-        #[allow(non_snake_case)] F: PyReadonlyArray1<'_, f64>,
+        hkl: In2<'_, f64>,
+        #[allow(non_snake_case)] F: In1<'_, f64>,
     ) -> PyResult<()> {
         let (hkl, f) = (hkl.as_array(), flat(&F));
+        // (read as float, so that float and int32 indices are taken, and
+        // refused where numpy's cast to an integer would truncate them)
+        if let Some(x) = hkl.iter().find(|x| x.fract() != 0.0 || x.abs() > 1e9) {
+            return Err(error(format!("structure factors: hkl holds {x}, not a Miller index")));
+        }
         if hkl.ncols() != 3 || hkl.nrows() != f.len() {
             return Err(error(format!(
                 "structure factors: hkl of shape {:?} for {} amplitudes (want ({}, 3))",
@@ -166,7 +180,7 @@ impl Model {
             )));
         }
         let entries = (hkl.rows().into_iter().zip(f.iter()))
-            .map(|(r, &f)| HklEntry { h: r[0] as f64, k: r[1] as f64, l: r[2] as f64, f })
+            .map(|(r, &f)| HklEntry { h: r[0], k: r[1], l: r[2], f })
             .collect();
         let before = std::mem::replace(&mut self.inv.config.sf.source, SfSource::Hkl(entries));
         if let Err(e) = self.inv.plan() {
@@ -181,7 +195,17 @@ impl Model {
 impl Model {
     /// Set a parameter's value in the invocation.
     fn set_value(&mut self, name: &str, value: f64) -> PyResult<()> {
-        let p = self.chosen(&[name.to_string()])?;
+        let p = self.chosen_one(name)?;
+        // what the flag's parser allows (-fluence >= 0, a number for -polar,
+        // ...): the command line with this value must parse (where the value
+        // has a flag to go to: a panel's goes to its geometry)
+        let refuse = |why: String| error(format!("{name} = {value}: {why}"));
+        if !value.is_finite() {
+            return Err(refuse("not a finite number".into()));
+        }
+        if let Ok((line, _)) = command_line_with(&self.inv, &self.args, p.params(), &[value]) {
+            nanobragg_pipeline::parse_args(&line).map_err(|e| refuse(format!("{e:#}")))?;
+        }
         let oversample = self.inv.config.sampling.oversample;
         let mut cfg = p.config(&[value]).map_err(|e| error(format!("{e:#}")))?;
         // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
@@ -211,6 +235,20 @@ impl Model {
             .map_err(|e| error(format!("{e:#}")))
     }
 
+    /// The one parameter `name` names (not `NAME@*`, which names one per
+    /// panel).
+    fn chosen_one(&self, name: &str) -> PyResult<Parameters> {
+        let p = self.chosen(&[name.to_string()])?;
+        match p.params() {
+            [_] => Ok(p),
+            all => Err(error(format!(
+                "{name} names {} parameters, one per panel: use NAME@K (here {})",
+                all.len(),
+                all.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
     /// `names` as parameters, in order (`NAME@K`: panel `K`'s, `NAME@*`:
     /// every panel's).
     fn targets(&self, names: &[String]) -> PyResult<Vec<Target>> {
@@ -222,10 +260,6 @@ impl Model {
         }
         Ok(out)
     }
-}
-
-fn parse_params(names: &[String]) -> PyResult<Vec<Param>> {
-    names.iter().map(|p| p.parse::<Param>()).collect::<Result<_, _>>().map_err(error)
 }
 
 /// Chosen parameters of a model as numbers: the image at any values, and
@@ -263,7 +297,7 @@ impl Params {
         model: &Model,
         names: Vec<String>,
         threads: Option<usize>,
-        #[allow(non_snake_case)] F: Option<PyReadonlyArray3<'_, f64>>,
+        #[allow(non_snake_case)] F: Option<In3<'_, f64>>,
     ) -> PyResult<Self> {
         let mut model = model.clone();
         if let Some(f) = F {
@@ -309,7 +343,7 @@ impl Params {
     fn image<'py>(
         &self,
         py: Python<'py>,
-        values: PyReadonlyArray1<'py, f64>,
+        values: In1<'py, f64>,
         dtype: &str,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let precision = precision(dtype)?;
@@ -326,8 +360,8 @@ impl Params {
     fn vjp<'py>(
         &self,
         py: Python<'py>,
-        values: PyReadonlyArray1<'py, f64>,
-        v: PyReadonlyArray2<'py, f64>,
+        values: In1<'py, f64>,
+        v: In2<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         self.check_shape(v.shape())?;
         let values = flat(&values).into_owned();
@@ -347,8 +381,8 @@ impl Params {
     fn sf_vjp<'py>(
         &self,
         py: Python<'py>,
-        values: PyReadonlyArray1<'py, f64>,
-        v: PyReadonlyArray2<'py, f64>,
+        values: In1<'py, f64>,
+        v: In2<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray3<f64>>> {
         self.check_shape(v.shape())?;
         let values = flat(&values).into_owned();
@@ -364,8 +398,8 @@ impl Params {
     fn jvp<'py>(
         &self,
         py: Python<'py>,
-        values: PyReadonlyArray1<'py, f64>,
-        t: PyReadonlyArray1<'py, f64>,
+        values: In1<'py, f64>,
+        t: In1<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let (values, t) = (flat(&values).into_owned(), flat(&t).into_owned());
         let d = py.detach(|| self.p.jvp(&values, &t, self.opts())).map_err(pyerr)?;
@@ -380,10 +414,10 @@ impl Params {
     fn loss<'py>(
         &self,
         py: Python<'py>,
-        values: PyReadonlyArray1<'py, f64>,
-        observed: PyReadonlyArray2<'py, f32>,
+        values: In1<'py, f64>,
+        observed: In2<'py, f32>,
         loss: &str,
-        skip: Option<PyReadonlyArray2<'py, bool>>,
+        skip: Option<In2<'py, bool>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_shape(observed.shape())?;
         let kind: LossKind = loss.parse().map_err(error)?;
@@ -502,12 +536,14 @@ fn thread_count(threads: Option<usize>, model: usize) -> PyResult<usize> {
 #[pyo3(signature = (model, dtype = "float64", device = "cpu", threads = None))]
 fn simulate<'py>(
     py: Python<'py>,
-    model: &Model,
+    model: PyRef<'_, Model>,
     dtype: &str,
     device: &str,
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-    let inv = configured(model, dtype, device, threads)?;
+    let inv = configured(&model, dtype, device, threads)?;
+    // (another thread may change the model while this one renders its copy)
+    drop(model);
     let (image, (sp, fp)) = py
         .detach(|| -> anyhow::Result<_> {
             if !inv.config.detector.panels.is_empty() {
@@ -556,13 +592,15 @@ impl Image {
         self.seconds
     }
 
-    /// The statistics the command line prints: max_I and its (fast, slow)
-    /// pixel, mean, rms, rmsd, and the number of pixels they cover.
+    /// The statistics the command line prints: max_I and its pixel
+    /// `max_pixel` as (slow, fast), an index into `.float` as every array
+    /// here (the command line prints it (fast, slow)), mean, rms, rmsd, and
+    /// the number of pixels they cover.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let (s, d) = (&self.stats, PyDict::new(py));
         d.set_item("max_I", s.max_i)?;
-        d.set_item("max_pixel", (s.max_f, s.max_s))?;
+        d.set_item("max_pixel", (s.max_s, s.max_f))?;
         d.set_item("mean", s.mean)?;
         d.set_item("rms", s.rms)?;
         d.set_item("rmsd", s.rmsd)?;
@@ -614,12 +652,13 @@ impl Image {
 #[pyo3(signature = (model, dtype = "float64", device = "cpu", threads = None))]
 fn render(
     py: Python<'_>,
-    model: &Model,
+    model: PyRef<'_, Model>,
     dtype: &str,
     device: &str,
     threads: Option<usize>,
 ) -> PyResult<Image> {
-    let inv = configured(model, dtype, device, threads)?;
+    let inv = configured(&model, dtype, device, threads)?;
+    drop(model);
     py.detach(|| -> anyhow::Result<Image> {
         let t0 = Instant::now();
         let (plan, image, seeds) = if inv.config.detector.panels.is_empty() {
@@ -749,23 +788,21 @@ impl Refined {
 #[allow(clippy::too_many_arguments)]
 fn refine(
     py: Python<'_>,
-    model: &Model,
-    observed: PyReadonlyArray2<'_, f32>,
+    model: PyRef<'_, Model>,
+    observed: In2<'_, f32>,
     params: Vec<String>,
     loss: Option<&str>,
     maxiter: u64,
     gtol: Option<f64>,
     history: usize,
-    skip: Option<PyReadonlyArray2<'_, bool>>,
+    skip: Option<In2<'_, bool>>,
     threads: Option<usize>,
     verbose: bool,
     prefit: bool,
     min_explained: f64,
     max_chi2: f64,
 ) -> PyResult<Refined> {
-    use nanobragg_pipeline::refine::{
-        command_line_with, refine as fit, Observed, Report, Settings,
-    };
+    use nanobragg_pipeline::refine::{refine as fit, Observed, Report, Settings};
     let mut inv = model.inv.clone();
     inv.threads = thread_count(threads, inv.threads)?;
     let values = flat(&observed).into_owned();
@@ -803,6 +840,7 @@ fn refine(
                 .into(),
         );
     }
+    drop(model);
     // (Python's print, not the process's stdout: a notebook shows the lines)
     let report: Option<Report> = verbose.then(|| {
         let print: Report = std::sync::Arc::new(|line: &str| {
@@ -846,30 +884,29 @@ fn refine(
 type ImageAndDerivatives<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray3<f32>>);
 
 /// The image of `model` and its derivatives by `params` (names as for
-/// `-gradient`, e.g. "distance", "cell_a"): a float32 array (slow, fast)
-/// and one of shape (len(params), slow, fast), per unit of each flag.
+/// `Params`: `misset_x` is the `-misset` angle, `NAME@K` panel `K`'s): a
+/// float32 array (slow, fast) and one of shape (len(params), slow, fast),
+/// per unit of each flag.
 #[pyfunction]
 #[pyo3(signature = (model, params, dtype = "float64", threads = None))]
 fn jacobian<'py>(
     py: Python<'py>,
-    model: &Model,
+    model: PyRef<'_, Model>,
     params: Vec<String>,
     dtype: &str,
     threads: Option<usize>,
 ) -> PyResult<ImageAndDerivatives<'py>> {
-    let inv = configured(model, dtype, "cpu", threads)?;
-    let params = parse_params(&params)?;
-    let (j, (sp, fp)) = py
-        .detach(|| -> anyhow::Result<_> {
-            let (plan, seeds) = inv.plan()?;
-            let opts = RenderOptions { threads: inv.threads };
-            let j = jacobian_of(&inv.config, &plan, &params, seeds.setup, opts, inv.precision)?;
-            Ok((j, (plan.detector.spixels, plan.detector.fpixels)))
-        })
-        .map_err(|e| error(format!("{e:#}")))?;
-    let image = numpy::PyArray1::from_vec(py, j.image).reshape([sp, fp])?;
-    let flat: Vec<f32> = j.derivatives.into_iter().flatten().collect();
-    let derivatives = numpy::PyArray1::from_vec(py, flat).reshape([params.len(), sp, fp])?;
+    let inv = configured(&model, dtype, "cpu", threads)?;
+    let p = model.chosen(&params)?;
+    drop(model);
+    let opts = RenderOptions { threads: inv.threads };
+    let (image, derivatives) =
+        py.detach(|| p.jacobian(p.start(), opts, inv.precision)).map_err(pyerr)?;
+    let [fp, sp] = p.image_size();
+    let image = numpy::PyArray1::from_vec(py, image).reshape([sp, fp])?;
+    let n = derivatives.len();
+    let flat: Vec<f32> = derivatives.into_iter().flatten().collect();
+    let derivatives = numpy::PyArray1::from_vec(py, flat).reshape([n, sp, fp])?;
     Ok((image, derivatives))
 }
 

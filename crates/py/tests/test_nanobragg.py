@@ -74,6 +74,16 @@ def test_jacobian_matches_finite_differences():
         err = np.linalg.norm(d[i] - fd) / np.linalg.norm(fd)
         # the images are float32: steps large enough to leave their rounding
         assert err < 1e-4, (flag, err)
+    # the misset angles are the -misset flag's, as for Params and torch (far
+    # from 0, where turning about the lab axes would differ from the angle)
+    model = nanobragg.from_args(MODEL + " -misset 30 40 50")
+    p = nanobragg.Params(model, ["misset_x", "misset_y", "misset_z"])
+    _, d = nanobragg.jacobian(model, ["misset_x", "misset_y", "misset_z"])
+    for i in range(3):
+        e = np.zeros(3)
+        e[i] = 1e-3
+        fd = (p.image(p.start + e) - p.image(p.start - e)) / 2e-3
+        assert np.linalg.norm(d[i] - fd) < 1e-4 * np.linalg.norm(fd), i
 
 
 def test_the_gil_is_released_while_rendering():
@@ -174,6 +184,11 @@ def test_render_gives_the_command_lines_int_and_noise_images_and_statistics(tmp_
     s = image.stats
     assert f"mean= {s['mean']:.6g} rms= {s['rms']:.6g} rmsd= {s['rmsd']:.6g}" in out.stdout
     assert s["pixels"] == 58 * 46 and 0 < image.seconds
+    # the brightest pixel as (slow, fast), an index into the arrays (misset:
+    # the pixel on the other side of the diagonal is not as bright)
+    r = nanobragg.render(nanobragg.from_args(MODEL + " -misset 5 10 15"))
+    misset, s = r.float, r.stats
+    assert misset[s["max_pixel"]] == s["max_I"] == misset.max() > misset.T[s["max_pixel"]]
     assert not np.array_equal(image.noise_image(seed=8)[0], noise)
 
 
@@ -278,8 +293,17 @@ def test_bad_values_raise_and_leave_the_model_as_it_was():
     before = nanobragg.simulate(model)
     with pytest.raises(nanobragg.Error, match="distance = NaN"):
         model["distance"] = float("nan")
-    with pytest.raises(nanobragg.Error, match="positive"):
+    with pytest.raises(nanobragg.Error, match=r"distance = -5: .*must be > 0"):
         model["distance"] = -5.0
+    # what the flags refuse (-fluence -1, -polar nan, -mosaic -1) is refused by name too
+    with pytest.raises(nanobragg.Error, match=r"fluence = -1.*must be >= 0"):
+        model["fluence"] = -1.0
+    with pytest.raises(nanobragg.Error, match="polar = NaN: not a finite number"):
+        model["polar"] = float("nan")
+    mosaic = nanobragg.from_args(MODEL + " -mosaic 0.1 -mosaic_domains 2")
+    with pytest.raises(nanobragg.Error, match=r"mosaic = -1: -mosaic: .*must be >= 0"):
+        mosaic["mosaic"] = -1.0
+    assert mosaic["mosaic"] == 0.1
     assert np.array_equal(nanobragg.simulate(model), before)
     p = nanobragg.Params(model, ["distance", "cell_a"])
     with pytest.raises(nanobragg.Error, match="1 values for 2 parameters"):
@@ -288,6 +312,60 @@ def test_bad_values_raise_and_leave_the_model_as_it_was():
         p.vjp(np.array([100.0]), np.ones(model.shape))
     with pytest.raises(nanobragg.Error, match="at least one"):
         nanobragg.refine(model, before, [])
+
+
+def test_arrays_of_any_numeric_type_are_taken():
+    model = nanobragg.from_args(MODEL + " -fluence 1e26 -misset 5 10 15")
+    p = nanobragg.Params(model, ["distance", "cell_a"])
+    x = np.array(p.start)
+    # values as a list or float32; an observation as the package's own
+    # uint16 noise image or in float64, a mask of 0 and 1
+    assert np.array_equal(p.image([100, 100]), p.image(x))
+    assert np.array_equal(p.image(x.astype(np.float32)), p.image(x))
+    noisy = nanobragg.render(model).noise_image(seed=1)[0]
+    assert noisy.dtype == np.uint16
+    want = p.loss(x, noisy.astype(np.float32), loss="poisson")
+    assert p.loss(x, noisy, loss="poisson")["value"] == want["value"]
+    assert p.loss(x, noisy.astype(np.float64), loss="poisson")["value"] == want["value"]
+    skip = np.zeros(model.shape, dtype=np.int64)
+    skip[:8] = 1
+    assert (p.loss(x, noisy, skip=skip)["value"]
+            == p.loss(x, noisy, skip=skip.astype(bool))["value"])
+    r = nanobragg.refine(model, noisy, ["distance"], maxiter=3, prefit=False)
+    assert r.loss == "poisson"
+    # Miller indices as int32 or whole floats; not as fractions
+    hkl = np.array([[0, 0, 1], [1, 2, 3]])
+    f = np.array([10.0, 20.0])
+    a, b = nanobragg.from_args(MODEL), nanobragg.from_args(MODEL)
+    a.set_structure_factors(hkl, f)
+    b.set_structure_factors(hkl.astype(np.int32), f.astype(np.float32))
+    assert np.array_equal(nanobragg.simulate(a), nanobragg.simulate(b))
+    b.set_structure_factors(hkl.astype(float), [10, 20])
+    assert np.array_equal(nanobragg.simulate(a), nanobragg.simulate(b))
+    with pytest.raises(nanobragg.Error, match="hkl holds 0.5, not a Miller index"):
+        b.set_structure_factors(hkl + 0.5, f)
+
+
+def test_a_model_can_change_while_another_thread_renders_it():
+    model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 256 -oversample 3"))
+    errors = []
+
+    def renders():
+        try:
+            for _ in range(3):
+                nanobragg.simulate(model, threads=1)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    t = threading.Thread(target=renders)
+    t.start()
+    changes = 0
+    while t.is_alive():
+        model["distance"] = 100.0 + changes % 2
+        changes += 1
+        time.sleep(0.002)
+    t.join()
+    assert not errors and changes > 1, errors
 
 
 def test_arrays_of_any_layout_are_read_in_order():
@@ -377,6 +455,10 @@ def test_a_multi_panel_model_refines_its_panels_shifts(tmp_path):
     assert "Xbeam@1" in start.parameters and "Xbeam" not in start.parameters
     start["Xbeam@1"] = -0.25
     assert abs(start["Xbeam@1"] + 0.25) < 1e-12
+    with pytest.raises(nanobragg.Error, match="Xbeam@\\* names 2 parameters.*Xbeam@0, Xbeam@1"):
+        start["Xbeam@*"]
+    with pytest.raises(nanobragg.Error, match="names 2 parameters"):
+        start["Xbeam@*"] = 1.0
     r = nanobragg.refine(start, observed, ["Xbeam@1"])
     assert abs(r.values[0] - (-0.26)) < 1e-5 and any("panel 1 (m1)" in n for n in r.notes), r
 

@@ -18,7 +18,6 @@ where the engine can avoid it) and for Σ v·∂I/∂F over the grid; `jvp`
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from ._nanobragg import Params
 
@@ -48,8 +47,18 @@ class Render(torch.autograd.Function):
         ctx.f_like = F
 
     @staticmethod
-    @once_differentiable  # the engine's Jᵀv is not itself differentiable
     def backward(ctx, grad_image):
+        # grad mode is on in a backward pass only with create_graph=True (a
+        # Hessian, a double backward): the engine's Jᵀv is not differentiable
+        # and must not pass for a constant. (once_differentiable refuses a
+        # later .backward() of the gradient, but torch.autograd.grad and
+        # torch.autograd.functional.hessian, which allow unused inputs, take
+        # its gradient as 0.)
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "nanobragg.torch: the render's gradient is not differentiable "
+                "(create_graph=True, a Hessian or a second derivative); "
+                "nanobragg.jacobian gives first derivatives")
         out = lambda a, like: torch.from_numpy(a).to(device=like.device, dtype=like.dtype)
         g_values = g_f = None
         if ctx.needs_input_grad[1]:
@@ -68,7 +77,8 @@ class Render(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, _params_t, values_t, f_t, _dtype_t):
-        if f_t is not None:
+        # (torch hands F's tangent as zeros where F is a constant tensor)
+        if f_t is not None and bool(f_t.ne(0).any()):
             raise NotImplementedError("nanobragg.torch: forward mode by F (use backward)")
         d = torch.from_numpy(ctx.params.jvp(ctx.values, _numpy(values_t)))
         return d.to(device=ctx.like.device, dtype=ctx.like.dtype)
