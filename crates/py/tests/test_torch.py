@@ -167,6 +167,11 @@ def test_gradients_take_their_inputs_dtype_and_are_not_differentiated_again(tmp_
     render(model, F=F, cell_a=cell_a).sum().backward()
     assert F.grad.dtype == torch.float32 and cell_a.grad.dtype == torch.float64
     assert F.grad.abs().sum() > 0
+    # a number beside a float32 tensor keeps its float64 digits (the image is float32)
+    image = render(model, F=F, cell_a=30.123456789)
+    p = nanobragg.Params(model, ["cell_a"], F=F.detach().double().numpy())
+    want = p.image(np.array([30.123456789])).astype(np.float32)
+    assert image.dtype == torch.float32 and np.array_equal(image.detach().numpy(), want)
     # a second derivative through the render is refused, not silently left out
     # of one that also has other terms, nor taken as 0
     loss = render(model, cell_a=cell_a).square().sum() + cell_a ** 3

@@ -34,13 +34,14 @@ class Render(torch.autograd.Function):
     value per parameter), differentiable by `values` and `F`."""
 
     @staticmethod
-    def forward(params, values, F, dtype):
+    def forward(params, values, F, dtype, out):
         image = torch.from_numpy(params.image(_numpy(values), dtype))
-        return image.to(device=values.device, dtype=values.dtype)
+        return image.to(device=values.device, dtype=out)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        params, values, F, _ = inputs
+        params, values, F, _, out = inputs
+        ctx.out = out
         ctx.params = params
         ctx.values = _numpy(values)
         ctx.like = values
@@ -73,15 +74,15 @@ class Render(torch.autograd.Function):
             g_values = out(ctx.params.vjp(ctx.values, v), ctx.like)
         if ctx.needs_input_grad[2]:
             g_f = out(ctx.params.sf_vjp(ctx.values, _numpy(grad_image)), ctx.f_like)
-        return None, g_values, g_f, None
+        return None, g_values, g_f, None, None
 
     @staticmethod
-    def jvp(ctx, _params_t, values_t, f_t, _dtype_t):
+    def jvp(ctx, _params_t, values_t, f_t, _dtype_t, _out_t):
         # (torch hands F's tangent as zeros where F is a constant tensor)
         if f_t is not None and bool(f_t.ne(0).any()):
             raise NotImplementedError("nanobragg.torch: forward mode by F (use backward)")
         d = torch.from_numpy(ctx.params.jvp(ctx.values, _numpy(values_t)))
-        return d.to(device=ctx.like.device, dtype=ctx.like.dtype)
+        return d.to(device=ctx.like.device, dtype=ctx.out)
 
 
 def render(model, F=None, dtype="float64", threads=None, **values):
@@ -99,9 +100,13 @@ def render(model, F=None, dtype="float64", threads=None, **values):
         tensors.append(F)
     like = tensors[0] if tensors else torch.zeros((), dtype=torch.float64)
     kind = like.dtype if like.is_floating_point() else torch.float64
+    # the values in float64 whatever the image's dtype: a number given beside
+    # a float32 tensor keeps its digits (the gradient of each float32 tensor
+    # comes back float32 through its conversion)
+    f64 = torch.float64
     stacked = torch.stack(
-        [torch.as_tensor(v, dtype=kind, device=like.device).reshape(()) for v in values.values()]
-    ) if values else torch.zeros(0, dtype=kind, device=like.device)
+        [torch.as_tensor(v, dtype=f64, device=like.device).reshape(()) for v in values.values()]
+    ) if values else torch.zeros(0, dtype=f64, device=like.device)
     f_array = None if F is None else np.asarray(_numpy(torch.as_tensor(F)))
     params = Params(model, names, threads, f_array)
-    return Render.apply(params, stacked, F if isinstance(F, torch.Tensor) else None, dtype)
+    return Render.apply(params, stacked, F if isinstance(F, torch.Tensor) else None, dtype, kind)
