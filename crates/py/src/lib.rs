@@ -109,20 +109,33 @@ impl Model {
     fn set_flags(&mut self, flags: &Bound<'_, PyAny>) -> PyResult<()> {
         let mut args = self.args.clone();
         args.extend(words(flags)?);
-        let mut model = Model {
-            inv: nanobragg_pipeline::parse_args(&args).map_err(error)?,
-            args,
-            sets: Vec::new(),
-            sf: self.sf.clone(),
-        };
-        if let Some(sf) = &model.sf {
-            model.inv.config.sf.source = sf.clone();
-        }
-        for (name, value) in &self.sets {
-            model.__setitem__(name, *value)?;
-        }
-        *self = model;
+        *self = Model::rebuilt(args, self.sf.clone(), &self.sets)?;
         Ok(())
+    }
+
+    /// A copy (values set by name and arrays included; no file is read).
+    fn __copy__(&self) -> Model {
+        self.clone()
+    }
+
+    /// A copy, as `__copy__` (a model holds no Python objects).
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Model {
+        self.clone()
+    }
+
+    /// Pickled as its command line, the values set by name and the
+    /// structure factors set from arrays (for multiprocessing): unpickling
+    /// reads the files the command line names again.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, ModelState)> {
+        let sf = match &self.sf {
+            None => None,
+            Some(SfSource::Hkl(entries)) => {
+                Some(entries.iter().map(|e| [e.h, e.k, e.l, e.f]).collect())
+            }
+            Some(_) => return Err(error("this model's structure factors cannot be pickled")),
+        };
+        let restore = py.import("nanobragg._nanobragg")?.getattr("_restore_model")?;
+        Ok((restore, (self.args.clone(), self.sets.clone(), sf)))
     }
 
     /// The names of the parameters this model can be differentiated by and
@@ -192,7 +205,42 @@ impl Model {
     }
 }
 
+/// What a pickled [`Model`] holds: its command line, the values set by name
+/// and the structure factors set from arrays (h, k, l, F).
+type ModelState = (Vec<String>, Vec<(String, f64)>, Option<Vec<[f64; 4]>>);
+
+/// A pickled model (see `Model.__reduce__`).
+#[pyfunction]
+fn _restore_model(
+    args: Vec<String>,
+    sets: Vec<(String, f64)>,
+    sf: Option<Vec<[f64; 4]>>,
+) -> PyResult<Model> {
+    let sf = sf.map(|rows| {
+        SfSource::Hkl(rows.iter().map(|&[h, k, l, f]| HklEntry { h, k, l, f }).collect())
+    });
+    Model::rebuilt(args, sf, &sets)
+}
+
 impl Model {
+    /// The model of `args` with the structure factors `sf` (set from
+    /// arrays) and the values `sets`, in order.
+    fn rebuilt(args: Vec<String>, sf: Option<SfSource>, sets: &[(String, f64)]) -> PyResult<Model> {
+        let mut model = Model {
+            inv: nanobragg_pipeline::parse_args(&args).map_err(error)?,
+            args,
+            sets: Vec::new(),
+            sf,
+        };
+        if let Some(sf) = &model.sf {
+            model.inv.config.sf.source = sf.clone();
+        }
+        for (name, value) in sets {
+            model.__setitem__(name, *value)?;
+        }
+        Ok(model)
+    }
+
     /// Set a parameter's value in the invocation.
     fn set_value(&mut self, name: &str, value: f64) -> PyResult<()> {
         let p = self.chosen_one(name)?;
@@ -983,6 +1031,7 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Refined>()?;
     m.add_function(wrap_pyfunction!(refine, m)?)?;
     m.add_function(wrap_pyfunction!(from_args, m)?)?;
+    m.add_function(wrap_pyfunction!(_restore_model, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(jacobian, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;

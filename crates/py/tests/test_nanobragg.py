@@ -346,6 +346,23 @@ def test_arrays_of_any_numeric_type_are_taken():
         b.set_structure_factors(hkl + 0.5, f)
 
 
+def test_a_model_copies_and_pickles_with_its_values_and_arrays():
+    import copy
+    import pickle
+    model = nanobragg.from_args(MODEL)
+    model["distance"] = 101.5
+    model.set_structure_factors(np.array([[1, 0, 0], [0, 1, 1]]), np.array([30.0, 40.0]))
+    want = nanobragg.simulate(model)
+    assert not np.array_equal(want, nanobragg.simulate(nanobragg.from_args(MODEL)))
+    for other in [copy.copy(model), copy.deepcopy(model), pickle.loads(pickle.dumps(model))]:
+        assert np.array_equal(nanobragg.simulate(other), want) and other["distance"] == 101.5
+        assert repr(other) == repr(model)
+    # a copy is its own model
+    twin = copy.copy(model)
+    twin["distance"] = 99.0
+    assert model["distance"] == 101.5
+
+
 def test_a_model_can_change_while_another_thread_renders_it():
     model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 256 -oversample 3"))
     errors = []
