@@ -173,10 +173,14 @@ def test_gradients_take_their_inputs_dtype_and_are_not_differentiated_again(tmp_
     want = p.image(np.array([30.123456789])).astype(np.float32)
     assert image.dtype == torch.float32 and np.array_equal(image.detach().numpy(), want)
     # a second derivative through the render is refused, not silently left out
-    # of one that also has other terms, nor taken as 0
+    # of one that also has other terms, nor taken as 0; the first derivative
+    # in a graph (create_graph=True) is the same number
     loss = render(model, cell_a=cell_a).square().sum() + cell_a ** 3
+    (g,) = torch.autograd.grad(loss, cell_a, create_graph=True)
+    (want,) = torch.autograd.grad(render(model, cell_a=cell_a).square().sum() + cell_a ** 3, cell_a)
+    assert g.item() == want.item()
     with pytest.raises(RuntimeError, match="not differentiable"):
-        torch.autograd.grad(loss, cell_a, create_graph=True)
+        g.backward()
     with pytest.raises(RuntimeError, match="not differentiable"):
         torch.autograd.functional.hessian(
             lambda a: render(model, cell_a=a).square().sum(), cell_a.detach())

@@ -28,6 +28,28 @@ def _numpy(t):
     return t.detach().to("cpu", torch.float64).contiguous().numpy()
 
 
+class _FirstOrder(torch.autograd.Function):
+    """The engine's gradient in a graph built with `create_graph=True`: a
+    tensor that depends on the values and the image's gradient, whose own
+    derivative the engine does not give (asked for, it raises: torch would
+    otherwise take it as 0, as once_differentiable lets autograd.grad and
+    torch.autograd.functional.hessian do)."""
+
+    @staticmethod
+    def forward(gradient, values, grad_image):
+        return gradient.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, _):
+        raise RuntimeError(
+            "nanobragg.torch: the render's gradient is not differentiable (a Hessian, a "
+            "second derivative); nanobragg.jacobian gives first derivatives")
+
+
 class Render(torch.autograd.Function):
     """The image of `params` (a `nanobragg.Params`, which holds the
     structure factors `F` it was made with) at `values` (a 1-D tensor, one
@@ -49,17 +71,6 @@ class Render(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_image):
-        # grad mode is on in a backward pass only with create_graph=True (a
-        # Hessian, a double backward): the engine's Jᵀv is not differentiable
-        # and must not pass for a constant. (once_differentiable refuses a
-        # later .backward() of the gradient, but torch.autograd.grad and
-        # torch.autograd.functional.hessian, which allow unused inputs, take
-        # its gradient as 0.)
-        if torch.is_grad_enabled():
-            raise RuntimeError(
-                "nanobragg.torch: the render's gradient is not differentiable "
-                "(create_graph=True, a Hessian or a second derivative); "
-                "nanobragg.jacobian gives first derivatives")
         out = lambda a, like: torch.from_numpy(a).to(device=like.device, dtype=like.dtype)
         g_values = g_f = None
         if ctx.needs_input_grad[1]:
@@ -74,6 +85,14 @@ class Render(torch.autograd.Function):
             g_values = out(ctx.params.vjp(ctx.values, v), ctx.like)
         if ctx.needs_input_grad[2]:
             g_f = out(ctx.params.sf_vjp(ctx.values, _numpy(grad_image)), ctx.f_like)
+        if torch.is_grad_enabled():
+            # create_graph=True (a Hessian, a second derivative): the engine's
+            # gradients enter the graph as numbers whose own derivative is
+            # refused when taken, not counted as 0
+            if g_values is not None:
+                g_values = _FirstOrder.apply(g_values, ctx.like, grad_image)
+            if g_f is not None:
+                g_f = _FirstOrder.apply(g_f, ctx.like, grad_image)
         return None, g_values, g_f, None, None
 
     @staticmethod
