@@ -139,6 +139,62 @@ impl Target {
     }
 }
 
+/// The flag that holds parameter `p` and its place among the flag's values
+/// (`cell_b`: `-cell`, 1); `None` for the divergence, which moves two flags
+/// by the same shift.
+pub fn flag_of(p: Param) -> Option<(&'static str, usize)> {
+    let cell = Param::CellA as usize;
+    Some(match p {
+        Param::CellA
+        | Param::CellB
+        | Param::CellC
+        | Param::CellAlpha
+        | Param::CellBeta
+        | Param::CellGamma => ("-cell", p as usize - cell),
+        Param::MissetX => ("-misset", 0),
+        Param::MissetY => ("-misset", 1),
+        Param::MissetZ => ("-misset", 2),
+        Param::Na => ("-Na", 0),
+        Param::Nb => ("-Nb", 0),
+        Param::Nc => ("-Nc", 0),
+        Param::Divergence => return None,
+        Param::Fluence => ("-fluence", 0),
+        Param::Distance => ("-distance", 0),
+        Param::CloseDistance => ("-close_distance", 0),
+        Param::Xbeam => ("-Xbeam", 0),
+        Param::Ybeam => ("-Ybeam", 0),
+        Param::DetectorRotX => ("-detector_rotx", 0),
+        Param::DetectorRotY => ("-detector_roty", 0),
+        Param::DetectorRotZ => ("-detector_rotz", 0),
+        Param::Twotheta => ("-twotheta", 0),
+        Param::Mosaic => ("-mosaic", 0),
+        Param::Phi => ("-phi", 0),
+        Param::Osc => ("-osc", 0),
+        Param::Lambda => ("-lambda", 0),
+        Param::Dispersion => ("-dispersion", 0),
+        Param::Polar => ("-polar", 0),
+        Param::Water => ("-water", 0),
+        Param::DefaultF => ("-default_F", 0),
+        Param::LambdaOffset => ("-lambda_offset", 0),
+        Param::LambdaScale => ("-lambda_scale", 0),
+        Param::Fudge => ("-fudge", 0),
+    })
+}
+
+/// Whether `value` is one the flag of parameter `t` takes (`-fluence -1`
+/// is refused, so is a fluence of -1 set by name); a panel's parameters,
+/// which no flag holds, need only be finite.
+pub fn check_value(t: Target, value: f64) -> Result<()> {
+    match flag_of(t.param) {
+        Some((flag, index)) if t.panel.is_none() => {
+            crate::parse::check_flag_number(flag, index, value)?
+        }
+        _ if !value.is_finite() => bail!("{t}: {value:?} is not a number"),
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Chosen parameters of a model as numbers, and the configuration they give.
 ///
 /// A multi-panel detector is rendered panel by panel ([`panel_configs`]);

@@ -574,6 +574,25 @@ fn parse_int(spelled: &str, s: &str, warnings: &mut Vec<String>) -> Result<i64, 
     Ok(atoi)
 }
 
+/// Whether `value` may be value `index` (0 the first) of `flag`, by the
+/// flag's [`Check`] as the parser applies it (the other values taken as
+/// allowed ones): for a value given otherwise than on a command line, such
+/// as one set by name from Python. `flag` must be a known flag.
+pub fn check_flag_number(flag: &str, index: usize, value: f64) -> Result<(), CliError> {
+    let Some(f) = crate::flags::lookup(flag) else {
+        panic!("check_flag_number: {flag} is not a flag");
+    };
+    if !value.is_finite() {
+        return Err(CliError::NotANumber { flag: flag.into(), value: format!("{value:?}") });
+    }
+    // (the cell's other values: an edge of 1 Å, a right angle)
+    let allowed = |k: usize| if f.check == Check::Cell && k >= 3 { 90.0 } else { 1.0 };
+    let nums: Vec<f64> = (0..=index).map(|k| if k == index { value } else { allowed(k) }).collect();
+    let raw: Vec<String> = nums.iter().map(|x| format!("{x:?}")).collect();
+    let values: Vec<Value> = nums.iter().map(|&x| Value::Num(x)).collect();
+    check_values(f, flag, &raw, &values)
+}
+
 /// Checks the parsed values against the flag's [`Check`].
 fn check_values(
     flag: &'static Flag,

@@ -1161,27 +1161,7 @@ fn refined_command_line(
                 }
             }
             _ => {
-                let flag = match p {
-                    Param::Distance => "-distance",
-                    Param::CloseDistance => "-close_distance",
-                    Param::Xbeam => "-Xbeam",
-                    Param::Ybeam => "-Ybeam",
-                    Param::DetectorRotX => "-detector_rotx",
-                    Param::DetectorRotY => "-detector_roty",
-                    Param::DetectorRotZ => "-detector_rotz",
-                    Param::Twotheta => "-twotheta",
-                    Param::Mosaic => "-mosaic",
-                    Param::Phi => "-phi",
-                    Param::Osc => "-osc",
-                    Param::Lambda => "-lambda",
-                    Param::Dispersion => "-dispersion",
-                    Param::Polar => "-polar",
-                    Param::Water => "-water",
-                    Param::DefaultF => "-default_F",
-                    Param::LambdaOffset => "-lambda_offset",
-                    Param::LambdaScale => "-lambda_scale",
-                    _ => "-fudge",
-                };
+                let (flag, _) = crate::parameters::flag_of(p).expect("a parameter of one flag");
                 put(flag, vec![fmt(v, i)]);
             }
         }

@@ -14,13 +14,19 @@ use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
 use nanobragg_pipeline::panels::PanelRun;
 use nanobragg_pipeline::parameters::PANEL_PARAMS;
-use nanobragg_pipeline::refine::command_line_with;
 use nanobragg_pipeline::render::render_plan;
 use nanobragg_pipeline::{Parameters, Target};
 use numpy::{
     AllowTypeChange, PyArray1, PyArray2, PyArray3, PyArrayLike1, PyArrayLike2, PyArrayLike3,
     PyArrayMethods, PyUntypedArrayMethods,
 };
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3::types::PyString;
+use std::time::Instant;
 
 /// An array argument of any numeric type (a list, an int array, a uint16
 /// image from `noise_image`, float32 or float64), converted by numpy to `T`.
@@ -29,12 +35,6 @@ type In1<'py, T> = PyArrayLike1<'py, T, AllowTypeChange>;
 type In2<'py, T> = PyArrayLike2<'py, T, AllowTypeChange>;
 /// [`In1`] of three dimensions.
 type In3<'py, T> = PyArrayLike3<'py, T, AllowTypeChange>;
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
-use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use pyo3::types::PyString;
-use std::time::Instant;
 
 create_exception!(
     nanobragg,
@@ -244,15 +244,10 @@ impl Model {
     /// Set a parameter's value in the invocation.
     fn set_value(&mut self, name: &str, value: f64) -> PyResult<()> {
         let p = self.chosen_one(name)?;
-        // what the flag's parser allows (-fluence >= 0, a number for -polar,
-        // ...): the command line with this value must parse (where the value
-        // has a flag to go to: a panel's goes to its geometry)
-        let refuse = |why: String| error(format!("{name} = {value}: {why}"));
-        if !value.is_finite() {
-            return Err(refuse("not a finite number".into()));
-        }
-        if let Ok((line, _)) = command_line_with(&self.inv, &self.args, p.params(), &[value]) {
-            nanobragg_pipeline::parse_args(&line).map_err(|e| refuse(format!("{e:#}")))?;
+        // what the flag takes (-fluence >= 0, a number for -polar, ...),
+        // checked without the model's files
+        if let Err(e) = nanobragg_pipeline::parameters::check_value(p.params()[0], value) {
+            return Err(error(format!("{name} = {value:?}: {e:#}")));
         }
         let oversample = self.inv.config.sampling.oversample;
         let mut cfg = p.config(&[value]).map_err(|e| error(format!("{e:#}")))?;
@@ -261,7 +256,7 @@ impl Model {
         let before = std::mem::replace(&mut self.inv.config, cfg);
         if let Err(e) = self.check() {
             self.inv.config = before;
-            return Err(error(format!("{name} = {value}: {e}")));
+            return Err(error(format!("{name} = {value:?}: {e}")));
         }
         Ok(())
     }
@@ -850,7 +845,9 @@ fn refine(
     min_explained: f64,
     max_chi2: f64,
 ) -> PyResult<Refined> {
-    use nanobragg_pipeline::refine::{refine as fit, Observed, Report, Settings};
+    use nanobragg_pipeline::refine::{
+        command_line_with, refine as fit, Observed, Report, Settings,
+    };
     let mut inv = model.inv.clone();
     inv.threads = thread_count(threads, inv.threads)?;
     let values = flat(&observed).into_owned();
@@ -890,18 +887,28 @@ fn refine(
     }
     drop(model);
     // (Python's print, not the process's stdout: a notebook shows the lines)
+    // the first error of a print (a KeyboardInterrupt, which Python raises
+    // in the next call into it; a closed stream) is raised after the fit, as
+    // it would be without the lines
+    let failed = std::sync::Arc::new(std::sync::Mutex::new(None::<PyErr>));
     let report: Option<Report> = verbose.then(|| {
-        let print: Report = std::sync::Arc::new(|line: &str| {
+        let failed = failed.clone();
+        let print: Report = std::sync::Arc::new(move |line: &str| {
             Python::attach(|py| {
                 let printed =
                     py.import("builtins").and_then(|b| b.getattr("print")?.call1((line,)));
-                // a print that fails (a closed stream) leaves the fit running
-                drop(printed);
+                if let Err(e) = printed {
+                    failed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+                }
             })
         });
         print
     });
-    let mut r = py.detach(|| fit(&inv, &args, observed, &settings, report)).map_err(pyerr)?;
+    let fitted = py.detach(|| fit(&inv, &args, observed, &settings, report));
+    if let Some(e) = failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        return Err(e);
+    }
+    let mut r = fitted.map_err(pyerr)?;
     r.notes.extend(notes);
     Ok(Refined {
         params: r.params.iter().map(|p| p.to_string()).collect(),
@@ -932,9 +939,9 @@ fn refine(
 type ImageAndDerivatives<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray3<f32>>);
 
 /// The image of `model` and its derivatives by `params` (names as for
-/// `Params`: `misset_x` is the `-misset` angle, `NAME@K` panel `K`'s): a
-/// float32 array (slow, fast) and one of shape (len(params), slow, fast),
-/// per unit of each flag.
+/// `Params`: `misset_x` is the `-misset` angle, `NAME@K` panel `K`'s,
+/// `NAME@*` one per panel): a float32 array (slow, fast) and one of shape
+/// (number of parameters, slow, fast), per unit of each flag.
 #[pyfunction]
 #[pyo3(signature = (model, params, dtype = "float64", threads = None))]
 fn jacobian<'py>(
@@ -944,12 +951,12 @@ fn jacobian<'py>(
     dtype: &str,
     threads: Option<usize>,
 ) -> PyResult<ImageAndDerivatives<'py>> {
-    let inv = configured(&model, dtype, "cpu", threads)?;
+    let precision = precision(dtype)?;
+    let opts = RenderOptions { threads: thread_count(threads, model.inv.threads)? };
     let p = model.chosen(&params)?;
     drop(model);
-    let opts = RenderOptions { threads: inv.threads };
     let (image, derivatives) =
-        py.detach(|| p.jacobian(p.start(), opts, inv.precision)).map_err(pyerr)?;
+        py.detach(|| p.jacobian(p.start(), opts, precision)).map_err(pyerr)?;
     let [fp, sp] = p.image_size();
     let image = numpy::PyArray1::from_vec(py, image).reshape([sp, fp])?;
     let n = derivatives.len();

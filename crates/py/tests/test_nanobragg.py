@@ -293,15 +293,18 @@ def test_bad_values_raise_and_leave_the_model_as_it_was():
     before = nanobragg.simulate(model)
     with pytest.raises(nanobragg.Error, match="distance = NaN"):
         model["distance"] = float("nan")
-    with pytest.raises(nanobragg.Error, match=r"distance = -5: .*must be > 0"):
+    with pytest.raises(nanobragg.Error,
+                       match=r"distance = -5.0: -distance: '-5.0' is not allowed \(must be > 0\)"):
         model["distance"] = -5.0
     # what the flags refuse (-fluence -1, -polar nan, -mosaic -1) is refused by name too
-    with pytest.raises(nanobragg.Error, match=r"fluence = -1.*must be >= 0"):
+    with pytest.raises(nanobragg.Error, match=r"fluence = -1.0: .*must be >= 0"):
         model["fluence"] = -1.0
-    with pytest.raises(nanobragg.Error, match="polar = NaN: not a finite number"):
+    with pytest.raises(nanobragg.Error, match="polar = NaN: -polar: 'NaN' is not a number"):
         model["polar"] = float("nan")
+    with pytest.raises(nanobragg.Error, match="cell angles must be >= 0 and < 180"):
+        model["cell_gamma"] = 180.0
     mosaic = nanobragg.from_args(MODEL + " -mosaic 0.1 -mosaic_domains 2")
-    with pytest.raises(nanobragg.Error, match=r"mosaic = -1: -mosaic: .*must be >= 0"):
+    with pytest.raises(nanobragg.Error, match=r"mosaic = -1.0: -mosaic: .*must be >= 0"):
         mosaic["mosaic"] = -1.0
     assert mosaic["mosaic"] == 0.1
     assert np.array_equal(nanobragg.simulate(model), before)
@@ -312,6 +315,15 @@ def test_bad_values_raise_and_leave_the_model_as_it_was():
         p.vjp(np.array([100.0]), np.ones(model.shape))
     with pytest.raises(nanobragg.Error, match="at least one"):
         nanobragg.refine(model, before, [])
+
+
+def test_setting_a_value_reads_no_file(tmp_path):
+    hkl = tmp_path / "a.hkl"
+    hkl.write_text("1 0 0 30\n0 1 1 40\n")
+    model = nanobragg.from_args(MODEL + f" -hkl {hkl}")
+    hkl.rename(tmp_path / "moved.hkl")
+    model["distance"] = 101.0
+    assert model["distance"] == 101.0 and nanobragg.simulate(model).max() > 0
 
 
 def test_arrays_of_any_numeric_type_are_taken():
@@ -458,6 +470,12 @@ def test_a_multi_panel_model_refines_its_panels_shifts(tmp_path):
     assert p.names == ["Xbeam@1", "cell_a"]
     image = p.image(p.start)
     assert np.abs(image - observed).max() <= 1e-6 * observed.max()
+    # the derivative images of the whole detector, a panel's on its pixels alone
+    _, d = nanobragg.jacobian(model, ["Xbeam@1", "cell_a"])
+    for i in range(2):
+        want = p.jvp(p.start, np.eye(2)[i])
+        assert np.abs(d[i] - want).max() <= 1e-5 * np.abs(want).max(), i
+    assert not d[0][:64].any() and d[0][64:].any()
     # a panel's shift moves its pixels alone
     moved = p.image(p.start + np.array([0.01, 0.0]))
     assert np.array_equal(moved[:64], image[:64]) and not np.array_equal(moved[64:], image[64:])

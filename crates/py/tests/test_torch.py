@@ -70,8 +70,8 @@ def test_backward_is_the_weighted_sum_of_the_derivative_images():
     for x, di in zip(xs, d):
         want = float(di.astype(np.float64).sum())
         assert abs(x.grad.item() - want) <= 1e-5 * np.abs(di).sum()
-    # a loss over the transposed image: the gradient reaches the engine as a
-    # transposed view (strides (1, fast)) holding the weights w of the first loss
+    # a loss over the transposed image: its gradient is a transposed view
+    # (strides (1, fast)) holding the weights w of the first loss
     xs = [torch.tensor(model[n], dtype=torch.float64, requires_grad=True) for n in names]
     image = render(model, **dict(zip(names, xs)))
     (image.t() * w.t().contiguous()).sum().backward()
@@ -184,6 +184,10 @@ def test_gradients_take_their_inputs_dtype_and_are_not_differentiated_again(tmp_
     with pytest.raises(RuntimeError, match="not differentiable"):
         torch.autograd.functional.hessian(
             lambda a: render(model, cell_a=a).square().sum(), cell_a.detach())
+    # by F alone, of a loss linear in the image (whose gradient is a constant)
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        torch.autograd.functional.hessian(
+            lambda f: render(model, F=f, cell_a=30.0).sum(), F.detach().double())
     # forward mode with F given as a constant tensor (whose tangent torch
     # hands as zeros) is forward mode by the values alone
     import torch.autograd.forward_ad as fwAD

@@ -30,13 +30,13 @@ def _numpy(t):
 
 class _FirstOrder(torch.autograd.Function):
     """The engine's gradient in a graph built with `create_graph=True`: a
-    tensor that depends on the values and the image's gradient, whose own
+    tensor that depends on the values, F and the image's gradient, whose own
     derivative the engine does not give (asked for, it raises: torch would
     otherwise take it as 0, as once_differentiable lets autograd.grad and
     torch.autograd.functional.hessian do)."""
 
     @staticmethod
-    def forward(gradient, values, grad_image):
+    def forward(gradient, values, F, grad_image):
         return gradient.clone()
 
     @staticmethod
@@ -90,9 +90,9 @@ class Render(torch.autograd.Function):
             # gradients enter the graph as numbers whose own derivative is
             # refused when taken, not counted as 0
             if g_values is not None:
-                g_values = _FirstOrder.apply(g_values, ctx.like, grad_image)
+                g_values = _FirstOrder.apply(g_values, ctx.like, ctx.f_like, grad_image)
             if g_f is not None:
-                g_f = _FirstOrder.apply(g_f, ctx.like, grad_image)
+                g_f = _FirstOrder.apply(g_f, ctx.like, ctx.f_like, grad_image)
         return None, g_values, g_f, None, None
 
     @staticmethod
