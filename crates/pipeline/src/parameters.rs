@@ -780,6 +780,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_parameter_has_a_flag_that_takes_its_value() {
+        use crate::flags::Arity;
+        for p in Param::ALL {
+            let Some((flag, index)) = flag_of(p) else { continue };
+            let f = crate::flags::lookup(flag).unwrap_or_else(|| panic!("{p}: no flag {flag}"));
+            let values = match f.arity {
+                Arity::Zero => 0,
+                Arity::Exactly(n) => n,
+                Arity::Cell => 6,
+                Arity::Misset => 3,
+            };
+            assert!(index < values, "{p}: value {index} of {flag}");
+            // its rule takes a usual value
+            let usual = if flag == "-cell" && index >= 3 { 90.0 } else { 1.0 };
+            crate::parse::check_flag_number(flag, index, usual).unwrap();
+            assert!(check_value(Target::from(p), f64::NAN).is_err(), "{p}");
+        }
+    }
+
+    #[test]
     fn misset_chain_rule_matches_the_composed_rotation() {
         // d/dψ of Rz Ry Rx(ψ) v against the generators about the lab axes
         let mut cfg = SimConfig::default();

@@ -686,6 +686,20 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_number_given_alone_is_checked_by_its_flags_rule() {
+        let msg = |f: &str, i: usize, v: f64| check_flag_number(f, i, v).unwrap_err().to_string();
+        assert_eq!(msg("-distance", 0, -5.0), "-distance: '-5.0' is not allowed (must be > 0)");
+        assert!(check_flag_number("-distance", 0, 1e-300).is_ok());
+        assert!(msg("-fluence", 0, -1e-20).contains("must be >= 0"));
+        assert!(msg("-polar", 0, f64::NAN).contains("'NaN' is not a number"));
+        assert!(check_flag_number("-polar", 0, -3.0).is_ok());
+        // the cell's rule by place: an angle of 180 is refused, an edge of 180 is not
+        assert!(msg("-cell", 5, 180.0).contains("cell angles must be"));
+        assert!(check_flag_number("-cell", 2, 180.0).is_ok());
+        assert!(msg("-cell", 0, 0.0).contains("the cell edge a must be > 0"));
+    }
+
     /// A scratch directory unique to this test.
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("nanobragg-parse-{}-{name}", std::process::id()));
