@@ -171,7 +171,15 @@ fn hkl_with_missing_columns() {
 fn hkl_with_unusable_indices() {
     let mut s = Scratch::new("hkl-nan");
     s.file("nan.hkl", "0 0 1 10\n1 nan 0 20\n");
-    s.fails(&["-hkl", "nan.hkl", "-cell", "50"], &["-hkl", "nan.hkl", "Miller index"]);
+    s.fails(
+        &["-hkl", "nan.hkl", "-cell", "50"],
+        &["-hkl", "nan.hkl", "line 2: NaN is not a finite"],
+    );
+    s.file("fnan.hkl", "0 0 1 10\n0 0 0 nan\n");
+    s.fails(
+        &["-hkl", "fnan.hkl", "-cell", "50"],
+        &["-hkl", "fnan.hkl", "line 2: NaN is not a finite"],
+    );
     s.file("big.hkl", "0 0 1 10\n1 0 1e12 20\n");
     s.fails(&["-hkl", "big.hkl", "-cell", "50"], &["-hkl", "big.hkl", "Miller index"]);
 }

@@ -25,6 +25,9 @@ pub struct Geometry {
     pub panels: Vec<Panel>,
     /// `photon_energy` (eV), where the file gives a number.
     pub photon_energy_ev: Option<f64>,
+    /// `photon_energy` where the file names a path into the data file (the
+    /// wavelength then comes from the flags).
+    pub photon_energy_path: Option<String>,
 }
 
 /// Keys and their (line number, value).
@@ -89,15 +92,24 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
             }
             Some(_) => return Err(format!("line {line}: photon_energy {v} is not positive")),
             // a path into the data file: the wavelength comes from the flags
-            None => None,
+            None if v.trim_start().starts_with('/') => None,
+            None => {
+                return Err(format!(
+                    "line {line}: photon_energy {v}: not an energy (a number, then eV or keV, or a path into the data file)"
+                ))
+            }
         },
         None => None,
     };
+    let photon_energy_path = global
+        .get("photon_energy")
+        .filter(|_| photon_energy_ev.is_none())
+        .map(|(_, v)| v.trim().to_string());
     let panels = panels
         .iter()
         .map(|(name, own)| panel(name, own, &global))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Geometry { panels, photon_energy_ev })
+    Ok(Geometry { panels, photon_energy_ev, photon_energy_path })
 }
 
 /// The number at the start of `v` (`9500 eV`, `0.12`).
@@ -258,6 +270,13 @@ bad_beamstop/min_x = -5
         assert_eq!(mm.panels[0].origin_mm[2], -100.0);
         let kev = parse_geom(&GEOM.replace("9537.0 eV", "9.537 keV")).unwrap();
         assert_eq!(kev.photon_energy_ev, Some(9537.0));
+        let path = parse_geom(&GEOM.replace("9537.0 eV", "/LCLS/photon_energy_eV")).unwrap();
+        assert_eq!(path.photon_energy_ev, None);
+        assert_eq!(path.photon_energy_path.as_deref(), Some("/LCLS/photon_energy_eV"));
+        for bad in ["9537eV", "9537 J"] {
+            let e = parse_geom(&GEOM.replace("9537.0 eV", bad)).unwrap_err();
+            assert!(e.contains("not an energy"), "{bad}: {e}");
+        }
         let e = parse_geom(&GEOM.replace("m1/fs = -0.0y +1x", "m1/fs = 1.5x")).unwrap_err();
         assert!(e.contains("panel m1: fs has length 1.5"), "{e}");
         let e = parse_geom(&GEOM.replace("clen = 0.1", "clen = /LCLS/detector_1/EncoderValue"))

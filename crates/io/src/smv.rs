@@ -364,6 +364,21 @@ impl SmvImage {
                 actual: len,
             });
         }
+        // (the pixels are read as 2-byte integers: 4-byte ones, as -bits 32
+        // writes, would be read as two pixels each; a header alone, -img's,
+        // is read from any)
+        let pixel_type = header
+            .split(['\n', ';'])
+            .filter_map(|field| field.trim().strip_prefix("TYPE="))
+            .next_back()
+            .map(str::trim);
+        if let Some(t) =
+            pixel_type.filter(|t| need_pixels && !t.is_empty() && *t != "unsigned_short")
+        {
+            return Err(bad(format!(
+                "TYPE={t}: only 2-byte pixels (TYPE=unsigned_short) are read"
+            )));
+        }
         let big_endian =
             last_after(&header, "BYTE_ORDER=").is_some_and(|rest| rest.starts_with("big_endian"));
         let raw = &bytes[header_bytes..needed as usize];
@@ -633,6 +648,22 @@ mod tests {
         assert!(atof("-nan").is_sign_negative());
         assert_eq!(atof("0.1000000000000000055511151231257827"), 0.1);
         assert_eq!(atof("1e400"), f64::INFINITY);
+    }
+
+    #[test]
+    fn pixels_of_another_type_are_refused() {
+        let file = |t: &str, pixel_bytes: usize| {
+            let mut b =
+                format!("{{\nHEADER_BYTES=512;\nTYPE={t};\nSIZE1=2;\nSIZE2=2;\n}}\n").into_bytes();
+            b.resize(512 + 4 * pixel_bytes, 0);
+            b
+        };
+        let at = Path::new("x.img");
+        let e = SmvImage::parse(&file("long_integer", 4), at).unwrap_err().to_string();
+        assert!(e.contains("TYPE=long_integer: only 2-byte pixels"), "{e}");
+        // its header alone is read; 2-byte pixels are
+        assert!(SmvImage::parse_with(&file("long_integer", 4), at, false).is_ok());
+        assert_eq!(SmvImage::parse(&file("unsigned_short", 2), at).unwrap().data, vec![0; 4]);
     }
 
     #[test]

@@ -108,8 +108,16 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
                     *sum += s * f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64;
                 }
             }
-            for (b, &sum) in bytes.chunks_exact_mut(4).zip(&sums[..m]) {
-                b.copy_from_slice(&(sum as f32).to_le_bytes());
+            for (i, (b, &sum)) in bytes.chunks_exact_mut(4).zip(&sums[..m]).enumerate() {
+                let x = sum as f32;
+                if !x.is_finite() {
+                    // (the file is not written: the atomic write leaves no part of it)
+                    let at = n as usize - left + i;
+                    return Err(std::io::Error::other(format!(
+                        "pixel {at}: the sum {sum:e} is not a finite 4-byte float (inputs or -scale too large)"
+                    )));
+                }
+                b.copy_from_slice(&x.to_le_bytes());
             }
             w.write_all(&bytes[..4 * m])?;
             left -= m;

@@ -14,7 +14,7 @@ use nanobragg_io::expt::{Experiment, Panel};
 
 /// Detector flags that place the panel or lay out its pixels: after an
 /// `-expt` they would contradict the file's panels.
-const PLACEMENT: &[&str] = &[
+pub(crate) const PLACEMENT: &[&str] = &[
     "-distance",
     "-close_distance",
     "-pixel",
@@ -153,8 +153,12 @@ pub fn apply(config: &mut SimConfig, e: &Experiment) {
     d.spindle = e.rotation_axis.unwrap_or([1.0, 0.0, 0.0]);
     d.twotheta_axis = [1.0, 0.0, 0.0];
     if let Some(p) = e.panels.first() {
-        d.thick_um = p.thickness_mm * 1000.0;
-        d.attenuation_um = Some((p.mu_per_mm > 0.0).then(|| 1000.0 / p.mu_per_mm));
+        // a thickness without an attenuation (no mu, or 0) is a sensor DIALS
+        // models without parallax: a thin one here (nanoBragg's capture
+        // fraction with no absorption is 0, an empty image)
+        let absorbs = p.mu_per_mm > 0.0;
+        d.thick_um = if absorbs { p.thickness_mm * 1000.0 } else { 0.0 };
+        d.attenuation_um = Some(absorbs.then(|| 1000.0 / p.mu_per_mm));
     }
     if let Some([start, width]) = e.oscillation_deg {
         config.crystal.phi0_deg = start;

@@ -236,6 +236,19 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
         }
     }
     crate::expt::check_order(&occurrences)?;
+    let wavelength_given =
+        occurrences.iter().any(|o| ["-lambda", "-energy"].contains(&o.flag.name));
+    for (path, file) in &inv.detector_files {
+        if let crate::expt::DetectorFile::Geom(g) = file {
+            if let Some(from) = g.photon_energy_path.as_ref().filter(|_| !wavelength_given) {
+                inv.warnings.push(format!(
+                    "-geom {}: photon_energy is read from the data file ({from}); the wavelength is -lambda's default, {} Å (give -lambda or -energy)",
+                    shown(&path.display().to_string()),
+                    inv.config.beam.lambda_a
+                ));
+            }
+        }
+    }
 
     // Pass 3: every flag in order.
     for occ in &occurrences {

@@ -178,14 +178,20 @@ fn read_observed(path: &Path, inv: &Invocation, [fp, sp]: [usize; 2]) -> Result<
                 img.height
             );
         }
+        // photons: ADU = gain · photons + offset, as the noise image writes them
         let adc = inv.outputs.adc_offset;
-        let values = img.data.iter().map(|&v| (v as f64 - adc) as f32).collect();
+        let gain = inv.outputs.response.gain.unwrap_or(1.0);
+        let values = img.data.iter().map(|&v| ((v as f64 - adc) / gain) as f32).collect();
         let skip = img.data.iter().map(|&v| v == u16::MAX).collect();
+        let g = nanobragg_io::cfmt::g;
         return Ok(Observed {
             values,
             skip,
             counts: true,
-            what: format!("SMV, {} ADU offset removed", nanobragg_io::cfmt::g(adc)),
+            what: match gain {
+                1.0 => format!("SMV, {} ADU offset removed", g(adc)),
+                _ => format!("SMV, {} ADU offset removed, {} ADU per photon", g(adc), g(gain)),
+            },
         });
     }
     if bytes.len() != 4 * n {
@@ -1078,8 +1084,10 @@ pub fn command_line_with(
 
 /// The model's flags with the refined values put in (the last occurrence of a
 /// flag is replaced; a flag not given is put first, so that flags given later
-/// keep their side effects, such as the detector pivot), and notes on what
-/// the command line cannot carry.
+/// keep their side effects, such as the detector pivot; either goes after a
+/// later flag that would set its value again, [`set_again_by`]; the place of
+/// a detector an `-expt` or `-geom` file places is a note), and notes on
+/// what the command line cannot carry.
 fn refined_command_line(
     args: &[String],
     model: &Parameters,
@@ -1193,11 +1201,21 @@ fn refined_command_line(
             ));
         }
     }
-    // where each flag occurs
+    // where each flag occurs, and the flags that would set its value again
     let mut out: Vec<String> = args.to_vec();
     let mut front = Vec::new();
+    let file = args.iter().rev().find(|a| *a == "-expt" || *a == "-geom");
     for (name, vals) in set {
+        if let Some(file) = file.filter(|_| crate::expt::PLACEMENT.contains(&name)) {
+            // (refused after the file, replaced by it before)
+            notes.push(format!(
+                "{file} places the detector: the refined {name} {} is not on the command line (put it in the file)",
+                vals.join(" ")
+            ));
+            continue;
+        }
         let mut last = None;
+        let mut overridden_until = None;
         let mut i = 0;
         while i < out.len() {
             match flags::lookup(&out[i]) {
@@ -1206,16 +1224,23 @@ fn refined_command_line(
                     if f.name == name {
                         last = Some((i, k));
                     }
+                    if set_again_by(name).contains(&f.name) {
+                        overridden_until = Some(i + 1 + k);
+                    }
                     i += 1 + k;
                 }
                 None => i += 1,
             }
         }
-        match last {
-            Some((i, k)) => {
+        match (last, overridden_until) {
+            // after the last occurrence of an overriding flag
+            (_, Some(end)) if last.is_none_or(|(i, _)| i < end) => {
+                out.splice(end..end, std::iter::once(name.to_string()).chain(vals));
+            }
+            (Some((i, k)), _) => {
                 out.splice(i + 1..i + 1 + k, vals);
             }
-            None => {
+            (None, _) => {
                 front.push(name.to_string());
                 front.extend(vals);
             }
@@ -1223,6 +1248,21 @@ fn refined_command_line(
     }
     front.extend(out);
     (front, notes)
+}
+
+/// The flags that set the value of `flag` again where they come after it
+/// (the last given wins): a refined value goes after the last of them.
+fn set_again_by(flag: &str) -> &'static [&'static str] {
+    // (the files' values: an .expt's wavelength and goniometer, a CrystFEL
+    // geometry's photon_energy; the detector's place a file sets is refused
+    // after it)
+    match flag {
+        "-Na" | "-Nb" | "-Nc" => &["-N"],
+        "-lambda" => &["-energy", "-expt", "-geom"],
+        "-hdivrange" | "-vdivrange" => &["-divergence"],
+        "-phi" | "-osc" | "-polar" => &["-expt"],
+        _ => &[],
+    }
 }
 
 #[cfg(test)]
@@ -1257,6 +1297,34 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn a_refined_value_comes_after_the_flags_that_would_set_it_again() {
+        let base = "-default_F 100 -cell 40 40 40 90 90 90 -detpixels 32 -pixel 0.4 -distance 60";
+        let with = |model: &str, p: Param, v: f64| {
+            let args: Vec<String> = model.split_whitespace().map(String::from).collect();
+            let inv = parse_args(&args).unwrap();
+            let (line, _) = command_line_with(&inv, &args, &[Target::from(p)], &[v]).unwrap();
+            let again = parse_args(&line).unwrap();
+            (line.join(" "), again.config)
+        };
+        // -N after a refined -Na, -energy after -lambda, -divergence after its ranges
+        let (line, cfg) = with(&format!("{base} -lambda 1 -N 5"), Param::Na, 7.0);
+        assert_eq!(cfg.crystal.na, 7.0, "{line}");
+        assert!(line.ends_with("-N 5 -Na 7"), "{line}");
+        let (line, cfg) =
+            with(&format!("{base} -lambda 1 -energy 12398.42 -N 5"), Param::Lambda, 1.01);
+        assert!((cfg.beam.lambda_a - 1.01).abs() < 1e-12, "{line}");
+        let (line, cfg) =
+            with(&format!("{base} -lambda 1 -divergence 0.2 -N 5"), Param::Divergence, 0.3);
+        assert_eq!(cfg.beam.hdivrange_mrad, 0.3, "{line}");
+        // otherwise in place, or first where the flag is not given
+        let (line, _) = with(&format!("{base} -lambda 1 -N 5"), Param::Lambda, 1.01);
+        assert!(line.contains("-lambda 1.01"), "{line}");
+        let (line, cfg) = with(&format!("{base} -lambda 1 -N 5"), Param::Xbeam, 6.5);
+        assert!(line.starts_with("-Xbeam 6.5"), "{line}");
+        assert_eq!(cfg.detector.xbeam_mm, Some(6.5));
     }
 
     #[test]

@@ -386,6 +386,16 @@ pub fn run(inv: Invocation) -> Result<()> {
         eprintln!("note: {skipped}");
     }
     response(&inv.outputs, plan.detector.pixel_size_m)?; // and a bad detector response
+    if inv.config.detector.curved {
+        // (their geometry is a flat module's: a reader would place the pixels elsewhere)
+        for (flag, given) in
+            [("-nxmxfile", &inv.outputs.nxmxfile), ("-cbffile", &inv.outputs.cbffile)]
+        {
+            if given.is_some() {
+                bail!("{flag}: the file describes a flat detector; -curved_det places the pixels on a sphere (write -floatfile, -intfile or -noisefile)");
+            }
+        }
+    }
     if let Some(batch) = &inv.batch_path {
         let noise_seed = inv.seed.unwrap_or(clock);
         return crate::batch::run_batch(&inv, batch, SetupSeeds { misset_idum }, noise_seed);

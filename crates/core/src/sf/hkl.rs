@@ -27,7 +27,7 @@ pub struct HklEntry {
 /// without four numbers is an [`Error::Malformed`] naming the line (1-based).
 /// Columns after the fourth are ignored (C reads 4 numbers at a time across
 /// lines, so a file of 5 or 6 columns is read differently there). Numbers use Rust's float
-/// syntax (`1`, `-2.5`, `1e3`, `inf`, `nan`).
+/// syntax (`1`, `-2.5`, `1e3`); `inf` and `nan` are refused with their line.
 pub fn read_hkl(path: &Path) -> Result<Vec<HklEntry>> {
     let bytes =
         std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
@@ -56,6 +56,12 @@ pub fn parse_hkl(bytes: &[u8], path: &Path) -> Result<Vec<HklEntry>> {
                 path: path.to_path_buf(),
                 msg: format!("line {}: '{}' is not a number", n + 1, crate::error::shown(tok)),
             })?;
+        }
+        if let Some(bad) = vals.iter().find(|v| !v.is_finite()) {
+            return Err(Error::Malformed {
+                path: path.to_path_buf(),
+                msg: format!("line {}: {bad} is not a finite number", n + 1),
+            });
         }
         let [h, k, l, f] = vals;
         entries.push(HklEntry { h, k, l, f });
@@ -261,6 +267,8 @@ mod tests {
             (&b"1 2 3 4\n1 2 3\n"[..], "line 2:"),
             (b"1 2 3 4\n\n1 2 x 4\n", "line 3:"),
             (b"1,2,3,4\n", "line 1:"),
+            (b"1 2 3 4\n0 0 0 nan\n", "line 2: NaN is not a finite number"),
+            (b"1 2 inf 4\n", "line 1: inf is not a finite number"),
         ] {
             match parse_hkl(text, &p()) {
                 Err(Error::Malformed { path, msg }) => {
