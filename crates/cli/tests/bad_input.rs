@@ -185,6 +185,28 @@ fn hkl_with_unusable_indices() {
 }
 
 #[test]
+fn a_detector_response_without_a_noise_image() {
+    let s = Scratch::new("response-nonoise");
+    for flag in
+        [&["-readout_noise", "3"][..], &["-gain", "2"], &["-psf", "gauss"], &["-bits", "32"]]
+    {
+        let mut args = vec![
+            "-cell",
+            "50",
+            "-default_F",
+            "1",
+            "-detpixels",
+            "8",
+            "-nonoise",
+            "-intfile",
+            "i.img",
+        ];
+        args.extend(flag);
+        s.fails(&args, &["shape the noise image", "-nonoise leaves none"]);
+    }
+}
+
+#[test]
 fn hkl_ranges_too_large_for_memory() {
     let mut s = Scratch::new("hkl-huge");
     // a 4e9 x 1 x 1 grid of doubles: 32 GB, refused before allocating

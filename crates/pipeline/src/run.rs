@@ -806,6 +806,9 @@ pub(crate) fn response(o: &Outputs, pixel_size_m: f64) -> Result<Option<Response
     if !r.is_set() {
         return Ok(None);
     }
+    if !o.calculate_noise {
+        bail!("-readout_noise, -flicker, -calibration, -gain, -psf and -bits shape the noise image: -nonoise leaves none (drop -nonoise, or these flags)");
+    }
     // held in single precision, as noisify holds it
     let fwhm_m = (r.psf_fwhm_um.unwrap_or(46.0) / 1e6) as f32;
     let psf =
