@@ -226,6 +226,16 @@ def test_spectrum_weights(tmp_path):
     assert lambdas.shape == (3,) and weights.shape == (3,)
     np.testing.assert_allclose(sorted(lambdas), [1.3 * 0.99, 1.3, 1.3 * 1.01], rtol=1e-12)
     np.testing.assert_array_equal(weights, [1, 1, 1])
+    # a weighted -spectrum: its weights
+    (tmp_path / "s.lam").write_text("# wavelength, weight\n1.29,0.1\n1.31,0.9\n")
+    files = run(tmp_path, "-distance", "100", "-spectrum", str(tmp_path / "s.lam"), "-nonoise")
+    with h5py.File(files["nxmx"], "r") as f:
+        beam = f["/entry/instrument/beam"]
+        lambdas = beam["incident_wavelength"][()]
+        weights = beam["incident_wavelength_weights"][()]
+    order = np.argsort(lambdas)
+    np.testing.assert_allclose(lambdas[order], [1.29, 1.31], rtol=1e-12)
+    assert weights[order][1] == pytest.approx(9 * weights[order][0], rel=1e-12)
 
 
 def test_multi_panel_geom(tmp_path):

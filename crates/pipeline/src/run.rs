@@ -999,9 +999,11 @@ pub(crate) fn plan_spectrum(plan: &Plan) -> Vec<(f64, f64)> {
     let mut spectrum_a: Vec<(f64, f64)> = Vec::new();
     for s in &plan.sources.list {
         let lambda_a = s.lambda_m * 1e10;
+        // (each source counts once where the render does not weight them)
+        let weight = if plan.sources.weighted { s.weight } else { 1.0 };
         match spectrum_a.iter_mut().find(|(l, _)| *l == lambda_a) {
-            Some((_, w)) => *w += 1.0,
-            None => spectrum_a.push((lambda_a, 1.0)),
+            Some((_, w)) => *w += weight,
+            None => spectrum_a.push((lambda_a, weight)),
         }
     }
     if spectrum_a.is_empty() {
