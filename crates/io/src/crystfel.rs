@@ -82,9 +82,9 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
             ));
         }
     }
-    let photon_energy_ev = match global.get("photon_energy") {
+    let (photon_energy_ev, photon_energy_path) = match global.get("photon_energy") {
         Some((line, v)) => match with_unit(v, &[("ev", 1.0), ("kev", 1000.0)]) {
-            Some(ev) if ev > 0.0 => Some(ev),
+            Some(ev) if ev > 0.0 => (Some(ev), None),
             Some(_) if number_in(v).is_some() => {
                 return Err(format!(
                     "line {line}: photon_energy {v}: not a positive energy in eV or keV"
@@ -92,19 +92,15 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
             }
             Some(_) => return Err(format!("line {line}: photon_energy {v} is not positive")),
             // a path into the data file: the wavelength comes from the flags
-            None if v.trim_start().starts_with('/') => None,
+            None if v.trim_start().starts_with('/') => (None, Some(v.trim().to_string())),
             None => {
                 return Err(format!(
                     "line {line}: photon_energy {v}: not an energy (a number, then eV or keV, or a path into the data file)"
                 ))
             }
         },
-        None => None,
+        None => (None, None),
     };
-    let photon_energy_path = global
-        .get("photon_energy")
-        .filter(|_| photon_energy_ev.is_none())
-        .map(|(_, v)| v.trim().to_string());
     let panels = panels
         .iter()
         .map(|(name, own)| panel(name, own, &global))

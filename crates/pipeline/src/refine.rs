@@ -1145,7 +1145,7 @@ fn refined_command_line(
                 put("-misset", a.to_vec());
             }
             Param::Na | Param::Nb | Param::Nc => {
-                let flag = ["-Na", "-Nb", "-Nc"][p as usize - Param::Na as usize];
+                let (flag, _) = crate::parameters::flag_of(p).expect("-Na, -Nb, -Nc");
                 let whole = v.round().max(1.0);
                 put(flag, vec![format!("{whole}")]);
                 if (v - whole).abs() > 1e-9 {
@@ -1163,7 +1163,8 @@ fn refined_command_line(
                 put("-vdivrange", vec![fmt(vv, i)]);
             }
             Param::Fluence => {
-                put("-fluence", vec![format!("{v:e}")]);
+                let (flag, _) = crate::parameters::flag_of(p).expect("-fluence");
+                put(flag, vec![format!("{v:e}")]);
                 if args.iter().any(|a| a == "-flux") {
                     notes.push("-flux was given: the refined -fluence replaces the fluence it implies; drop -flux".into());
                 }

@@ -993,8 +993,8 @@ fn write_nxmx(file: &mut Pending, img: &MxImage) -> Result<()> {
 /// The saturation value of the int32 images: their clip.
 pub const SATURATION_I32: i32 = i32::MAX;
 
-/// The spectrum as rendered: (wavelength Å, weight), every source counting
-/// once.
+/// The spectrum as rendered: (wavelength Å, weight), each source counting
+/// its weight where the render weights them, else once.
 pub(crate) fn plan_spectrum(plan: &Plan) -> Vec<(f64, f64)> {
     let mut spectrum_a: Vec<(f64, f64)> = Vec::new();
     for s in &plan.sources.list {

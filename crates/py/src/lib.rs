@@ -180,8 +180,9 @@ impl Model {
     ) -> PyResult<()> {
         let (hkl, f) = (hkl.as_array(), flat(&F));
         // (read as float, so that float and int32 indices are taken, and
-        // refused where numpy's cast to an integer would truncate them)
-        if let Some(x) = hkl.iter().find(|x| x.fract() != 0.0 || x.abs() > 1e9) {
+        // refused where numpy's cast to an integer would truncate them; the
+        // plan below refuses indices too large for its grid)
+        if let Some(x) = hkl.iter().find(|x| x.fract() != 0.0) {
             return Err(error(format!("structure factors: hkl holds {x}, not a Miller index")));
         }
         if hkl.ncols() != 3 || hkl.nrows() != f.len() {
@@ -891,9 +892,9 @@ fn refine(
     // in the next call into it; a closed stream) is raised after the fit, as
     // it would be without the lines
     let failed = std::sync::Arc::new(std::sync::Mutex::new(None::<PyErr>));
-    let report: Option<Report> = verbose.then(|| {
+    let report = verbose.then(|| -> Report {
         let failed = failed.clone();
-        let print: Report = std::sync::Arc::new(move |line: &str| {
+        std::sync::Arc::new(move |line: &str| {
             Python::attach(|py| {
                 let printed =
                     py.import("builtins").and_then(|b| b.getattr("print")?.call1((line,)));
@@ -901,8 +902,7 @@ fn refine(
                     failed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
                 }
             })
-        });
-        print
+        })
     });
     let fitted = py.detach(|| fit(&inv, &args, observed, &settings, report));
     if let Some(e) = failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
