@@ -714,6 +714,44 @@ impl Plan {
         Self::resolve(cfg, seeds, deltas, StructureFactors::Build)
     }
 
+    /// This plan with its crystal turned by the row-major rotation `u` after
+    /// the missetting, before the phi and mosaic rotations: the cell, the
+    /// phi × mosaic cells (C's first sweep's included) and the kernel's
+    /// leaves as setup builds them for that orientation. The shots of one
+    /// experiment that differ in orientation alone (the GPU batch) are its
+    /// plan rotated.
+    pub fn rotated(&self, u: &[f64; 9]) -> Plan {
+        let turn = |v: V3<f64>| rotate_umat(v, u);
+        let mut p = self.clone();
+        let c = &mut p.cell;
+        [c.a_m, c.b_m, c.c_m, c.a_star, c.b_star, c.c_star] =
+            [c.a_m, c.b_m, c.c_m, c.a_star, c.b_star, c.c_star].map(turn);
+        let abc = [c.a_m, c.b_m, c.c_m];
+        let sweep = |zero| {
+            rotated_cells(
+                abc,
+                self.detector.spindle,
+                self.phi0_rad,
+                self.phistep_rad,
+                self.phisteps,
+                &self.mosaic_umats,
+                self.mosaic_spread_rad > 0.0,
+                zero,
+            )
+        };
+        let triples = |cells: &[[f64; 9]]| -> Vec<[V3<f64>; 3]> {
+            (cells.iter())
+                .map(|m| [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]])
+                .collect()
+        };
+        p.cells_m = sweep(if self.corrected { PhiZero::Unrotated } else { PhiZero::KeepLast });
+        p.first_sweep_cells =
+            self.first_sweep_cells.is_some().then(|| triples(&sweep(PhiZero::FirstSweep)));
+        p.leaves.cells = triples(&p.cells_m);
+        p.leaves.recip = self.leaves.recip.map(turn);
+        p
+    }
+
     /// [`Plan::with_leaves`] with the structure factors given by `sf`: the
     /// derivative path, which has the f64 plan already, passes its count
     /// instead of building the grid again (no lookup reads the leaves' plan).
@@ -991,6 +1029,71 @@ fn amorphous_background(a: &AmorphousConfig, plan: &Plan) -> Result<Background> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plan turned after the misset is the plan of the turned crystal:
+    /// the cells (C's first sweep's too), the leaves and the image of the
+    /// misset that makes the same turn.
+    #[test]
+    fn a_rotated_plan_is_the_plan_of_the_turned_crystal() {
+        use crate::config::Misset;
+        use crate::render::{render_exact, RenderOptions};
+        use crate::vec3::rotate_xyz;
+        let plan_of = |misset: Misset| {
+            let mut cfg = SimConfig::default();
+            cfg.crystal.cell = Some([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]);
+            cfg.crystal.misset = misset;
+            cfg.crystal.na = 5.0;
+            cfg.crystal.nb = 5.0;
+            cfg.crystal.nc = 5.0;
+            // steps from phi = 0: C's first sweep has cells of its own
+            cfg.crystal.osc_deg = 1.0;
+            cfg.crystal.phisteps = 3;
+            cfg.crystal.mosaic_deg = 0.5;
+            cfg.crystal.mosaic_domains = 2;
+            cfg.sf.default_f = 100.0;
+            cfg.detector.fpixels = 48;
+            cfg.detector.spixels = 48;
+            Plan::new(&cfg, SetupSeeds { misset_idum: -1 }).unwrap()
+        };
+        let angles = [10.0f64, 20.0, 30.0].map(|d| d / RTD);
+        let column = |e: V3<f64>| rotate_xyz(e, angles[0], angles[1], angles[2]);
+        let [x, y, z] = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]].map(column);
+        let u = [x[0], y[0], z[0], x[1], y[1], z[1], x[2], y[2], z[2]];
+        let start = plan_of(Misset::None);
+        let turned = start.rotated(&u);
+        let want = plan_of(Misset::Angles([10.0, 20.0, 30.0]));
+        let close = |a: &[f64], b: &[f64]| {
+            let scale = b.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-13 * scale)
+        };
+        let flat = |cells: &[[V3<f64>; 3]]| -> Vec<f64> {
+            cells.iter().flatten().flatten().copied().collect()
+        };
+        assert!(close(turned.cells_m.as_flattened(), want.cells_m.as_flattened()));
+        assert!(close(&flat(&turned.leaves.cells), &flat(&want.leaves.cells)));
+        assert!(close(
+            &flat(&turned.first_sweep_cells.clone().unwrap()),
+            &flat(&want.first_sweep_cells.clone().unwrap())
+        ));
+        assert!(close(turned.leaves.recip.as_flattened(), want.leaves.recip.as_flattened()));
+        assert!(close(&turned.cell.a_star, &want.cell.a_star));
+        let (a, b) = (
+            render_exact(&turned, RenderOptions::default()),
+            render_exact(&want, RenderOptions::default()),
+        );
+        let peak = b.image.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let worst = a.image.iter().zip(&b.image).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(peak > 0.0 && worst <= 1e-6 * peak, "{worst} of {peak}");
+        // (and the unrotated plan's image is another)
+        let other = render_exact(&start, RenderOptions::default()).image;
+        assert!(other.iter().zip(&b.image).any(|(x, y)| (x - y).abs() > 1e-3 * peak));
+        // the identity leaves every number as it was
+        let same = start.rotated(&[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+        assert_eq!(same.cells_m, start.cells_m);
+        assert_eq!(same.first_sweep_cells, start.first_sweep_cells);
+        assert_eq!(same.leaves.cells, start.leaves.cells);
+        assert_eq!(same.leaves.recip, start.leaves.recip);
+    }
 
     #[test]
     fn memory_check() {

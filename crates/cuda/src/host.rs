@@ -13,8 +13,8 @@
 //! `nanobragg_core::render::render_exact` bit for bit.
 
 use crate::params::{base_params, kernel_names, pack_cells, pack_static, single};
-use crate::{check_plan, fallback_from_info, CudaError};
-use nanobragg_core::render::{Precision, RenderOutput};
+use crate::{check_plan, fallback_from_info, finish, CudaError};
+use nanobragg_core::render::{Backend, BackendError, Precision, RenderInfo, RenderOutput};
 use nanobragg_core::setup::Plan;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -76,6 +76,29 @@ fn executable() -> Result<PathBuf, CudaError> {
     })
     .clone()
     .map_err(CudaError::HostKernel)
+}
+
+/// The host build of the kernel through the core's [`Backend`] interface,
+/// as [`crate::Cuda`] renders on a GPU: the same image, background and first
+/// phi sweep.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostKernel;
+
+impl Backend for HostKernel {
+    fn name(&self) -> &'static str {
+        "host-kernel"
+    }
+
+    fn render_into(
+        &self,
+        plan: &Plan,
+        precision: Precision,
+        image: &mut [f32],
+    ) -> Result<RenderInfo, BackendError> {
+        let out = render(plan, precision)
+            .map_err(|e| BackendError { backend: "host-kernel", msg: e.to_string() })?;
+        finish("host-kernel", plan, precision, out, image)
+    }
 }
 
 /// Renders `plan` with the host build of the kernel, as

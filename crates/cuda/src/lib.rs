@@ -21,8 +21,7 @@
 #![warn(missing_docs)]
 
 use nanobragg_core::render::{put_first_sweep, Backend, BackendError, Precision, RenderInfo};
-use nanobragg_core::setup::{rotated_cells, PhiZero, Plan};
-use nanobragg_core::vec3::rotate_umat;
+use nanobragg_core::setup::Plan;
 
 pub use nanobragg_core::render::RenderOutput;
 
@@ -69,18 +68,32 @@ impl Backend for Cuda {
     ) -> Result<RenderInfo, BackendError> {
         let out = render(plan, precision)
             .map_err(|e| BackendError { backend: "cuda", msg: e.to_string() })?;
-        if out.image.len() != image.len() {
-            return Err(BackendError {
-                backend: "cuda",
-                msg: format!("image holds {} values, the plan {}", image.len(), out.image.len()),
-            });
-        }
-        let (rendered, mut info) = out.into_parts();
-        image.copy_from_slice(&rendered);
-        nanobragg_core::render::cpu::add_background(plan, image);
-        put_first_sweep(plan, precision, image, Some(&mut info.rows));
-        Ok(info)
+        finish("cuda", plan, precision, out, image)
     }
+}
+
+/// The kernel's image of `plan` as every renderer leaves it, into `image`:
+/// with the amorphous background, then nanoBragg.c's first phi sweep put in
+/// ([`put_first_sweep`]), which the kernel does not render.
+pub(crate) fn finish(
+    backend: &'static str,
+    plan: &Plan,
+    precision: Precision,
+    out: RenderOutput,
+    image: &mut [f32],
+) -> Result<RenderInfo, BackendError> {
+    if out.image.len() != image.len() {
+        return Err(BackendError {
+            backend,
+            msg: format!("image holds {} values, the plan {}", image.len(), out.image.len()),
+        });
+    }
+    // (the kernel gathers no row statistics: callers take them from the image)
+    let (rendered, info) = out.into_parts();
+    image.copy_from_slice(&rendered);
+    nanobragg_core::render::cpu::add_background(plan, image);
+    put_first_sweep(plan, precision, image, None);
+    Ok(info)
 }
 
 /// Errors of the GPU backend. None of the entry points panic.
@@ -157,26 +170,13 @@ impl Shot {
         }
     }
 
-    /// The plan's crystal turned by the row-major rotation `u` before the phi
-    /// and mosaic rotations, i.e. as if `u` had been applied after the misset:
-    /// the phi × mosaic cells are rebuilt exactly as setup builds them.
+    /// The plan's crystal turned by the row-major rotation `u` after the
+    /// misset, before the phi and mosaic rotations: the orientation of
+    /// [`Plan::rotated`], which is the plan the CPU renders for this shot
+    /// (and whose C first-sweep pixel, [`put_first_sweep`], a batch leaves
+    /// to the caller).
     pub fn rotated(plan: &Plan, u: &[f64; 9]) -> Shot {
-        let cells_m = rotated_cells(
-            [plan.cell.a_m, plan.cell.b_m, plan.cell.c_m].map(|v| rotate_umat(v, u)),
-            plan.detector.spindle,
-            plan.phi0_rad,
-            plan.phistep_rad,
-            plan.phisteps,
-            &plan.mosaic_umats,
-            plan.mosaic_spread_rad > 0.0,
-            if plan.corrected { PhiZero::Unrotated } else { PhiZero::KeepLast },
-        );
-        let recip = [
-            rotate_umat(plan.cell.a_star, u),
-            rotate_umat(plan.cell.b_star, u),
-            rotate_umat(plan.cell.c_star, u),
-        ];
-        Shot { cells_m, recip }
+        Shot::from_plan(&plan.rotated(u))
     }
 }
 

@@ -437,7 +437,9 @@ pub(crate) fn pack_static(plan: &Plan, single: bool) -> (Vec<u8>, Vec<u8>) {
 }
 
 impl Params {
-    /// The block's bytes, as the kernel receives them.
+    /// The block's bytes, as the kernel receives them (the host build's
+    /// copy; the GPU takes the struct through cudarc's `DeviceRepr`).
+    #[cfg(feature = "host-kernel")]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         // SAFETY: Params is #[repr(C)] of f64, i64, i32 and f32 fields whose
         // fields leave no padding (asserted where c_struct! declares it); every byte is initialised, and the slice borrows self.

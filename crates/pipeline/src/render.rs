@@ -113,12 +113,10 @@ pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInf
 pub fn render_plan_into(inv: &Invocation, plan: &Plan, image: &mut [f32]) -> Result<RenderInfo> {
     inv.check_device()?;
     if inv.uses_gpu() {
-        let r = nanobragg_cuda::render(plan, inv.precision)
-            .map_err(|e| anyhow!("-device cuda: {e}"))?;
-        let (mut gpu_image, info) = r.into_parts();
-        nanobragg_core::render::cpu::add_background(plan, &mut gpu_image);
-        image.copy_from_slice(&gpu_image);
-        return Ok(info);
+        // (with the background and nanoBragg.c's first phi sweep)
+        return nanobragg_cuda::Cuda
+            .render_into(plan, inv.precision, image)
+            .map_err(|e| anyhow!("-device cuda: {}", e.msg));
     }
     let cpu = Cpu { opts: RenderOptions { threads: inv.threads } };
     Ok(cpu.render_into(plan, inv.precision, image)?)

@@ -88,20 +88,19 @@ fn batch_of_rotated_shots_matches_cpu() {
             let (c, s) = (t.cos(), t.sin());
             [c, 0.0, s, 0.0, 1.0, 0.0, -s, 0.0, c]
         };
-        let shots: Vec<Shot> =
-            [0.0, 0.05, -0.3, 1.1].iter().map(|&t| Shot::rotated(&p, &rot(t))).collect();
+        // (each shot's plan: the CPU reference, whose kernel reads the
+        // plan's leaves, not only its cells)
+        let plans: Vec<_> = [0.0, 0.05, -0.3, 1.1].iter().map(|&t| p.rotated(&rot(t))).collect();
+        let shots: Vec<Shot> = plans.iter().map(Shot::from_plan).collect();
         for precision in PRECISIONS {
             let kind = kernel_type_name(precision);
             let mut r = GpuRenderer::new(&p, precision).expect("renderer");
             let images = r.render_batch(&shots).expect("batch");
             assert_eq!(images.len(), shots.len());
-            for (i, (img, shot)) in images.iter().zip(&shots).enumerate() {
-                let mut q = p.clone();
-                q.cells_m = shot.cells_m.clone();
-                [q.cell.a_star, q.cell.b_star, q.cell.c_star] = shot.recip;
+            for (i, (img, q)) in images.iter().zip(&plans).enumerate() {
                 // the batch path renders tricubic plans without reporting the fallback
                 // point, but applies the same rule
-                let cpu = cpu_render(&q, opts);
+                let cpu = cpu_render(q, opts);
                 let (corr, rel) = compare(img, &cpu.image);
                 println!(
                     "batch  {name:<26} {kind:<4} shot {i} corr {corr:.12} max|d|/max {rel:.3e}"
@@ -119,6 +118,34 @@ fn batch_of_rotated_shots_matches_cpu() {
             assert_eq!(r.download().expect("download"), full.image);
         }
     }
+}
+
+/// Phi steps from exactly 0 (nanoBragg.c's first sweep starts unrotated in
+/// the first pixel, put in after the kernel): the `Cuda` backend and the
+/// command line's `-device cuda` render the one-thread C image. The CPU
+/// counterpart is host_kernel's `the_host_backend_puts_the_first_phi_sweep_in`.
+#[test]
+fn the_first_phi_sweep_is_put_in() {
+    use nanobragg_core::render::Backend;
+    if !gpu_usable() {
+        return;
+    }
+    let args = "-default_F 100 -cell 70 80 90 75 85 95 -misset 10 20 30 -lambda 1.5 -N 7 \
+                -distance 120 -detpixels 64 -polar 0.9 -phi 0 -osc 0.5 -phisteps 3";
+    let p = plan("phi-from-zero", args);
+    assert!(p.first_sweep_cells.is_some());
+    let cpu = cpu_render(&p, RenderOptions::default());
+    let mut image = vec![0.0f32; cpu.image.len()];
+    nanobragg_cuda::Cuda.render_into(&p, Precision::Exact64, &mut image).expect("render");
+    let (corr, rel) = compare(&image, &cpu.image);
+    println!("first sweep: Cuda backend corr {corr:.12} max|d|/max {rel:.3e}");
+    assert!(rel <= 1e-6, "{rel}");
+    assert_eq!(image[0].to_bits(), cpu.image[0].to_bits(), "the first pixel");
+    let list: Vec<String> =
+        format!("{args} -device cuda -exact").split_whitespace().map(String::from).collect();
+    let inv = nanobragg_pipeline::parse_args(&list).expect("arguments");
+    let (pipeline, _) = nanobragg_pipeline::render::render_plan(&inv, &p).expect("render");
+    assert_eq!(pipeline, image);
 }
 
 #[test]
