@@ -270,9 +270,11 @@ fn module(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Arc<CudaModule>, C
     Ok(module)
 }
 
-/// Render a plan on the GPU: the same image, solid-angle sum and
-/// interpolation fallback point as `nanobragg_core::render::render` (f64) or
-/// `render_as::<f32>` (f32), up to the rounding of the device's math library.
+/// Render a plan on the GPU: the kernel's image, solid-angle sum and
+/// interpolation fallback point, which are `nanobragg_core::render::render`'s
+/// (f64) or `render_as::<f32>`'s (f32) up to the rounding of the device's
+/// math library, before the amorphous background and nanoBragg.c's first phi
+/// sweep ([`crate::Cuda`]'s `render_into` adds both).
 pub fn render(plan: &Plan, precision: Precision) -> Result<RenderOutput, CudaError> {
     let mut r = GpuRenderer::new(plan, precision)?;
     // one image: no page-locked buffer (pinning 4 bytes per pixel costs more

@@ -17,7 +17,7 @@ use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::{SfSource, SimConfig};
 use nanobragg_core::geometry::{Detector, PanelLayout};
 use nanobragg_core::render::trace::{interpolation_cutoff, trace_pixel, trace_range};
-use nanobragg_core::render::{cpu, Backend, RenderInfo, RenderOptions};
+use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::response::{noisy_image_tiled, Bits, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
@@ -233,12 +233,10 @@ fn render_with_progress(
     let precision = inv.precision;
     with_progress(show, PROGRESS_DELAY, &what, || {
         if gpu {
-            // (with the background and nanoBragg.c's first phi sweep)
+            // (the pipeline's one GPU render: Python's and the panels' too)
             let mut image = vec![0.0f32; d.fpixels * d.spixels];
-            return nanobragg_cuda::Cuda
-                .render_into(plan, precision, &mut image)
-                .map(|info| (Some(image), info))
-                .map_err(|e| anyhow!("-device cuda: {}", e.msg));
+            let info = crate::render::render_plan_into(inv, plan, &mut image)?;
+            return Ok((Some(image), info));
         }
         Ok(match target {
             Some(image) => (None, cpu::render_into(plan, opts, precision, image)),

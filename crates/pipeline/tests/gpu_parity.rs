@@ -146,6 +146,21 @@ fn the_first_phi_sweep_is_put_in() {
     let inv = nanobragg_pipeline::parse_args(&list).expect("arguments");
     let (pipeline, _) = nanobragg_pipeline::render::render_plan(&inv, &p).expect("render");
     assert_eq!(pipeline, image);
+    // a whole run of the command line, its float file
+    let dir = std::env::temp_dir().join(format!("gpu_parity_first_sweep_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let float = dir.join("float.bin");
+    let mut run = list.clone();
+    let int = dir.join("int.img").display().to_string();
+    run.extend(["-floatfile".into(), float.display().to_string(), "-intfile".into(), int]);
+    run.extend(["-nonoise".into(), "-nopgm".into()]);
+    nanobragg_pipeline::run::run(nanobragg_pipeline::parse_args(&run).expect("arguments"))
+        .expect("run");
+    let bytes = std::fs::read(&float).expect("float file");
+    let written: Vec<f32> =
+        bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(written, image);
 }
 
 #[test]
