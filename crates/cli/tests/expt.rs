@@ -352,7 +352,7 @@ fn one_geometry_as_expt_and_as_geom_renders_the_same() {
         )
         .unwrap();
     }
-    std::fs::write(dir.join("d.geom"), geom).unwrap();
+    std::fs::write(dir.join("d.geom"), &geom).unwrap();
     let rest = "-cell 61 70 83 88 91 89 -misset 5 10 15 -default_F 100 -N 7 -oversample 2";
     ok(&dir, &words(&format!("-expt d.expt {rest} -floatfile e.bin")));
     ok(&dir, &words(&format!("-geom d.geom {rest} -floatfile g.bin")));
@@ -364,6 +364,15 @@ fn one_geometry_as_expt_and_as_geom_renders_the_same() {
     // placement after -geom is refused as after -expt
     let e = err(&dir, &words(&format!("-geom d.geom {rest} -Xbeam 3")));
     assert!(e.contains("-Xbeam after -geom"), "{e}");
+    // a key CrystFEL does not have is named, and the line skipped
+    std::fs::write(dir.join("typo.geom"), format!("{geom}q0/coner_x = 5\n")).unwrap();
+    let out = run(&dir, &words(&format!("-geom typo.geom {rest} -floatfile t.bin")));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && said.contains("'coner_x' is not a CrystFEL geometry key"),
+        "{said}"
+    );
+    assert_eq!(float_file(&dir.join("t.bin")), g);
 }
 
 /// Rotation of `v` by `deg` degrees about lab x (right-handed).

@@ -12,6 +12,7 @@
 //! `detector_shift_*` are refused (not read). Keys that describe the data file's layout
 //! or masks (`data`, `dim*`, `mask*`, `bad_*`, `rigid_group*`, `adu_per_*`,
 //! `max_adu`, `flag_*`, ...) do not change the simulation and are skipped.
+//! A key that is none of CrystFEL's (`coner_x`) is skipped with a warning.
 
 use crate::expt::Panel;
 use crate::{read_all, IoError};
@@ -28,7 +29,78 @@ pub struct Geometry {
     /// `photon_energy` where the file names a path into the data file (the
     /// wavelength then comes from the flags).
     pub photon_energy_path: Option<String>,
+    /// Lines whose key is none of CrystFEL's (a misspelling, most likely),
+    /// skipped: one message each, naming the line.
+    pub warnings: Vec<String>,
 }
+
+/// The keys this reader places the panels and the beam with.
+const READ: [&str; 12] = [
+    "min_fs",
+    "max_fs",
+    "min_ss",
+    "max_ss",
+    "corner_x",
+    "corner_y",
+    "fs",
+    "ss",
+    "res",
+    "clen",
+    "coffset",
+    "photon_energy",
+];
+
+/// CrystFEL's other keys, which describe the data file, masks, detector
+/// response or panel groups and do not change a simulated image; with
+/// `dim0`, `dim1`, ..., `mask0_data` and the like, `rigid_group_*` and
+/// `group_*` ([`crystfel_key`]).
+const SKIPPED: [&str; 26] = [
+    "data",
+    "mask",
+    "mask_file",
+    "mask_good",
+    "mask_bad",
+    "mask_edge_pixels",
+    "mask_bad_pixels",
+    "saturation_map",
+    "saturation_map_file",
+    "adu_per_eV",
+    "adu_per_photon",
+    "max_adu",
+    "badrow_direction",
+    "no_index",
+    "rail_direction",
+    "clen_for_centering",
+    "photon_energy_scale",
+    "photon_energy_bandwidth",
+    "bandwidth",
+    "peak_info_location",
+    "peak_list",
+    "peak_list_type",
+    "flag_lessthan",
+    "flag_morethan",
+    "flag_equal",
+    "rigid_group",
+];
+
+/// Whether `key` is one of CrystFEL's geometry keys (those read, refused
+/// and skipped alike).
+fn crystfel_key(key: &str) -> bool {
+    let numbered = |prefix: &str| {
+        key.strip_prefix(prefix).is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    READ.contains(&key)
+        || SKIPPED.contains(&key)
+        || REFUSED.contains(&key)
+        || numbered("dim")
+        || numbered("mask")
+        || key.starts_with("rigid_group_")
+        || key.starts_with("group_")
+}
+
+/// Keys refused: the reader would need what they imply.
+const REFUSED: [&str; 4] =
+    ["wavelength", "electron_voltage", "detector_shift_x", "detector_shift_y"];
 
 /// Keys and their (line number, value).
 type Keys = BTreeMap<String, (usize, String)>;
@@ -44,6 +116,7 @@ pub fn read_geom(path: &Path) -> Result<Geometry, IoError> {
 pub fn parse_geom(text: &str) -> Result<Geometry, String> {
     let mut global = Keys::new();
     let mut panels: Vec<(String, Keys)> = Vec::new();
+    let mut warnings = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split(';').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -52,6 +125,15 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
         let (key, value) =
             line.split_once('=').ok_or(format!("line {}: '{line}' is not 'key = value'", i + 1))?;
         let (key, value) = (key.trim(), value.trim().to_string());
+        let own = key.split_once('/').map_or(key, |(_, k)| k.trim());
+        let skipped_panel = key.starts_with("bad") || key.starts_with("rigid_group");
+        if !skipped_panel && !crystfel_key(own) {
+            warnings.push(format!(
+                "line {}: '{own}' is not a CrystFEL geometry key (misspelled?); the line is skipped",
+                i + 1
+            ));
+            continue;
+        }
         match key.split_once('/') {
             Some((panel, param)) => {
                 let panel = panel.trim();
@@ -75,7 +157,7 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
     if panels.is_empty() {
         return Err("no panel (lines 'name/min_fs = ...' and so on)".into());
     }
-    for key in ["wavelength", "electron_voltage", "detector_shift_x", "detector_shift_y"] {
+    for key in REFUSED {
         if let Some((line, _)) = global.get(key) {
             return Err(format!(
                 "line {line}: {key} is not read (give the wavelength with photon_energy or -lambda, and place the panels with corner_x/corner_y)"
@@ -105,7 +187,7 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
         .iter()
         .map(|(name, own)| panel(name, own, &global))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Geometry { panels, photon_energy_ev, photon_energy_path })
+    Ok(Geometry { panels, photon_energy_ev, photon_energy_path, warnings })
 }
 
 /// The number at the start of `v` (`9500 eV`, `0.12`).
@@ -281,5 +363,25 @@ bad_beamstop/min_x = -5
         let e = parse_geom(&GEOM.replace("m0/max_ss = 63", "m0/max_ss = 62.5")).unwrap_err();
         assert!(e.contains("whole number"), "{e}");
         assert!(parse_geom("clen = 0.1\n").unwrap_err().contains("no panel"));
+    }
+
+    #[test]
+    fn keys_crystfel_does_not_know_are_reported() {
+        assert!(parse_geom(GEOM).unwrap().warnings.is_empty());
+        // CrystFEL's keys that describe the data, masks, response and groups
+        let known = "dim0 = %\ndim1 = ss\ndim2 = fs\nmask = /m\nmask_good = 0x0\nmask_bad = 0xff\n\
+                     mask0_data = /m0\nmask0_goodbits = 1\nadu_per_eV = 0.001\nmax_adu = 60000\n\
+                     flag_morethan = 65000\nrigid_group_q0 = m0,m1\nrigid_group_collection_all = q0\n\
+                     group_all = m0,m1\nm0/adu_per_photon = 1\nm1/no_index = 0\nm1/rigid_group = q0\n\
+                     badrow_direction = -\nphoton_energy_scale = 1\n";
+        let g = parse_geom(&format!("{GEOM}{known}")).unwrap();
+        assert!(g.warnings.is_empty(), "{:?}", g.warnings);
+        // a misspelling, global or a panel's, is skipped and named
+        let typo = GEOM.replace("m1/corner_x = 10", "m1/corner_x = 10\nm1/coner_y = 5");
+        let g = parse_geom(&format!("{typo}cofset = 0.001\n")).unwrap();
+        assert_eq!(g.warnings.len(), 2, "{:?}", g.warnings);
+        assert!(g.warnings[0].contains("line 19: 'coner_y'"), "{:?}", g.warnings);
+        assert!(g.warnings[1].contains("'cofset'") && g.warnings[1].contains("misspelled"));
+        assert_eq!(g.panels, parse_geom(GEOM).unwrap().panels);
     }
 }

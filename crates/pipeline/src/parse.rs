@@ -240,6 +240,8 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
         occurrences.iter().any(|o| ["-lambda", "-energy"].contains(&o.flag.name));
     for (path, file) in &inv.detector_files {
         if let crate::expt::DetectorFile::Geom(g) = file {
+            let file = shown(&path.display().to_string());
+            inv.warnings.extend(g.warnings.iter().map(|w| format!("-geom {file}: {w}")));
             if let Some(from) = g.photon_energy_path.as_ref().filter(|_| !wavelength_given) {
                 inv.warnings.push(format!(
                     "-geom {}: photon_energy is read from the data file ({from}); the wavelength is -lambda's default, {} Å (give -lambda or -energy)",
