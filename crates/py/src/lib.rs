@@ -109,7 +109,9 @@ impl Model {
     fn set_flags(&mut self, flags: &Bound<'_, PyAny>) -> PyResult<()> {
         let mut args = self.args.clone();
         args.extend(words(flags)?);
-        *self = Model::rebuilt(args, self.sf.clone(), &self.sets)?;
+        let model = Model::rebuilt(args, self.sf.clone(), &self.sets)?;
+        warn(flags.py(), &model.inv.warnings, &self.inv.warnings)?;
+        *self = model;
         Ok(())
     }
 
@@ -537,10 +539,23 @@ fn words(args: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 /// The model of a nanoBragg command line (one string, split at whitespace,
 /// or a list of words), through the command line's own parser.
 #[pyfunction]
-fn from_args(args: &Bound<'_, PyAny>) -> PyResult<Model> {
+fn from_args(py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Model> {
     let args = words(args)?;
     let inv = nanobragg_pipeline::parse_args(&args).map_err(error)?;
+    warn(py, &inv.warnings, &[])?;
     Ok(Model { inv, args, sets: Vec::new(), sf: None })
+}
+
+/// The command line's warnings about its input (the command prints them
+/// as `warning: ...`), as Python `UserWarning`s: those of `new` not
+/// already in `old`.
+fn warn(py: Python<'_>, new: &[String], old: &[String]) -> PyResult<()> {
+    let warnings = py.import("warnings")?;
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    for w in new.iter().filter(|w| !old.contains(w)) {
+        warnings.call_method1("warn", (w.as_str(), &category, 2))?;
+    }
+    Ok(())
 }
 
 /// The model with a precision, device and thread count.

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -518,3 +519,20 @@ def test_render_of_a_multi_panel_model_is_the_command_lines(tmp_path):
     s = image.stats
     assert f"mean= {s['mean']:.6g} rms= {s['rms']:.6g} rmsd= {s['rmsd']:.6g}" in out.stdout
     assert s["pixels"] == 2 * 64 * 64
+
+
+def test_the_command_lines_warnings_are_python_warnings(tmp_path):
+    geom = tmp_path / "one.geom"
+    geom.write_text("clen = 0.1\nres = 10000\nphoton_energy = 9500 eV\n"
+                    "p0/min_fs = 0\np0/max_fs = 31\np0/min_ss = 0\np0/max_ss = 31\n"
+                    "p0/corner_x = -16\np0/corner_y = -16\np0/fs = +1x\np0/ss = +1y\n"
+                    "p0/coner_x = 3\n")
+    args = f"-geom {geom} -default_F 100 -cell 100 100 100 90 90 90 -N 5"
+    with pytest.warns(UserWarning, match="line 12: 'coner_x' is not a CrystFEL geometry key"):
+        model = nanobragg.from_args(args)
+    # flags added later warn of what is new alone
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        model.set_flags("-oversample 1")
+    assert said == []
+    assert nanobragg.simulate(model).shape == (32, 32)
