@@ -236,6 +236,19 @@ def test_spectrum_weights(tmp_path):
     order = np.argsort(lambdas)
     np.testing.assert_allclose(lambdas[order], [1.29, 1.31], rtol=1e-12)
     assert weights[order][1] == pytest.approx(9 * weights[order][0], rel=1e-12)
+    # the SMV and CBF headers give the wavelength rendered: the spectrum's weighted mean
+    # (not -lambda's 1.3), -lambda_scale's moved one
+    assert header_wavelengths(files) == pytest.approx([1.308, 1.308], rel=1e-6)
+    files = run(tmp_path, "-distance", "100", "-lambda_scale", "1.01", "-nonoise")
+    assert header_wavelengths(files) == pytest.approx([1.313, 1.313], rel=1e-6)
+
+
+def header_wavelengths(files):
+    """WAVELENGTH of the SMV header and the CBF header's Wavelength (Å)."""
+    smv_text = files["int"].read_bytes()[:512].decode("ascii", "replace")
+    cbf_text = files["cbf"].read_bytes()[:8192].decode("ascii", "replace")
+    return [float(smv_text.split("WAVELENGTH=")[1].split(";")[0]),
+            float(cbf_text.split("# Wavelength ")[1].split()[0])]
 
 
 def test_multi_panel_geom(tmp_path):

@@ -158,7 +158,7 @@ pub fn summary_lines(plan: &Plan, mask_name: Option<&str>, out: &mut Vec<String>
     } else {
         out.push(format!(
             "  wave={} meters +/- {}% in {} steps",
-            g(plan.lambda0_m),
+            g(plan.sources.central_lambda_m),
             g(s.dispersion * 100.0),
             s.dispsteps
         ));

@@ -193,7 +193,7 @@ impl Still {
             sdet: d.sdet,
             odet: d.odet,
             pixel_m: d.pixel_size_m,
-            s0: d.beam.map(|x| x / plan.lambda0_m),
+            s0: d.beam.map(|x| x / plan.sources.central_lambda_m),
             real,
             recip,
         }

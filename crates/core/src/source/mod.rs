@@ -116,6 +116,11 @@ pub struct Sources {
     pub spectrum: bool,
     /// The sources are a `-sourcefile`'s.
     pub from_file: bool,
+    /// The wavelength (m) the images' headers give: `-lambda`'s, as
+    /// nanoBragg.c writes it (with `-dispersion` or a source file too),
+    /// moved by `-lambda_offset` and `-lambda_scale`; a `-spectrum`'s
+    /// weighted mean.
+    pub central_lambda_m: f64,
     /// The render multiplies each source's photons by its weight over the
     /// mean weight ([`Sources::kernel_weights`]): a spectrum's, or a source
     /// file's under `-corrected` (nanoBragg.c ignores those), with weights
@@ -264,7 +269,17 @@ impl Sources {
             });
             inputs.push(SourceIn { dir, lambda });
         }
+        let spectrum = cfg.spectrum.is_some() && !div_points.is_empty();
+        let central_lambda_m = match spectrum {
+            true => {
+                let (w, wl) = (sources.iter())
+                    .fold((0.0, 0.0), |(w, wl), s| (w + s.weight, wl + s.weight * s.lambda_m));
+                wl / w
+            }
+            false => shift(lambda0_m).val(),
+        };
         let sources = Sources {
+            central_lambda_m,
             list: sources,
             hdivrange: hdivrange.val(),
             hdivstep: hdivstep.val(),
@@ -278,7 +293,7 @@ impl Sources {
             divsteps,
             div_points: div_points.iter().map(|(h, v)| (h.val(), v.val())).collect(),
             lambdas: lambdas.iter().map(|l| l.val()).collect(),
-            spectrum: cfg.spectrum.is_some() && !div_points.is_empty(),
+            spectrum,
             from_file: div_points.is_empty(),
             weighted: false,
         };
