@@ -35,7 +35,7 @@ pub struct Geometry {
 }
 
 /// The keys this reader places the panels and the beam with.
-const READ: [&str; 12] = [
+const READ: [&str; 13] = [
     "min_fs",
     "max_fs",
     "min_ss",
@@ -48,20 +48,21 @@ const READ: [&str; 12] = [
     "clen",
     "coffset",
     "photon_energy",
+    "photon_energy_scale",
 ];
 
 /// CrystFEL's other keys, which describe the data file, masks, detector
-/// response or panel groups and do not change a simulated image; with
-/// `dim0`, `dim1`, ..., `mask0_data` and the like, `rigid_group_*` and
-/// `group_*` ([`crystfel_key`]).
-const SKIPPED: [&str; 26] = [
+/// response, peaks or panel groups; with `dim0`, `dim1`, ..., `mask0_data`
+/// and the like, `rigid_group_*` and `group_*` ([`crystfel_key`]).
+/// `clen_for_centering` (CrystFEL 0.9's rail correction, which moves the
+/// panels along `rail_direction`) is skipped with a warning.
+const SKIPPED: [&str; 24] = [
     "data",
     "mask",
     "mask_file",
     "mask_good",
     "mask_bad",
     "mask_edge_pixels",
-    "mask_bad_pixels",
     "saturation_map",
     "saturation_map_file",
     "adu_per_eV",
@@ -71,7 +72,6 @@ const SKIPPED: [&str; 26] = [
     "no_index",
     "rail_direction",
     "clen_for_centering",
-    "photon_energy_scale",
     "photon_energy_bandwidth",
     "bandwidth",
     "peak_info_location",
@@ -102,6 +102,18 @@ fn crystfel_key(key: &str) -> bool {
 const REFUSED: [&str; 4] =
     ["wavelength", "electron_voltage", "detector_shift_x", "detector_shift_y"];
 
+/// Keys of the whole detector or beam, which a panel does not take.
+const DETECTOR_ONLY: [&str; 8] = [
+    "photon_energy",
+    "photon_energy_scale",
+    "photon_energy_bandwidth",
+    "bandwidth",
+    "peak_list",
+    "peak_list_type",
+    "peak_info_location",
+    "mask_edge_pixels",
+];
+
 /// Keys and their (line number, value).
 type Keys = BTreeMap<String, (usize, String)>;
 
@@ -125,21 +137,28 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
         let (key, value) =
             line.split_once('=').ok_or(format!("line {}: '{line}' is not 'key = value'", i + 1))?;
         let (key, value) = (key.trim(), value.trim().to_string());
-        let own = key.split_once('/').map_or(key, |(_, k)| k.trim());
-        let skipped_panel = key.starts_with("bad") || key.starts_with("rigid_group");
-        if !skipped_panel && !crystfel_key(own) {
-            warnings.push(format!(
-                "line {}: '{own}' is not a CrystFEL geometry key (misspelled?); the line is skipped",
-                i + 1
-            ));
+        let of_panel = key.split_once('/').map(|(p, k)| (p.trim(), k.trim()));
+        // (bad regions and panel groups have keys of their own)
+        if of_panel.is_some_and(|(p, _)| p.starts_with("bad") || p.starts_with("rigid_group")) {
+            continue;
+        }
+        let own = of_panel.map_or(key, |(_, k)| k);
+        let skip = |why: &str| format!("line {}: '{own}' {why}; the line is skipped", i + 1);
+        if !crystfel_key(own) {
+            warnings.push(skip("is not a CrystFEL geometry key (misspelled?)"));
+            continue;
+        }
+        if of_panel.is_some() && (DETECTOR_ONLY.contains(&own) || REFUSED.contains(&own)) {
+            warnings.push(skip("is a key of the whole detector, not of a panel"));
+            continue;
+        }
+        if own == "clen_for_centering" {
+            warnings.push(skip("(CrystFEL 0.9's rail correction of the panels) is not read"));
             continue;
         }
         match key.split_once('/') {
             Some((panel, param)) => {
                 let panel = panel.trim();
-                if panel.starts_with("bad") || panel.starts_with("rigid_group") {
-                    continue;
-                }
                 let k = match panels.iter().position(|(n, _)| n == panel) {
                     Some(k) => k,
                     None => {
@@ -182,6 +201,18 @@ pub fn parse_geom(text: &str) -> Result<Geometry, String> {
             }
         },
         None => (None, None),
+    };
+    // (CrystFEL multiplies the energy by it, read or given)
+    let photon_energy_ev = match global.get("photon_energy_scale") {
+        Some((line, v)) => match number_in(v).filter(|x| *x > 0.0) {
+            Some(scale) => photon_energy_ev.map(|ev| ev * scale),
+            None => {
+                return Err(format!(
+                    "line {line}: photon_energy_scale {v} is not a positive number"
+                ))
+            }
+        },
+        None => photon_energy_ev,
     };
     let panels = panels
         .iter()
@@ -383,5 +414,17 @@ bad_beamstop/min_x = -5
         assert!(g.warnings[0].contains("line 19: 'coner_y'"), "{:?}", g.warnings);
         assert!(g.warnings[1].contains("'cofset'") && g.warnings[1].contains("misspelled"));
         assert_eq!(g.panels, parse_geom(GEOM).unwrap().panels);
+        // a key of the whole detector on a panel; a global key like a bad region's name
+        let g =
+            parse_geom(&format!("{GEOM}m0/photon_energy = 12 keV\nbadrow_directon = -\n")).unwrap();
+        assert_eq!(g.photon_energy_ev, Some(9537.0));
+        assert!(g.warnings[0].contains("'photon_energy' is a key of the whole detector"));
+        assert!(g.warnings[1].contains("'badrow_directon' is not a CrystFEL geometry key"));
+        let g = parse_geom(&format!("{GEOM}clen_for_centering = 0.1\n")).unwrap();
+        assert!(g.warnings[0].contains("rail correction"), "{:?}", g.warnings);
+        // the energy's scale is applied
+        let g = parse_geom(&format!("{GEOM}photon_energy_scale = 0.5\n")).unwrap();
+        assert_eq!((g.photon_energy_ev, g.warnings.len()), (Some(4768.5), 0));
+        assert!(parse_geom(&format!("{GEOM}photon_energy_scale = -1\n")).is_err());
     }
 }

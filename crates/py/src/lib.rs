@@ -553,7 +553,8 @@ fn warn(py: Python<'_>, new: &[String], old: &[String]) -> PyResult<()> {
     let warnings = py.import("warnings")?;
     let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
     for w in new.iter().filter(|w| !old.contains(w)) {
-        warnings.call_method1("warn", (w.as_str(), &category, 2))?;
+        // (level 1: the Python line that called; a Rust function has no frame)
+        warnings.call_method1("warn", (w.as_str(), &category, 1))?;
     }
     Ok(())
 }

@@ -528,8 +528,9 @@ def test_the_command_lines_warnings_are_python_warnings(tmp_path):
                     "p0/corner_x = -16\np0/corner_y = -16\np0/fs = +1x\np0/ss = +1y\n"
                     "p0/coner_x = 3\n")
     args = f"-geom {geom} -default_F 100 -cell 100 100 100 90 90 90 -N 5"
-    with pytest.warns(UserWarning, match="line 12: 'coner_x' is not a CrystFEL geometry key"):
+    with pytest.warns(UserWarning, match="line 12: 'coner_x' is not a CrystFEL geometry key") as said:
         model = nanobragg.from_args(args)
+    assert said[0].filename == __file__  # the caller's line
     # flags added later warn of what is new alone
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
