@@ -315,6 +315,18 @@ impl Model {
 struct Params {
     p: Parameters,
     threads: usize,
+    made_from: MadeFrom,
+}
+
+/// The arguments that make a [`Params`] again: model, names, threads, `F`.
+type ParamsState<'py> = (Model, Vec<String>, usize, Bound<'py, PyAny>);
+
+/// What a [`Params`] was made from, for pickling.
+struct MadeFrom {
+    model: Model,
+    names: Vec<String>,
+    /// `F`: its values and shape.
+    f: Option<(Vec<f64>, [usize; 3])>,
 }
 
 impl Params {
@@ -346,6 +358,8 @@ impl Params {
         #[allow(non_snake_case)] F: Option<In3<'_, f64>>,
     ) -> PyResult<Self> {
         let mut model = model.clone();
+        let given = model.clone();
+        let mut f_given = None;
         if let Some(f) = F {
             let (plan, _) = model.inv.plan().map_err(pyerr)?;
             let Some(g) = plan.grid else {
@@ -358,11 +372,28 @@ impl Params {
                     f.shape()
                 )));
             }
-            let grid = g.with_values(&flat(&f)).expect("the shape is the grid's");
+            let values = flat(&f);
+            let grid = g.with_values(&values).expect("the shape is the grid's");
             model.inv.config.sf.source = SfSource::Dump(grid);
+            f_given = Some((values.into_owned(), shape));
         }
         let p = model.chosen(&names)?;
-        Ok(Params { p, threads: thread_count(threads, model.inv.threads)? })
+        let threads = thread_count(threads, model.inv.threads)?;
+        Ok(Params { p, threads, made_from: MadeFrom { model: given, names, f: f_given } })
+    }
+
+    /// Pickled as what it was made from (the model, the names, the thread
+    /// count and `F`), for multiprocessing: unpickling makes it again.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, ParamsState<'py>)> {
+        let MadeFrom { model, names, f } = &self.made_from;
+        let f = match f {
+            None => py.None().into_bound(py),
+            Some((values, shape)) => {
+                PyArray1::from_vec(py, values.clone()).reshape(*shape)?.into_any()
+            }
+        };
+        let class = py.get_type::<Params>().into_any();
+        Ok((class, (model.clone(), names.clone(), self.threads, f)))
     }
 
     /// The names, in order.

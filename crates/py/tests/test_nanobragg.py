@@ -376,6 +376,23 @@ def test_a_model_copies_and_pickles_with_its_values_and_arrays():
     assert model["distance"] == 101.5
 
 
+def test_params_pickle_with_their_model_names_and_F():
+    import pickle
+    model = nanobragg.from_args(MODEL)
+    model.set_structure_factors(np.array([[1, 0, 0], [0, 1, 1], [1, 1, 0]]), np.array([30.0, 40.0, 50.0]))
+    F = np.asarray(model.structure_factors[1], dtype=float) * 1.5 + 2.0
+    params = nanobragg.Params(model, ["distance", "cell_a"], threads=2, F=F)
+    other = pickle.loads(pickle.dumps(params))
+    assert other.names == params.names and np.array_equal(other.start, params.start)
+    values = np.array(params.start) * [1.01, 0.99]
+    v = np.linspace(0.5, 1.5, int(np.prod(model.shape))).reshape(model.shape)
+    assert np.array_equal(other.image(values), params.image(values))
+    assert np.array_equal(other.vjp(values, v), params.vjp(values, v))
+    # F, not the model's own structure factors
+    plain = nanobragg.Params(model, ["distance", "cell_a"])
+    assert not np.array_equal(other.image(values), plain.image(values))
+
+
 def test_a_model_can_change_while_another_thread_renders_it():
     model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 256 -oversample 3"))
     errors = []
