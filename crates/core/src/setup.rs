@@ -319,6 +319,12 @@ pub fn rotated_cells<R: DiffReal>(
     cells
 }
 
+/// The a, b, c of one entry of [`Plan::cells_m`] (nine values) as vectors,
+/// as the kernel's leaves hold them.
+fn abc_of<R: Copy>(m: &[R; 9]) -> [V3<R>; 3] {
+    [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]]
+}
+
 /// What a phi step at an angle of exactly 0 takes. nanoBragg.c does not
 /// rotate there and keeps the rotated cell left from its previous step: the
 /// step before in the same sweep over the phi steps, or at the first step
@@ -739,11 +745,7 @@ impl Plan {
                 zero,
             )
         };
-        let triples = |cells: &[[f64; 9]]| -> Vec<[V3<f64>; 3]> {
-            (cells.iter())
-                .map(|m| [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]])
-                .collect()
-        };
+        let triples = |cells: &[[f64; 9]]| cells.iter().map(abc_of).collect::<Vec<_>>();
         p.cells_m = sweep(if self.corrected { PhiZero::Unrotated } else { PhiZero::KeepLast });
         p.first_sweep_cells =
             self.first_sweep_cells.is_some().then(|| triples(&sweep(PhiZero::FirstSweep)));
@@ -847,12 +849,7 @@ impl Plan {
                 )
             })
             .filter(|first| first.iter().zip(&cells).any(|(f, c)| *f != c.map(R::val)))
-            .map(|first| {
-                first
-                    .iter()
-                    .map(|m| [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]])
-                    .collect()
-            });
+            .map(|first| first.iter().map(abc_of).collect());
         let fluence = deltas.apply(Param::Fluence, c(beam.fluence), 1.0);
         let water = deltas.apply(Param::Water, c(cfg.sampling.water_um), 1.0) / c(1e6);
         let leaves = Leaves {
@@ -874,10 +871,7 @@ impl Plan {
                     weight,
                 })
                 .collect(),
-            cells: cells
-                .iter()
-                .map(|m| [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]])
-                .collect(),
+            cells: cells.iter().map(abc_of).collect(),
             recip: [vectors.a_star, vectors.b_star, vectors.c_star],
             n_cells: [Param::Na, Param::Nb, Param::Nc]
                 .map(|p| deltas.apply(p, c(size.n_cells[p as usize - Param::Na as usize]), 1.0)),

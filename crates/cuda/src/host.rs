@@ -95,9 +95,7 @@ impl Backend for HostKernel {
         precision: Precision,
         image: &mut [f32],
     ) -> Result<RenderInfo, BackendError> {
-        let out = render(plan, precision)
-            .map_err(|e| BackendError { backend: "host-kernel", msg: e.to_string() })?;
-        finish("host-kernel", plan, precision, out, image)
+        finish(self.name(), render(plan, precision), plan, precision, image)
     }
 }
 

@@ -66,22 +66,22 @@ impl Backend for Cuda {
         precision: Precision,
         image: &mut [f32],
     ) -> Result<RenderInfo, BackendError> {
-        let out = render(plan, precision)
-            .map_err(|e| BackendError { backend: "cuda", msg: e.to_string() })?;
-        finish("cuda", plan, precision, out, image)
+        finish(self.name(), render(plan, precision), plan, precision, image)
     }
 }
 
-/// The kernel's image of `plan` as every renderer leaves it, into `image`:
-/// with the amorphous background, then nanoBragg.c's first phi sweep put in
+/// The kernel's image of `plan` (`rendered` by the backend named
+/// `backend`) as every renderer leaves it, into `image`: with the amorphous
+/// background, then nanoBragg.c's first phi sweep put in
 /// ([`put_first_sweep`]), which the kernel does not render.
 pub(crate) fn finish(
     backend: &'static str,
+    rendered: Result<RenderOutput, CudaError>,
     plan: &Plan,
     precision: Precision,
-    out: RenderOutput,
     image: &mut [f32],
 ) -> Result<RenderInfo, BackendError> {
+    let out = rendered.map_err(|e| BackendError { backend, msg: e.to_string() })?;
     if out.image.len() != image.len() {
         return Err(BackendError {
             backend,

@@ -144,16 +144,12 @@ pub fn summary_lines(plan: &Plan, mask_name: Option<&str>, out: &mut Vec<String>
     if s.spectrum {
         let (lo, hi) =
             s.lambdas.iter().fold((f64::MAX, f64::MIN), |(a, b), &l| (a.min(l), b.max(l)));
-        let (sum_w, sum_wl) = s
-            .list
-            .iter()
-            .fold((0.0, 0.0), |(w, wl), src| (w + src.weight, wl + src.weight * src.lambda_m));
         out.push(format!(
             "  spectrum: {} wavelengths from {} to {} meters, weighted mean {} meters",
             s.dispsteps,
             g(lo),
             g(hi),
-            g(sum_wl / sum_w)
+            g(s.central_lambda_m)
         ));
     } else {
         out.push(format!(
