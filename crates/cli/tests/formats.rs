@@ -143,21 +143,35 @@ fn nonoise_gives_the_int_image_unclipped() {
 }
 
 #[test]
-fn nxmx_is_hdf5_or_refused() {
+fn nxmx_frames_are_the_same_under_every_compression() {
     let dir = scratch("formats", "nxmx");
-    let mut args = MODEL.to_vec();
-    args.extend(["-nxmxfile", "o.nxs", "-nonoise"]);
-    let out = nanobragg(&dir, &args);
-    if cfg!(feature = "hdf5") {
+    let mut plain = None;
+    for (name, compression) in [("o.nxs", "none"), ("d.nxs", "deflate"), ("b.nxs", "bslz4")] {
+        let mut args = MODEL.to_vec();
+        args.extend(["-nxmxfile", name, "-nonoise", "-nxmx_compression", compression]);
+        let out = nanobragg(&dir, &args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let bytes = std::fs::read(dir.join("o.nxs")).unwrap();
+        let bytes = std::fs::read(dir.join(name)).unwrap();
         assert!(bytes.starts_with(b"\x89HDF\r\n\x1a\n"), "not an HDF5 file");
-        assert!(bytes.len() > 4 * N * N);
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains("built without HDF5"), "{err}");
-        assert!(!dir.join("floatimage.bin").exists(), "nothing is written");
+        let img = nanobragg_io::read_image::read_image(&dir.join(name), 0).unwrap();
+        assert_eq!((img.fpixels, img.spixels, img.frames), (N, N, 1));
+        assert!(img.pixels.iter().any(|&p| p > 0.0));
+        match &plain {
+            None => {
+                assert!(bytes.len() > 4 * N * N);
+                plain = Some((img.pixels, bytes.len()));
+            }
+            Some((pixels, len)) => {
+                assert_eq!(&img.pixels, pixels, "{compression}");
+                assert!(bytes.len() < *len, "{compression}: {} bytes, {len} plain", bytes.len());
+            }
+        }
     }
+    let mut args = MODEL.to_vec();
+    args.extend(["-nxmxfile", "x.nxs", "-nxmx_compression", "zip"]);
+    let out = nanobragg(&dir, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("-nxmx_compression"), "{err}");
 }
 
 #[test]

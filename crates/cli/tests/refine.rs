@@ -156,6 +156,12 @@ fn recovers_known_parameters() {
         "7",
         "-intfile",
         "int.img",
+        "-nxmxfile",
+        "noisy.nxs",
+        "-nxmx_compression",
+        "deflate",
+        "-cbffile",
+        "noisy.cbf",
     ]);
     let out = nanobragg(&dir, &truth);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -210,6 +216,19 @@ fn recovers_known_parameters() {
         assert!(se < 0.2 * (row.start - truth).abs(), "{name}: σ {se}");
     }
     eprintln!("noisy refine: {secs:.1} s");
+
+    // the same noise image as NXmx (gzip chunks) and miniCBF: the same pixels
+    // (none reaches 65535 here), so the same fit
+    let max = nanobragg_io::read_image::read_image(&dir.join("noisy.nxs"), 0).unwrap();
+    assert!(max.pixels.iter().all(|&v| v < 65535.0));
+    for file in ["noisy.nxs", "noisy.cbf"] {
+        let (other, again, _) = refine(&dir, file, &[]);
+        assert!(other.contains("poisson loss"), "{other}");
+        for ((name, a), (_, b)) in again.iter().zip(&rows) {
+            let rel = (a.refined - b.refined).abs() / b.refined.abs().max(1e-12);
+            assert!(rel < 1e-9, "{file} {name}: {} vs {} from SMV", a.refined, b.refined);
+        }
+    }
 }
 
 #[test]
@@ -217,6 +236,12 @@ fn bad_requests_are_refused() {
     let dir = scratch("errors");
     std::fs::write(dir.join("short.bin"), [0u8; 400]).unwrap();
     std::fs::write(dir.join("ok.bin"), vec![0u8; 96 * 96 * 4]).unwrap();
+    std::fs::write(
+        dir.join("cut.cbf"),
+        b"###CBF: VERSION 1.5\r\nconversions=\"x-CBF_BYTE_OFFSET\"\r\nX-Binary-Size: 900\r\n\
+          X-Binary-Size-Fastest-Dimension: 96\r\nX-Binary-Size-Second-Dimension: 96\r\n\r\n\x0c\x1a\x04\xd5\x01",
+    )
+    .unwrap();
     let cases: &[(&[&str], &str)] = &[
         (&["-refine", "distance"], "-observed FILE is required"),
         (&["-observed", "ok.bin"], "-refine NAME[,NAME...] is required"),
@@ -241,6 +266,10 @@ fn bad_requests_are_refused() {
         (&["-observed", "ok.bin", "-refine", "Na", "-history", "1001"], "from 1 to 1000"),
         (&["-observed", "ok.bin", "-refine", "Na", "-max_chi2", "0.5"], "is not a number >= 1"),
         (&["-observed", "/dev/zero", "-refine", "Na"], "-observed /dev/zero: not a regular file"),
+        // an image of no photons has nothing to fit (it once "explained" 0 of 0 spots)
+        (&["-observed", "ok.bin", "-refine", "distance"], "has no photons in the pixels fitted"),
+        (&["-observed", "ok.bin", "-refine", "distance", "-observed_frame", "1"], "a raw float image holds one frame"),
+        (&["-observed", "cut.cbf", "-refine", "distance"], "the file ends first"),
         // what is wrong with the model comes before what is wrong with the file
         (&["-observed", "missing.bin", "-refine", "mosaic"], "needs -mosaic > 0"),
         (

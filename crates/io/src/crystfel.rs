@@ -237,6 +237,11 @@ fn with_unit(v: &str, units: &[(&str, f64)]) -> Option<f64> {
 }
 
 /// One panel from its own keys and the defaults.
+/// One more than the largest `min_fs`/`max_fs`/`min_ss`/`max_ss` taken: 2²⁰
+/// pixels along an axis, far past any detector, so that a data array's size
+/// always fits the memory check's arithmetic.
+const MAX_PIXEL_INDEX: f64 = (1u64 << 20) as f64;
+
 fn panel(name: &str, own: &Keys, global: &Keys) -> Result<Panel, String> {
     let get = |key: &str| own.get(key).or_else(|| global.get(key));
     let num = |key: &str| -> Result<f64, String> {
@@ -249,16 +254,24 @@ fn panel(name: &str, own: &Keys, global: &Keys) -> Result<Panel, String> {
     }
     let extent = |lo: &str, hi: &str| -> Result<usize, String> {
         let (a, b) = (num(lo)?, num(hi)?);
-        let n = b - a + 1.0;
-        if !(n >= 1.0 && n.fract() == 0.0) {
+        for (key, v) in [(lo, a), (hi, b)] {
+            if !(v >= 0.0 && v.fract() == 0.0) {
+                return Err(format!("panel {name}: {key} {v} is not a pixel index (a whole number >= 0)"));
+            }
+            if v >= MAX_PIXEL_INDEX {
+                return Err(format!(
+                    "panel {name}: {key} {v} is past the largest pixel index this program takes ({})",
+                    MAX_PIXEL_INDEX - 1.0
+                ));
+            }
+        }
+        if b < a {
             return Err(format!(
-                "panel {name}: {lo} {a} to {hi} {b} is not a whole number of pixels"
+                "panel {name}: {hi} {b} is below {lo} {a}: a panel of {} pixels",
+                b - a + 1.0
             ));
         }
-        if a < 0.0 || a.fract() != 0.0 {
-            return Err(format!("panel {name}: {lo} {a} is not a pixel index"));
-        }
-        Ok(n as usize)
+        Ok((b - a + 1.0) as usize)
     };
     let (fpixels, spixels) = (extent("min_fs", "max_fs")?, extent("min_ss", "max_ss")?);
     let data_origin = [num("min_fs")? as usize, num("min_ss")? as usize];
@@ -393,6 +406,16 @@ bad_beamstop/min_x = -5
         assert!(e.contains("clen") && e.contains("data file"), "{e}");
         let e = parse_geom(&GEOM.replace("m0/max_ss = 63", "m0/max_ss = 62.5")).unwrap_err();
         assert!(e.contains("whole number"), "{e}");
+        // huge indices are refused before any size is computed from them
+        for big in ["1e300", "1e19", "1e9", "1048576"] {
+            let e = parse_geom(&GEOM.replace("m1/min_ss = 0", &format!("m1/min_ss = {big}")))
+                .unwrap_err();
+            assert!(e.contains("panel m1: min_ss") && e.contains("largest pixel index"), "{e}");
+        }
+        let e = parse_geom(&GEOM.replace("m0/max_ss = 63", "m0/max_ss = -1")).unwrap_err();
+        assert!(e.contains("max_ss -1 is not a pixel index"), "{e}");
+        let e = parse_geom(&GEOM.replace("m1/min_fs = 128", "m1/min_fs = 300")).unwrap_err();
+        assert!(e.contains("max_fs 255 is below min_fs 300: a panel of -44 pixels"), "{e}");
         assert!(parse_geom("clen = 0.1\n").unwrap_err().contains("no panel"));
     }
 

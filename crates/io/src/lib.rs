@@ -9,9 +9,11 @@
 //! * [`crystfel`]: CrystFEL geometry files (panels) for `-geom`.
 //! * [`stol`]: nonBragg's `.stol` tables (F against sin(θ)/λ).
 //! * [`mx`]: int32 panels with their geometry and the experiment's values, what
-//!   [`cbf`] (miniCBF) and `nxmx` (NXmx in HDF5, with the `hdf5` feature) write.
-//! * `nxmx_series`: many shots in one NXmx file, written a frame at a time (a
+//!   [`cbf`] (miniCBF) and [`nxmx`] (NXmx in HDF5, pure Rust) write.
+//! * [`nxmx_series`]: many shots in one NXmx file, written a frame at a time (a
 //!   dataset's output, with each shot's metadata, [`shot_record`]).
+//! * [`read_image`]: SMV, miniCBF and NXmx frames read back, ours or other
+//!   writers' (`refine -observed`).
 //! * [`pgm`]: binary PGM (`P5`) preview images and the integer image conversion.
 //! * [`atomic`]: every output goes to a temporary file beside its target, renamed over
 //!   the target when complete: a failed or interrupted run leaves the old file as it was.
@@ -29,11 +31,11 @@ pub mod float;
 mod interrupt;
 pub mod le;
 pub mod mx;
-#[cfg(feature = "hdf5")]
+mod h5;
 pub mod nxmx;
-#[cfg(feature = "hdf5")]
 pub mod nxmx_series;
 pub mod pgm;
+pub mod read_image;
 pub mod shot_record;
 pub mod smv;
 pub mod stol;

@@ -25,26 +25,24 @@
 
 use std::path::Path;
 
-use hdf5::types::VarLenUnicode;
+use rust_hdf5::{H5Dataset, H5File, H5Group};
 
 use crate::atomic::Pending;
+use crate::h5::{array, array_nd, attr_text, error, frames_dataset, group, text, Compression, H5};
 use crate::mx::MxImage;
-use crate::nxmx::{
-    array, attr_text, frame_shape, frames_dataset, group, header, link_data, panel_sizes,
-    stack_panels, text, HDF5,
-};
+use crate::nxmx::{frame_shape, header, link_data, panel_sizes, stack_panels};
 use crate::IoError;
 
 pub use crate::shot_record::ShotRecord;
 
 /// An NXmx file of `frames` shots being written.
 pub struct SeriesFile {
+    // the HDF5 handles come first: they close before `pending` removes an
+    // uncommitted temporary
+    data: Option<H5Dataset>,
+    noiseless: Option<H5Dataset>,
+    file: Option<H5File>,
     pending: Option<Pending>,
-    file: Option<hdf5::File>,
-    data: Option<hdf5::Dataset>,
-    noiseless: Option<hdf5::Dataset>,
-    /// The frame's dimensions after the frame index.
-    frame: Vec<usize>,
     /// Panel sizes (fast, slow), for stacking.
     panels: Vec<(usize, usize)>,
     frames: usize,
@@ -53,21 +51,19 @@ pub struct SeriesFile {
     kahn_factor: f64,
 }
 
-fn h5(path: &Path) -> impl Fn(hdf5::Error) -> IoError + '_ {
-    move |e| IoError::InvalidInput { path: path.to_path_buf(), reason: format!("HDF5: {e}") }
-}
-
 impl SeriesFile {
     /// Starts `target` (a regular file; written on [`Self::commit`]) for
     /// `frames` shots of the detector and experiment of `img` (its pixels
-    /// are not read). `noiseless`: also keep the float images. `spec`: the
-    /// dataset's specification and its digest, stored with the shots.
+    /// are not read), the frames stored as `compression` says. `noiseless`:
+    /// also keep the float images. `spec`: the dataset's specification and
+    /// its digest, stored with the shots.
     pub fn create(
         target: &Path,
         img: &MxImage,
         frames: usize,
         noiseless: bool,
         spec: (&str, &str),
+        compression: Compression,
     ) -> Result<SeriesFile, IoError> {
         if img.panels.is_empty() || frames == 0 {
             return Err(IoError::InvalidInput {
@@ -82,37 +78,36 @@ impl SeriesFile {
                 reason: "a dataset file must be a regular file, not a device or pipe".into(),
             });
         };
-        let err = h5(target);
-        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
-        let file = hdf5::File::create(&temp).map_err(&err)?;
-        header(&file, img).map_err(&err)?;
+        let err = error(target);
+        let file = H5File::create(&temp).map_err(&err)?;
+        let root = file.root_group();
+        header(&root, img).map_err(&err)?;
         let [n, smax, fmax] = frame_shape(img);
         let frame = if n == 1 { vec![smax, fmax] } else { vec![n, smax, fmax] };
         let shape: Vec<usize> = std::iter::once(frames).chain(frame.iter().copied()).collect();
-        let data_group = file.group("entry/data").map_err(&err)?;
-        let data = frames_dataset::<i32>(&data_group, "data", &shape, true).map_err(&err)?;
-        link_data(&file).map_err(&err)?;
-        let sim = group(&file, "entry/simulation", "NXcollection").map_err(&err)?;
+        let data_group = root.group("entry/data").map_err(&err)?;
+        let data = frames_dataset::<i32>(&data_group, "data", &shape, compression).map_err(&err)?;
+        link_data(&root).map_err(&err)?;
+        let entry = root.group("entry").map_err(&err)?;
+        let sim = group(&entry, "simulation", "NXcollection").map_err(&err)?;
         text(&sim, "spec", spec.0).map_err(&err)?;
         text(&sim, "spec_digest", spec.1).map_err(&err)?;
         let noiseless = match noiseless {
             true => {
-                let ds = frames_dataset::<f32>(&sim, "noiseless", &shape, true).map_err(&err)?;
+                let ds = frames_dataset::<f32>(&sim, "noiseless", &shape, compression);
+                let ds = ds.map_err(&err)?;
                 attr_text(&ds, "units", "photons").map_err(&err)?;
                 Some(ds)
             }
             false => None,
         };
-        let panels = panel_sizes(img);
-        let file = Some(file);
         Ok(SeriesFile {
             kahn_factor: img.kahn_factor,
-            pending: Some(pending),
-            file,
             data: Some(data),
             noiseless,
-            frame,
-            panels,
+            file: Some(file),
+            pending: Some(pending),
+            panels: panel_sizes(img),
             frames,
             records: Vec::new(),
         })
@@ -142,14 +137,19 @@ impl SeriesFile {
         {
             return Err(invalid("a frame's panels do not match the detector".into()));
         }
-        let err = h5(&target);
-        let frame = stack_panels(&self.panels, pixels);
-        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
+        let err = error(&target);
         let data = self.data.as_ref().expect("open until committed");
-        write_frame(data, k, &self.frame, &frame).map_err(&err)?;
+        match pixels {
+            [one] => crate::h5::write_frame(data, k, one),
+            _ => crate::h5::write_frame(data, k, &stack_panels(&self.panels, pixels)),
+        }
+        .map_err(&err)?;
         if let (Some(ds), Some(parts)) = (&self.noiseless, noiseless) {
-            let frame = stack_panels(&self.panels, parts);
-            write_frame(ds, k, &self.frame, &frame).map_err(&err)?;
+            match parts {
+                [one] => crate::h5::write_frame(ds, k, one),
+                _ => crate::h5::write_frame(ds, k, &stack_panels(&self.panels, parts)),
+            }
+            .map_err(&err)?;
         }
         self.records.push(record);
         Ok(())
@@ -165,60 +165,26 @@ impl SeriesFile {
                 reason: format!("{} of {} frames written", self.records.len(), self.frames),
             });
         }
-        let err = h5(&target);
-        {
-            let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
-            let file = self.file.take().expect("open until committed");
-            write_records(&file, &self.records, self.kahn_factor).map_err(&err)?;
-            // every handle closed before the rename
-            self.data.take();
-            self.noiseless.take();
-            file.close().map_err(&err)?;
-        }
+        let err = error(&target);
+        let file = self.file.take().expect("open until committed");
+        write_records(&file.root_group(), &self.records, self.kahn_factor).map_err(&err)?;
+        // every handle closed before the rename
+        self.data.take();
+        self.noiseless.take();
+        file.close().map_err(&err)?;
         self.pending.take().expect("present until committed").commit()
     }
 }
 
-impl Drop for SeriesFile {
-    fn drop(&mut self) {
-        // HDF5 closes under its lock; the temporary goes with `pending`
-        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
-        self.data.take();
-        self.noiseless.take();
-        self.file.take();
-    }
-}
-
-/// Writes frame `k` (`values`: its `frame` dimensions, row-major) into `ds`.
-fn write_frame<T: hdf5::H5Type>(
-    ds: &hdf5::Dataset,
-    k: usize,
-    frame: &[usize],
-    values: &[T],
-) -> hdf5::Result<()> {
-    use hdf5::{Hyperslab, SliceOrIndex};
-    use ndarray::{ArrayView, IxDyn};
-    let shape: Vec<usize> = std::iter::once(1).chain(frame.iter().copied()).collect();
-    let view = ArrayView::from_shape(IxDyn(&shape), values).map_err(|e| e.to_string())?;
-    let sel: Vec<SliceOrIndex> =
-        std::iter::once(k..k + 1).chain(frame.iter().map(|&d| 0..d)).map(Into::into).collect();
-    ds.write_slice(view, Hyperslab::from(sel))
-}
-
 /// The per-shot values of `/entry/simulation` and the beam's wavelengths.
-fn write_records(file: &hdf5::File, records: &[ShotRecord], kahn: f64) -> hdf5::Result<()> {
+fn write_records(root: &H5Group, records: &[ShotRecord], kahn: f64) -> H5<()> {
     let n = records.len();
-    let sim = file.group("entry/simulation")?;
+    let sim = root.group("entry/simulation")?;
     let shots: Vec<u64> = records.iter().map(|r| r.shot).collect();
-    sim.new_dataset::<u64>().shape(n).create("shot")?.write_raw(&shots)?;
+    array(&sim, "shot", &shots, None)?;
     let triple = |name: &str, f: &dyn Fn(&ShotRecord) -> [f64; 3], units: Option<&str>| {
         let v: Vec<f64> = records.iter().flat_map(f).collect();
-        let ds = sim.new_dataset::<f64>().shape((n, 3)).create(name)?;
-        ds.write_raw(&v)?;
-        if let Some(u) = units {
-            attr_text(&ds, "units", u)?;
-        }
-        Ok::<(), hdf5::Error>(())
+        array_nd(&sim, name, &[n, 3], &v, units)
     };
     triple("misset_deg", &|r| r.misset_deg, Some("deg"))?;
     triple("n_cells", &|r| r.n_cells, None)?;
@@ -232,14 +198,14 @@ fn write_records(file: &hdf5::File, records: &[ShotRecord], kahn: f64) -> hdf5::
     column("photons", &|r| r.photons, None)?;
     let seeds = |name: &str, f: &dyn Fn(&ShotRecord) -> i64| {
         let v: Vec<i64> = records.iter().map(f).collect();
-        sim.new_dataset::<i64>().shape(n).create(name)?.write_raw(&v)
+        array(&sim, name, &v, None)
     };
     seeds("noise_seed", &|r| r.noise_seed)?;
     seeds("mosaic_seed", &|r| r.mosaic_seed)?;
 
     // the beam: one wavelength per shot, or a spectrum per shot (channels
     // padded with zero weights to the longest)
-    let beam = group(&file.group("entry/instrument")?, "beam", "NXbeam")?;
+    let beam = group(&root.group("entry/instrument")?, "beam", "NXbeam")?;
     let m = records.iter().map(|r| r.spectrum_a.len()).max().unwrap_or(1);
     if m <= 1 {
         let v: Vec<f64> =
@@ -254,13 +220,8 @@ fn write_records(file: &hdf5::File, records: &[ShotRecord], kahn: f64) -> hdf5::
                 weights.push(w);
             }
         }
-        let ds = beam.new_dataset::<f64>().shape((n, m)).create("incident_wavelength")?;
-        ds.write_raw(&lambdas)?;
-        attr_text(&ds, "units", "angstrom")?;
-        beam.new_dataset::<f64>()
-            .shape((n, m))
-            .create("incident_wavelength_weights")?
-            .write_raw(&weights)?;
+        array_nd(&beam, "incident_wavelength", &[n, m], &lambdas, Some("angstrom"))?;
+        array_nd(&beam, "incident_wavelength_weights", &[n, m], &weights, None)?;
     }
     array(&beam, "incident_polarisation_stokes", &[1.0, kahn, 0.0, 0.0], None)?;
     Ok(())
@@ -269,13 +230,12 @@ fn write_records(file: &hdf5::File, records: &[ShotRecord], kahn: f64) -> hdf5::
 /// The shots a committed series file holds and the digest of the
 /// specification it was written from.
 pub fn read_shots(path: &Path) -> Result<(Vec<u64>, String), IoError> {
-    let err = h5(path);
-    let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
-    let file = hdf5::File::open(path).map_err(&err)?;
-    let sim = file.group("entry/simulation").map_err(&err)?;
-    let shots: Vec<u64> = sim.dataset("shot").and_then(|d| d.read_raw()).map_err(&err)?;
-    let digest = sim.dataset("spec_digest").and_then(|d| d.read_scalar::<VarLenUnicode>());
-    let digest = digest.map_err(&err)?.as_str().to_string();
+    let err = error(path);
+    let file = H5File::open(path).map_err(&err)?;
+    let shots: Vec<u64> =
+        file.dataset("entry/simulation/shot").and_then(|d| d.read_raw()).map_err(&err)?;
+    let digest = file.dataset("entry/simulation/spec_digest").map_err(&err)?;
+    let digest = crate::read_image::text_of(&digest).map_err(&err)?;
     Ok((shots, digest))
 }
 
@@ -317,7 +277,9 @@ mod tests {
             pixels: &[],
         };
         let img = image(vec![panel(3, 2), panel(2, 1)]);
-        let mut file = SeriesFile::create(&target, &img, 2, true, ("spec text", "abc")).unwrap();
+        let mut file =
+            SeriesFile::create(&target, &img, 2, true, ("spec text", "abc"), Compression::None)
+                .unwrap();
         let frames: Vec<(Vec<i32>, Vec<i32>)> =
             (0..2).map(|k| ((0..6).map(|i| i + 10 * k).collect(), vec![-1 - k, -2 - k])).collect();
         for (k, (a, b)) in frames.iter().enumerate() {
@@ -332,8 +294,7 @@ mod tests {
         let (shots, digest) = read_shots(&target).unwrap();
         assert_eq!((shots, digest.as_str()), (vec![40, 41], "abc"));
 
-        let _lock = HDF5.lock().unwrap_or_else(|e| e.into_inner());
-        let f = hdf5::File::open(&target).unwrap();
+        let f = H5File::open(&target).unwrap();
         let data = f.dataset("entry/data/data").unwrap();
         assert_eq!(data.shape(), [2, 2, 2, 3]);
         let all: Vec<i32> = data.read_raw().unwrap();
@@ -355,11 +316,10 @@ mod tests {
             f.dataset("entry/simulation/misset_deg").unwrap().read_raw().unwrap();
         assert_eq!(misset, [40.0, 2.0, 3.0, 41.0, 2.0, 3.0]);
         drop((f, data, lam));
-        drop(_lock);
 
         // a file not committed leaves nothing behind
         let other = dir.join("t.nxs");
-        let file = SeriesFile::create(&other, &img, 2, false, ("", "")).unwrap();
+        let file = SeriesFile::create(&other, &img, 2, false, ("", ""), Compression::None).unwrap();
         drop(file);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         std::fs::remove_dir_all(&dir).ok();

@@ -4,7 +4,7 @@
 //! the datasets' code builds without HDF5.
 
 /// What varies from shot to shot, written beside its frame.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ShotRecord {
     /// The shot's index in the dataset (0-based).
     pub shot: u64,

@@ -96,9 +96,6 @@ impl BatchOutputs {
             if !given {
                 continue;
             }
-            if flag == "-nxmxfile" {
-                crate::run::nxmx_supported()?;
-            }
             let out = if nanobragg_io::atomic::writes_in_place(path) {
                 ShotOutput::InPlace(crate::run::open_output(flag, path)?)
             } else {

@@ -919,6 +919,11 @@ pub static FLAGS: &[Flag] = &[
         "NXmx (HDF5) image in int32, geometry as NeXus transformations: the noise image without the 65535 clip, or with -nonoise the -intfile image (same -scale and -adc) without it (see docs/formats.md)",
         |inv, o| inv.outputs.nxmxfile = Some(o.path(0)))
         .dflt("none"),
+    Flag::word("-nxmx_compression", O, &["none", "deflate", "bslz4"],
+        "how NXmx frames are stored, one frame a chunk (-nxmxfile, dataset files): as they are, gzip (level 4; h5py and DIALS read it) or bitshuffle-LZ4 (filter 32008, as Eiger files; h5py reads it through hdf5plugin)",
+        |inv, o| inv.outputs.nxmx_compression =
+            nanobragg_io::nxmx::Compression::parse(o.text(0)).unwrap_or_default())
+        .dflt("none"),
     Flag::file("-cbffile", O, Kind::OutFile,
         "miniCBF image (Pilatus header, byte_offset) in int32: the same pixels as -nxmxfile",
         |inv, o| inv.outputs.cbffile = Some(o.path(0)))

@@ -28,6 +28,8 @@ pub struct Outputs {
     pub nxmxfile: Option<PathBuf>,
     /// `-cbffile`: miniCBF image in int32 (none by default).
     pub cbffile: Option<PathBuf>,
+    /// `-nxmx_compression`: how NXmx frames are stored (`-nxmxfile`, datasets).
+    pub nxmx_compression: nanobragg_io::nxmx::Compression,
     /// Write the PGM file (default true; `-nopgm` clears, `-pgmfile`/`-pgmscale` set).
     pub write_pgm: bool,
     /// Write the noise image (default true; `-nonoise` clears, `-noisefile` sets).
@@ -109,6 +111,7 @@ impl Default for Outputs {
             noisefile_given: false,
             nxmxfile: None,
             cbffile: None,
+            nxmx_compression: nanobragg_io::nxmx::Compression::None,
             write_pgm: true,
             calculate_noise: true,
             int_scale: 0.0,

@@ -429,6 +429,14 @@ impl Parameters {
     }
 
     /// The image's pixels along fast and slow (all panels').
+    /// Where each panel's pixels lie in the image of the whole detector
+    /// (`None`: one panel, the image itself).
+    pub fn layout(&self) -> Option<&nanobragg_core::geometry::PanelLayout> {
+        self.panels.as_ref().map(|p| &p.layout)
+    }
+
+    /// The image's pixels (fast, slow): the detector's, or with several
+    /// panels the whole layout's.
     pub fn image_size(&self) -> [usize; 2] {
         match &self.panels {
             Some(p) => [p.layout.width, p.layout.height],

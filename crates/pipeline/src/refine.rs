@@ -23,8 +23,12 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// The flags only `refine` takes (each with one value).
-const REFINE_FLAGS: [(&str, &str); 9] = [
-    ("-observed", "the observed image: raw 4-byte floats (as -floatfile) or SMV (as -noisefile)"),
+const REFINE_FLAGS: [(&str, &str); 10] = [
+    (
+        "-observed",
+        "the observed image: SMV (as -noisefile), miniCBF, NXmx (ours or a detector's; gzip or bitshuffle-LZ4 chunks) or raw 4-byte floats (as -floatfile)",
+    ),
+    ("-observed_frame", "the frame of an NXmx -observed file to fit, from 0 (default 0)"),
     ("-refine", "parameters to refine, comma separated (names as for -gradient)"),
     ("-loss", "sse or poisson (default: poisson for whole counts, else sse)"),
     ("-maxiter", "most L-BFGS iterations (default 100)"),
@@ -42,6 +46,8 @@ const REFINE_FLAGS: [(&str, &str); 9] = [
 #[derive(Debug)]
 struct Request {
     observed: PathBuf,
+    /// `-observed_frame`.
+    frame: usize,
     /// `-refine`'s list, its names checked (the panels they name are
     /// checked against the model's detector).
     list: String,
@@ -77,6 +83,7 @@ fn usage() -> String {
 fn split_args(args: &[String]) -> Result<Option<Request>> {
     let mut model_args = Vec::new();
     let (mut observed, mut list, mut loss) = (None, None, None);
+    let mut frame = 0;
     let d = Settings::new(Vec::new());
     let (mut maxiter, mut gtol, mut history) = (d.maxiter, d.gtol, d.history);
     let (mut prefit, mut min_explained, mut max_chi2) = (d.prefit, d.min_explained, d.max_chi2);
@@ -96,6 +103,7 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
         let bad = |what: &str| anyhow!("refine: {name}: '{}' is not {what}", shown(&value));
         match *name {
             "-observed" => observed = Some(PathBuf::from(&value)),
+            "-observed_frame" => frame = value.parse().map_err(|_| bad("a frame number >= 0"))?,
             "-refine" => list = Some(value.clone()),
             "-loss" => loss = Some(value.parse::<LossKind>().map_err(|_| bad("sse or poisson"))?),
             "-maxiter" => maxiter = value.parse().map_err(|_| bad("a whole number"))?,
@@ -143,6 +151,7 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     let all = crate::gradient::is_all(&list);
     Ok(Some(Request {
         observed,
+        frame,
         list,
         all,
         loss,
@@ -156,44 +165,127 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
     }))
 }
 
-/// Read `-observed`: SMV (`.img`, `.smv`, or a `{` header) less the `-adc`
-/// offset, saturated pixels skipped; otherwise raw 4-byte floats.
-fn read_observed(path: &Path, inv: &Invocation, [fp, sp]: [usize; 2]) -> Result<Observed> {
+/// Read frame `frame` of `-observed`: an SMV (`.img`, `.smv`, or a `{`
+/// header), miniCBF or NXmx image in ADU, less the `-adc` offset and
+/// divided by `-gain`, saturated and underloaded pixels skipped; otherwise
+/// raw 4-byte floats.
+fn read_observed(path: &Path, frame: usize, inv: &Invocation, model: &Parameters) -> Result<Observed> {
+    let [fp, sp] = model.image_size();
     let n = fp * sp;
     let shown = path.display();
+    let fail = |e: &dyn std::fmt::Display| anyhow!("refine: -observed {shown}: {e}");
     // (a FIFO would block, /dev/zero never end)
-    let meta = std::fs::metadata(path).map_err(|e| anyhow!("refine: -observed {shown}: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(|e| fail(&e))?;
     if !meta.is_file() {
         bail!("refine: -observed {shown}: not a regular file");
     }
-    let bytes = std::fs::read(path).map_err(|e| anyhow!("refine: -observed {shown}: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|e| fail(&e))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    if ext == "img" || ext == "smv" || bytes.first() == Some(&b'{') {
-        let img = nanobragg_io::smv::SmvImage::parse(&bytes, path)
-            .map_err(|e| anyhow!("refine: -observed {shown}: {e}"))?;
-        if (img.width, img.height) != (fp, sp) {
-            bail!(
-                "refine: -observed {shown}: the image is {} x {} pixels but the detector is {fp} x {sp}",
-                img.width,
-                img.height
-            );
+    use nanobragg_io::read_image::{read_image, ImageFormat};
+    let format = match ext.as_str() {
+        "img" | "smv" => Some(ImageFormat::Smv),
+        _ if bytes.first() == Some(&b'{') => Some(ImageFormat::Smv),
+        _ => ImageFormat::sniff(&bytes),
+    };
+    let Some(format) = format else {
+        if frame != 0 {
+            bail!("refine: -observed_frame {frame}: a raw float image holds one frame");
         }
-        // photons: ADU = gain · photons + offset, as the noise image writes them
-        let adc = inv.outputs.adc_offset;
-        let gain = inv.outputs.response.gain.unwrap_or(1.0);
-        let values = img.data.iter().map(|&v| ((v as f64 - adc) / gain) as f32).collect();
-        let skip = img.data.iter().map(|&v| v == u16::MAX).collect();
-        let g = nanobragg_io::cfmt::g;
-        return Ok(Observed {
-            values,
-            skip,
-            counts: true,
-            what: match gain {
-                1.0 => format!("SMV, {} ADU offset removed", g(adc)),
-                _ => format!("SMV, {} ADU offset removed, {} ADU per photon", g(adc), g(gain)),
-            },
-        });
+        return float_observed(&bytes, path, [fp, sp]);
+    };
+    if format == ImageFormat::Smv && frame != 0 {
+        bail!("refine: -observed_frame {frame}: an SMV image holds one frame");
     }
+    let img = match format {
+        // SMV's own reader, whose messages say what is wrong with the header
+        ImageFormat::Smv => {
+            let smv = nanobragg_io::smv::SmvImage::parse(&bytes, path).map_err(|e| fail(&e))?;
+            nanobragg_io::read_image::ImageFile {
+                format,
+                fpixels: smv.width,
+                spixels: smv.height,
+                panels: 1,
+                frames: 1,
+                pixels: smv.data.iter().map(|&v| f64::from(v)).collect(),
+                saturation: Some(f64::from(u16::MAX)),
+                underload: None,
+                header: Vec::new(),
+            }
+        }
+        _ => read_image(path, frame).map_err(|e| anyhow!("refine: -observed: {e}"))?,
+    };
+    // each of the model's panels where its image has them
+    let sizes = match model.layout() {
+        Some(l) => l.sizes.clone(),
+        None => vec![[fp, sp]],
+    };
+    let fits = img.panels == sizes.len()
+        && sizes.iter().all(|&[f, s]| f <= img.fpixels && s <= img.spixels)
+        && (img.panels > 1 || [img.fpixels, img.spixels] == [fp, sp]);
+    if !fits {
+        let file = match img.panels {
+            1 => format!("{} x {} pixels", img.fpixels, img.spixels),
+            k => format!("{k} panels of {} x {} pixels", img.fpixels, img.spixels),
+        };
+        let detector = match sizes.as_slice() {
+            [[f, s]] => format!("{f} x {s}"),
+            _ => format!("of {} panels ({fp} x {sp} in all)", sizes.len()),
+        };
+        bail!("refine: -observed {shown}: the image is {file} but the detector is {detector}");
+    }
+    // photons: ADU = gain · photons + offset, as the noise image writes them
+    let adc = inv.outputs.adc_offset;
+    let gain = inv.outputs.response.gain.unwrap_or(1.0);
+    let bad = |v: f64| {
+        img.saturation.is_some_and(|s| v >= s) || img.underload.is_some_and(|u| v <= u)
+    };
+    let slot = img.fpixels * img.spixels;
+    let panel = |k: usize, [f, s]: [usize; 2]| -> Vec<f64> {
+        let block = &img.pixels[k * slot..(k + 1) * slot];
+        (0..s).flat_map(|row| block[row * img.fpixels..row * img.fpixels + f].iter().copied()).collect()
+    };
+    let (raw, skip) = match model.layout() {
+        None => (img.pixels.clone(), img.pixels.iter().map(|&v| bad(v)).collect::<Vec<bool>>()),
+        Some(layout) => {
+            // a gap between panels is no pixel: skipped
+            let (mut raw, mut skip) = (vec![0.0; n], vec![true; n]);
+            for (k, &size) in sizes.iter().enumerate() {
+                let values = panel(k, size);
+                let flags: Vec<bool> = values.iter().map(|&v| bad(v)).collect();
+                layout.put(k, &values, &mut raw);
+                layout.put(k, &flags, &mut skip);
+            }
+            (raw, skip)
+        }
+    };
+    let values: Vec<f32> = raw.iter().map(|&v| ((v - adc) / gain) as f32).collect();
+    if values.iter().any(|v| !v.is_finite()) {
+        bail!("refine: -observed {shown}: the image holds a non-finite value");
+    }
+    let g = nanobragg_io::cfmt::g;
+    let of_frame = match img.frames {
+        1 => String::new(),
+        k => format!(" frame {frame} of {k}"),
+    };
+    Ok(Observed {
+        values,
+        skip,
+        counts: true,
+        what: match gain {
+            1.0 => format!("{}{of_frame}, {} ADU offset removed", format.name(), g(adc)),
+            _ => format!(
+                "{}{of_frame}, {} ADU offset removed, {} ADU per photon",
+                format.name(),
+                g(adc),
+                g(gain)
+            ),
+        },
+    })
+}
+
+/// An observed image of raw 4-byte floats, `fp` x `sp`.
+fn float_observed(bytes: &[u8], path: &Path, [fp, sp]: [usize; 2]) -> Result<Observed> {
+    let (n, shown) = (fp * sp, path.display());
     if bytes.len() != 4 * n {
         bail!(
             "refine: -observed {shown}: {} bytes is not a {fp} x {sp} image of 4-byte floats ({} bytes)",
@@ -786,7 +878,14 @@ fn check_fit(
             f64::NAN
         }
     });
-    let failed = if spots.len() < MIN_SPOTS {
+    let figures = [Some(explained), Some(rms_px).filter(|_| indexed > 0), chi2_per_pixel];
+    let failed = if let Some(x) = figures.iter().flatten().find(|x| !x.is_finite()) {
+        let what = match chi2_per_pixel {
+            Some(c) if !c.is_finite() => "Pearson chi2/pixel (no pixel where the model expects a photon)".to_string(),
+            _ => format!("a figure of the fit ({x})"),
+        };
+        Some(format!("{what} is not finite: the fit cannot be judged"))
+    } else if spots.len() < MIN_SPOTS {
         None
     } else if explained < min_explained {
         Some(format!(
@@ -832,6 +931,14 @@ fn start(
             "refine: the observed image has {} pixels but the detector has {} ({w} x {h})",
             observed.values.len(),
             w * h,
+        );
+    }
+    let used = observed.values.iter().zip(&observed.skip).filter(|(_, &skip)| !skip);
+    if !used.map(|(&v, _)| v).any(|v| v > 0.0) {
+        bail!(
+            "refine: the observed image ({}) has no photons in the pixels fitted: nothing to fit \
+             (check -adc and -gain against the file's values)",
+            observed.what
         );
     }
     Ok((model, observed))
@@ -921,7 +1028,7 @@ pub fn main(args: &[String]) -> Result<()> {
     };
     // what is wrong with the model is said before what is wrong with the file
     let model = parameters(&inv, &settings.params)?;
-    let mut observed = read_observed(&req.observed, &inv, model.image_size())?;
+    let mut observed = read_observed(&req.observed, req.frame, &inv, &model)?;
     observed.what = format!("{} ({})", req.observed.display(), observed.what);
     let print: Report = std::sync::Arc::new(|line: &str| println!("{line}"));
     let r = fit(&inv, &req.model_args, observed, &settings, Some(print), req.all)?;

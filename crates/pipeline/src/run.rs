@@ -106,20 +106,8 @@ pub(crate) struct ImageFiles<'a> {
     pub cbf: Option<&'a mut Pending>,
 }
 
-/// An error in a build without HDF5, where `-nxmxfile` cannot be written.
-pub(crate) fn nxmx_supported() -> Result<()> {
-    if !cfg!(feature = "hdf5") {
-        bail!(
-            "-nxmxfile: this nanobragg was built without HDF5 (cargo feature `hdf5`, on by default; needs libhdf5-dev)"
-        );
-    }
-    Ok(())
-}
-
-/// Starts writing the `-nxmxfile` output `path`; refused in a build without
-/// HDF5.
+/// Starts writing the `-nxmxfile` output `path`.
 fn open_nxmx(path: &Path) -> Result<Pending> {
-    nxmx_supported()?;
     open_output("-nxmxfile", path)
 }
 
@@ -961,7 +949,8 @@ pub(crate) fn write_images(
         let img = mx_image(plan, &with_pixels, o);
         if let Some(file) = files.nxmx {
             writeln!(out, "writing {} as NXmx (HDF5) with 4-byte integers", shown(&o.nxmxfile))?;
-            write_nxmx(file, &img)?;
+            nanobragg_io::nxmx::write_nxmx(file, &img, o.nxmx_compression)
+                .map_err(|e| write_error("-nxmxfile", e))?;
         }
         if let Some(file) = files.cbf {
             writeln!(out, "writing {} as miniCBF with 4-byte integers", shown(&o.cbffile))?;
@@ -976,17 +965,6 @@ fn shown(path: &Option<std::path::PathBuf>) -> std::path::Display<'_> {
     path.as_deref().unwrap_or(Path::new("")).display()
 }
 
-/// Writes the `-nxmxfile` image (a build without HDF5 refused it up front).
-fn write_nxmx(file: &mut Pending, img: &MxImage) -> Result<()> {
-    #[cfg(feature = "hdf5")]
-    return nanobragg_io::nxmx::write_nxmx(file, img).map_err(|e| write_error("-nxmxfile", e));
-    #[cfg(not(feature = "hdf5"))]
-    {
-        let _ = (file, img);
-        bail!("-nxmxfile: this nanobragg was built without HDF5")
-    }
-}
-
 /// The saturation value of the int32 images: their clip.
 pub const SATURATION_I32: i32 = i32::MAX;
 
@@ -994,13 +972,22 @@ pub const SATURATION_I32: i32 = i32::MAX;
 /// its weight where the render weights them, else once.
 pub(crate) fn plan_spectrum(plan: &Plan) -> Vec<(f64, f64)> {
     let mut spectrum_a: Vec<(f64, f64)> = Vec::new();
+    // each wavelength's place in the list, in the order of first appearance
+    // (a lookup per source: a spectrum of 10⁶ lines stays linear)
+    let mut index: std::collections::HashMap<u64, usize> =
+        std::collections::HashMap::with_capacity(plan.sources.list.len());
     for s in &plan.sources.list {
         let lambda_a = s.lambda_m * 1e10;
         // (each source counts once where the render does not weight them)
         let weight = if plan.sources.weighted { s.weight } else { 1.0 };
-        match spectrum_a.iter_mut().find(|(l, _)| *l == lambda_a) {
-            Some((_, w)) => *w += weight,
-            None => spectrum_a.push((lambda_a, weight)),
+        // (+0.0 and -0.0 are one wavelength, as == has them)
+        let key = (lambda_a + 0.0).to_bits();
+        match index.entry(key) {
+            std::collections::hash_map::Entry::Occupied(at) => spectrum_a[*at.get()].1 += weight,
+            std::collections::hash_map::Entry::Vacant(at) => {
+                at.insert(spectrum_a.len());
+                spectrum_a.push((lambda_a, weight));
+            }
         }
     }
     if spectrum_a.is_empty() {

@@ -944,8 +944,9 @@ pub fn explained_fraction(
     observed: &[f32],
     model_image: &[f64],
 ) -> f64 {
+    // none of no spots is explained (a fit check needs spots to judge)
     if spots.is_empty() {
-        return 1.0;
+        return 0.0;
     }
     let boxes = model.panel_boxes();
     let width = model.image_size()[0];

@@ -1075,6 +1075,43 @@ fn main(py: Python<'_>, args: Vec<String>) -> i32 {
     }
 }
 
+/// Reads frame `frame` (from 0) of an SMV, miniCBF or NXmx image (ours or
+/// a detector's: gzip or bitshuffle-LZ4 chunks). Returns `(pixels, header)`:
+/// the pixels as stored (ADU, offset included) in a float64 array of
+/// (slow, fast), or (panels, slow, fast) for a multi-panel NXmx file; the
+/// header a dict of its values as text, with `format`, `frames`,
+/// `saturation` and `underload` where the file gives them. The array is
+/// what `refine` takes as the observation, once the offset is removed.
+#[pyfunction]
+#[pyo3(signature = (path, frame = 0))]
+fn read_image<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    frame: usize,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
+    let img = py
+        .detach(|| nanobragg_io::read_image::read_image(&path, frame))
+        .map_err(error)?;
+    let header = PyDict::new(py);
+    header.set_item("format", img.format.name())?;
+    header.set_item("frames", img.frames)?;
+    if let Some(s) = img.saturation {
+        header.set_item("saturation", s)?;
+    }
+    if let Some(u) = img.underload {
+        header.set_item("underload", u)?;
+    }
+    for (k, v) in &img.header {
+        header.set_item(k, v)?;
+    }
+    let flat = PyArray1::from_vec(py, img.pixels);
+    let pixels = match img.panels {
+        1 => flat.reshape([img.spixels, img.fpixels])?.into_any(),
+        p => flat.reshape([p, img.spixels, img.fpixels])?.into_any(),
+    };
+    Ok((pixels, header))
+}
+
 #[pymodule]
 fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", m.py().get_type::<Error>())?;
@@ -1082,6 +1119,7 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Params>()?;
     m.add_class::<Image>()?;
     m.add_function(wrap_pyfunction!(render, m)?)?;
+    m.add_function(wrap_pyfunction!(read_image, m)?)?;
     m.add_class::<Refined>()?;
     m.add_function(wrap_pyfunction!(refine, m)?)?;
     m.add_function(wrap_pyfunction!(from_args, m)?)?;

@@ -414,14 +414,8 @@ fn missing_shots(set: &Dataset, owned: &[u64]) -> Result<Vec<u64>> {
     Ok(owned.iter().copied().filter(|i| !done.contains(i)).collect())
 }
 
-#[cfg(feature = "hdf5")]
 fn read_shots(path: &Path) -> Result<(Vec<u64>, String)> {
     nanobragg_io::nxmx_series::read_shots(path).map_err(|e| anyhow!("dataset -resume: {e}"))
-}
-
-#[cfg(not(feature = "hdf5"))]
-fn read_shots(_path: &Path) -> Result<(Vec<u64>, String)> {
-    bail!("dataset: this nanobragg was built without HDF5 (NXmx)")
 }
 
 /// One worker's account, gathered on rank 0: worker, shots written, shots
@@ -623,7 +617,6 @@ fn render_files(
 }
 
 /// Renders `shots` into the file `path`; the photons on them.
-#[cfg(feature = "hdf5")]
 fn write_file(
     set: &Dataset,
     path: &Path,
@@ -636,9 +629,10 @@ fn write_file(
     let header = crate::run::mx_image(&set.header[0], &panels, &set.inv.outputs);
     let spec = &set.spec;
     let digest = spec.digest();
-    let mut file =
-        SeriesFile::create(path, &header, shots.len(), spec.noiseless, (&spec.text, &digest))
-            .map_err(|e| anyhow!("dataset: {e}"))?;
+    let compression = set.inv.outputs.nxmx_compression;
+    let texts = (spec.text.as_str(), digest.as_str());
+    let mut file = SeriesFile::create(path, &header, shots.len(), spec.noiseless, texts, compression)
+        .map_err(|e| anyhow!("dataset: {e}"))?;
     let mut photons = 0.0;
     for &i in shots {
         let shot = set.render(i).with_context(|| format!("shot {i}"))?;
@@ -653,10 +647,6 @@ fn write_file(
     Ok(photons)
 }
 
-#[cfg(not(feature = "hdf5"))]
-fn write_file(_: &Dataset, _: &Path, _: &[u64], _: &indicatif::ProgressBar) -> Result<f64> {
-    bail!("dataset: this nanobragg was built without HDF5 (NXmx)")
-}
 
 /// The lines rank 0 prints: the dataset, then each worker of this job.
 fn summary(

@@ -148,6 +148,13 @@ struct SpecFile {
     background: Background,
 }
 
+/// The most shots one spec takes: each worker holds its list of shots.
+pub const MAX_SHOTS: u64 = 100_000_000;
+/// The most channels of a SASE spectrum: each is a source of the render.
+pub const MAX_CHANNELS: usize = 100_000;
+/// The most spikes of a SASE spectrum: each is summed over every channel.
+pub const MAX_SPIKES: usize = 10_000;
+
 fn one() -> u64 {
     1
 }
@@ -204,6 +211,13 @@ impl DatasetSpec {
         if f.shots == 0 {
             bail!("shots: at least one shot");
         }
+        if f.shots > MAX_SHOTS {
+            bail!(
+                "shots: {} is more than the {MAX_SHOTS} shots one spec takes (its shot list is \
+                 held in memory): split the dataset into specs of their own seeds",
+                f.shots
+            );
+        }
         let c = &f.crystal;
         if c.n_cells.is_some() && c.size_um.is_some() {
             bail!("[crystal]: give n_cells or size_um, not both");
@@ -227,6 +241,13 @@ impl DatasetSpec {
             Some(Spectrum::Sase { channels, bandwidth, spikes, spike_width }) => {
                 if *channels < 2 || *spikes == 0 {
                     bail!("[spectrum] sase: at least 2 channels and 1 spike");
+                }
+                if *channels > MAX_CHANNELS || *spikes > MAX_SPIKES {
+                    bail!(
+                        "[spectrum] sase: at most {MAX_CHANNELS} channels and {MAX_SPIKES} \
+                         spikes (given {channels} and {spikes}); each channel is a source of \
+                         every shot's render"
+                    );
                 }
                 let ok = |v: f64| v.is_finite() && v > 0.0 && v < 0.5;
                 if !ok(*bandwidth) || !ok(*spike_width) {
@@ -330,5 +351,21 @@ mod tests {
         assert!(e(range).contains("min <= max"));
         let model = "args = \"\"\nshots = 2\n[spectrum]\nmodel = \"laser\"";
         assert!(e(model).contains("laser"), "{}", e(model));
+        // sizes that could not be allocated (or would take forever) are refused
+        for shots in ["9223372036854775807", "1000000000000000000", "100000001"] {
+            let t = format!("args = \"\"\nshots = {shots}");
+            assert!(e(&t).contains("more than the 100000000 shots"), "{}", e(&t));
+        }
+        let sase = |channels: &str, spikes: &str| {
+            format!(
+                "args = \"\"\nshots = 2\n[spectrum]\nmodel = \"sase\"\nchannels = {channels}\n\
+                 bandwidth = 0.003\nspikes = {spikes}\nspike_width = 2e-4"
+            )
+        };
+        for (c, k) in [("9223372036854775807", "20"), ("1000000000", "20"), ("50", "1000000000000")] {
+            let t = sase(c, k);
+            assert!(e(&t).contains("at most 100000 channels and 10000 spikes"), "{}", e(&t));
+        }
+        assert!(parse(&sase("100000", "10000")).is_ok());
     }
 }

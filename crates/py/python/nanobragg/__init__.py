@@ -10,8 +10,8 @@
 own parser; errors raise `nanobragg.Error` with the command line's message.
 """
 
-from ._nanobragg import (Error, Image, Model, Params, Refined, from_args, jacobian, refine,
-                         render, simulate)
+from ._nanobragg import (Error, Image, Model, Params, Refined, from_args, jacobian, read_image,
+                         refine, render, simulate)
 
-__all__ = ["Error", "Image", "Model", "Params", "Refined", "from_args", "jacobian", "refine",
-           "render", "simulate"]
+__all__ = ["Error", "Image", "Model", "Params", "Refined", "from_args", "jacobian", "read_image",
+           "refine", "render", "simulate"]
