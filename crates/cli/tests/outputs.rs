@@ -318,3 +318,151 @@ fn a_closed_stdout_ends_the_run_quietly() {
     assert!(snapshot(&dir) == before, "the old outputs changed: {:?}", names(&dir));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The workspace's `tests/golden-nonbragg/inputs/water.stol`, copied into `dir`.
+fn water(dir: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden-nonbragg/inputs");
+    std::fs::copy(src.join("water.stol"), dir.join("water.stol")).unwrap();
+}
+
+/// A command that fails.
+fn fails(dir: &Path, args: &[&str]) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nanobragg")).args(args).current_dir(dir).output();
+    let out = out.expect("run nanobragg");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{args:?} did not fail: {stderr}");
+    (stderr, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// An output that cannot be written, among good ones, is refused before any
+/// output changes, by every command: the render (an `-intfile` that names a
+/// directory, which once failed only at the rename, after the float image
+/// was replaced), nonbragg and noisify (once written one file at a time, the
+/// earlier ones replaced or created before the bad one failed) and add. The
+/// message names the flag and the file, and gives the reason once.
+#[test]
+fn a_bad_output_name_changes_no_output() {
+    let dir = scratch("bad-name");
+    water(&dir);
+    std::fs::write(dir.join("in.bin"), vec![0u8; 4 * 32 * 32]).unwrap();
+    let model: Vec<&str> = MODEL.split_whitespace().collect();
+    let render = || [&model[..], &["-detpixels", "32"][..]].concat();
+    let nonbragg = ["nonbragg", "-stol", "water.stol", "-detpixels", "16", "-noprogress"];
+    let noisify = ["noisify", "-floatfile", "in.bin", "-detpixels", "32", "-seed", "1"];
+    let commands: [(Vec<&str>, &[&str], &str); 6] = [
+        (render(), &["-intfile", "nodir/"], "-intfile"),
+        (render(), &["-noisefile", "no/such/dir/n.img"], "-noisefile"),
+        (nonbragg.to_vec(), &["-pgmfile", "nodir/x.pgm"], "-pgmfile"),
+        (nonbragg.to_vec(), &["-noisefile", "nodir/"], "-noisefile"),
+        (noisify.to_vec(), &["-noisefile", "nodir/x.img"], "-noisefile"),
+        (
+            vec!["add", "in.bin", "in.bin", "-floatfile", "sum.bin"],
+            &["-floatfile", "nodir/x"],
+            "-floatfile",
+        ),
+    ];
+    for (good, bad, flag) in commands {
+        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+            .args(&good)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{good:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let before = snapshot(&dir);
+        // other pixel counts, so that any output replaced would differ
+        let changed: Vec<&str> = good
+            .iter()
+            .map(|&a| {
+                if a == "32" {
+                    "24"
+                } else if a == "16" {
+                    "12"
+                } else {
+                    a
+                }
+            })
+            .collect();
+        let (stderr, _) = fails(&dir, &[&changed[..], bad].concat());
+        let name = bad[1];
+        assert!(
+            stderr.contains(flag) && stderr.matches(name).count() == 1,
+            "{bad:?}: the message names the flag and the file once: {stderr}"
+        );
+        assert!(stderr.matches("os error").count() <= 1, "{bad:?}: {stderr}");
+        assert!(snapshot(&dir) == before, "{bad:?}: the outputs changed: {:?}", names(&dir));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// nonbragg refuses an image of pixels that are not numbers before writing
+/// any file, naming the cause: a `.stol` table with one sin θ/λ twice (all
+/// pixels infinite), a `-sourcefile` source of wavelength 0, at the sample
+/// or not (all NaN).
+#[test]
+fn nonbragg_refuses_non_finite_images() {
+    let dir = scratch("nonbragg-nan");
+    water(&dir);
+    std::fs::write(dir.join("twice.stol"), "0.1 2\n0.1 2\n0.2 3\n").unwrap();
+    std::fs::write(dir.join("at_sample.txt"), "0 0 0 1 0\n").unwrap();
+    std::fs::write(dir.join("no_lambda.txt"), "-10 0 0 1 0\n").unwrap();
+    let before = snapshot(&dir);
+    let base = ["nonbragg", "-detpixels", "16", "-distance", "100", "-noprogress"];
+    for (extra, says) in [
+        (&["-stol", "twice.stol"][..], "-stol twice.stol: rows 1 and 2 have the same"),
+        (&["-stol", "water.stol", "-sourcefile", "at_sample.txt"], "source 1 has the wavelength 0"),
+        (&["-stol", "water.stol", "-sourcefile", "no_lambda.txt"], "source 1 has the wavelength 0"),
+    ] {
+        let (stderr, _) = fails(&dir, &[&base[..], extra].concat());
+        assert!(
+            stderr.contains("non-finite pixels") && stderr.contains(says),
+            "{extra:?}: {stderr}"
+        );
+        assert!(snapshot(&dir) == before, "{extra:?}: files written: {:?}", names(&dir));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `dataset -resume` removes the temporaries that stopped processes of this
+/// host left in the output folder (a SIGKILLed rank's) and says so; those of
+/// a running process or of another host stay.
+#[test]
+fn resume_removes_the_temporaries_of_stopped_processes() {
+    let dir = scratch("resume-stale");
+    std::fs::write(
+        dir.join("set.toml"),
+        "args = \"-default_F 100 -cell 50 50 50 90 90 90 -lambda 1.3 -distance 80 -detpixels 16 \
+         -pixel 0.2\"\nshots = 2\nseed = 3\noutput = \"out\"\nname = \"run\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    // no process has an id at or above pid_max
+    let gone: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304);
+    let host = nanobragg_io::temp_names::host_name();
+    let stale = format!(".run_00000.nxs.tmp.{host}.{gone}.0");
+    let kept = [
+        format!(".run_00000.nxs.tmp.{host}.{}.0", std::process::id()),
+        format!(".run_00000.nxs.tmp.elsewhere-{host}.{gone}.0"),
+    ];
+    for name in std::iter::once(&stale).chain(&kept) {
+        std::fs::write(out.join(name), b"partial").unwrap();
+    }
+    let run = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+        .args(["dataset", "set.toml", "-resume", "-threads", "1"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("removed 1 temporaries") && stderr.contains(&stale), "{stderr}");
+    let mut left = names(&out);
+    left.retain(|n| !(n.starts_with("run_00000") && n.ends_with(".nxs")));
+    assert_eq!(left.len() + 1, names(&out).len(), "one file of shots: {:?}", names(&out));
+    let mut want: Vec<String> = kept.to_vec();
+    want.sort();
+    assert_eq!(left, want, "{:?}", names(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -268,7 +268,10 @@ fn bad_requests_are_refused() {
         (&["-observed", "/dev/zero", "-refine", "Na"], "-observed /dev/zero: not a regular file"),
         // an image of no photons has nothing to fit (it once "explained" 0 of 0 spots)
         (&["-observed", "ok.bin", "-refine", "distance"], "has no photons in the pixels fitted"),
-        (&["-observed", "ok.bin", "-refine", "distance", "-observed_frame", "1"], "a raw float image holds one frame"),
+        (
+            &["-observed", "ok.bin", "-refine", "distance", "-observed_frame", "1"],
+            "a raw float image holds one frame",
+        ),
         (&["-observed", "cut.cbf", "-refine", "distance"], "the file ends first"),
         // what is wrong with the model comes before what is wrong with the file
         (&["-observed", "missing.bin", "-refine", "mosaic"], "needs -mosaic > 0"),

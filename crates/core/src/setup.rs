@@ -769,8 +769,7 @@ impl Plan {
             return Err(Error::Invalid {
                 what: "-expt",
                 msg: format!(
-                    "a detector of {} panels has no single plan: each panel is planned alone \
-                     (geometry::panel_configs), and this operation takes one panel",
+                    "this operation takes a detector of one panel; this one has {}",
                     cfg.detector.panels.len()
                 ),
             });
@@ -794,8 +793,25 @@ impl Plan {
         let (cell, vectors) =
             Cell::resolve_in(&cfg.crystal, lambda0, random_umat, deltas, corrected)?;
         warnings.extend(cell.warnings.iter().cloned());
-        let size =
-            CrystalSize::resolve(cfg, beam.sample, &cell, lambda0_m, &detector, &mut warnings)?;
+        let (sources, source_leaves) = resolve_sources(cfg, lambda0, &detector, deltas)?;
+        // the finest sampling any line needs decides (its shortest
+        // wavelength) for a -spectrum, and for every source under
+        // -corrected; nanoBragg.c looks at -lambda alone
+        let sampling_lambda_m = match cfg.beam.spectrum.is_some() || corrected {
+            true => match sources.list.iter().map(|s| s.lambda_m).fold(f64::INFINITY, f64::min) {
+                shortest if shortest.is_finite() => shortest,
+                _ => lambda0_m,
+            },
+            false => lambda0_m,
+        };
+        let size = CrystalSize::resolve(
+            cfg,
+            beam.sample,
+            &cell,
+            sampling_lambda_m,
+            &detector,
+            &mut warnings,
+        )?;
         // interpolation auto-selection: nanoBragg.c looks at the -N values,
         // before -xtalsize sets the cell counts; -corrected at the counts used
         let n_cells = match corrected {
@@ -818,7 +834,6 @@ impl Plan {
         } else {
             Interpolation::Nearest
         };
-        let (sources, source_leaves) = resolve_sources(cfg, lambda0, &detector, deltas)?;
 
         let phi0 = deltas.apply(Param::Phi, c(phi.phi0), 1.0 / RTD);
         let phistep = deltas.apply(Param::Osc, c(phi.phistep), 1.0 / RTD / phi.phisteps as f64);

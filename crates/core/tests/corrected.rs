@@ -83,8 +83,9 @@ fn grating(x: f64, n: f64) -> f64 {
 /// a flat detector with square spots and `default_F`: for every sub-pixel
 /// centre, sensor layer and source, the solid angle `pixel² cos ψ / r²`,
 /// the fraction absorbed in the layer and the polarization multiply that
-/// sample's photons (the water background's share included), summed and
-/// scaled by `r_e² fluence / steps`.
+/// sample's photons (the water background's share included, i_bg · steps
+/// over the sub-pixels and sources), summed and scaled by
+/// `r_e² fluence / steps`.
 fn reference_pixel(plan: &Plan, f: usize, s: usize) -> f64 {
     let d = &plan.detector;
     let os = plan.oversample;
@@ -116,7 +117,9 @@ fn reference_pixel(plan: &Plan, f: usize, s: usize) -> f64 {
                         polarization(plan.kahn_factor, beam, d.polar, dir)
                     };
                     let w = omega * capture * polar;
-                    sum += plan.i_bg / (os * os * nsrc) as f64 * w;
+                    // the water background: i_bg times the mean of the
+                    // samples' factors, after the division by steps below
+                    sum += plan.i_bg * plan.steps as f64 / (os * os * nsrc) as f64 * w;
                     for m in &plan.cells_m {
                         let hkl = [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]]
                             .map(|v| dot(v, q));
@@ -672,4 +675,55 @@ fn golden_case_changes() {
         println!("{id}: max|d|/max {d:.2e}, correlation {r:.6}, sum ratio {sum:.4}");
         assert!(d > 0.0);
     }
+}
+
+/// Under `-corrected` the water background is the photons per steradian
+/// times the pixel's mean solid angle, whatever the sampling: the same sum
+/// (to the solid angle's variation over a pixel at 100 mm, < 1e-6) at
+/// oversample 1, 2 and 4, with 1 or 4 mosaic domains and 1 or 3
+/// wavelengths. nanoBragg.c's (the default) shrinks as 1/oversample².
+#[test]
+fn water_background_does_not_depend_on_the_sampling() {
+    let mut cfg = SimConfig::default();
+    cfg.crystal.cell = Some([100.0, 100.0, 100.0, 90.0, 90.0, 90.0]);
+    // (F = 1e-20: the crystal's photons are 1e-40 of the water's; F = 0 is
+    // refused as "no structure factors")
+    cfg.sf.default_f = 1e-20;
+    cfg.sampling.water_um = 10.0;
+    cfg.detector.distance_mm = 100.0;
+    cfg.detector.pixel_mm = 0.1;
+    (cfg.detector.fpixels, cfg.detector.spixels) = (16, 16);
+    let opts = RenderOptions { threads: 1 };
+    let sum = |cfg: &SimConfig| -> f64 {
+        render_f64(&plan(cfg), opts, Precision::Exact64).0.iter().sum()
+    };
+    let mut c = cfg.clone();
+    c.sampling.oversample = 1;
+    let quirky_1 = sum(&c);
+    c.sampling.oversample = 4;
+    let quirky_4 = sum(&c);
+    assert!(
+        quirky_1 > 0.0 && (quirky_4 / quirky_1 - 1.0 / 16.0).abs() < 1e-6,
+        "{quirky_4} {quirky_1}"
+    );
+
+    cfg.sampling.corrected = true;
+    let mut base = None;
+    for (os, domains, dispsteps) in [(1, 1, 1), (2, 1, 1), (4, 1, 1), (1, 4, 1), (2, 4, 3)] {
+        let mut c = cfg.clone();
+        c.sampling.oversample = os;
+        c.crystal.mosaic_deg = if domains > 1 { 0.1 } else { 0.0 };
+        c.crystal.mosaic_domains = domains;
+        c.beam.dispersion_pct = if dispsteps > 1 { 0.1 } else { 0.0 };
+        c.beam.dispsteps = dispsteps;
+        let s = sum(&c);
+        let base = *base.get_or_insert(s);
+        eprintln!("oversample {os}, {domains} domains, {dispsteps} wavelengths: {s:e}");
+        assert!(
+            s > 0.0 && (s / base - 1.0).abs() < 1e-6,
+            "{os} {domains} {dispsteps}: {s} vs {base}"
+        );
+    }
+    // oversample 1, one sample: the corrected background is nanoBragg.c's
+    assert!((base.unwrap() / quirky_1 - 1.0).abs() < 1e-9);
 }

@@ -191,3 +191,28 @@ fn lambda_offset_and_scale_move_every_wavelength() {
     let e = Plan::new(&one, SEEDS).unwrap_err().to_string();
     assert!(e.contains("-lambda_offset"), "{e}");
 }
+
+/// The automatic oversampling of a `-spectrum` is the one its shortest line
+/// needs (nanoBragg.c's rule looks at `-lambda`, 1 Å by default, which is
+/// no line of it): a 1.50/1.53 Å spectrum is sampled as `-lambda 1.50` is,
+/// and its image is the weighted sum of the two single-line images.
+#[test]
+fn automatic_oversampling_follows_the_shortest_line() {
+    let mut cfg = model();
+    // 3 · 800 Å · 0.1 mm / (λ · 100 mm): 2.4 at 1 Å (3×3), 1.6 at 1.5 Å (2×2)
+    cfg.crystal.cell = Some([100.0, 100.0, 100.0, 90.0, 90.0, 90.0]);
+    (cfg.crystal.na, cfg.crystal.nb, cfg.crystal.nc) = (8.0, 8.0, 8.0);
+    cfg.detector.pixel_mm = 0.1;
+    cfg.detector.distance_mm = 100.0;
+    cfg.sampling.oversample = 0;
+    let lines = [[1.50, 1.0], [1.53, 2.0]];
+    let mut spectrum = cfg.clone();
+    spectrum.beam.spectrum = Some(lines.to_vec());
+    let oversample = |c: &SimConfig| Plan::new(c, SEEDS).unwrap().oversample;
+    assert_eq!(oversample(&single(&cfg, 1.0)), 3);
+    assert_eq!(oversample(&single(&cfg, 1.50)), 2);
+    assert_eq!(oversample(&spectrum), 2);
+    let parts: Vec<(f64, Vec<f64>)> =
+        lines.iter().map(|&[l, w]| (w, image(&single(&cfg, l), Precision::Exact64))).collect();
+    assert_weighted_sum(&image(&spectrum, Precision::Exact64), &parts, 1e-9, "1.50/1.53 Å");
+}

@@ -1,11 +1,11 @@
 //! Atomic output files: the one way nanobragg writes a file.
 //!
 //! An output is written to a temporary file beside its target
-//! (`.<name>.tmp.<pid>.<n>`, the name cut short where the whole would pass
-//! 255 bytes; in the target's directory so that the rename stays on one
-//! filesystem) and renamed over the target only when complete
-//! ([`Pending::commit`], or [`commit_all`] for the outputs of one run). A
-//! reader sees the old file or the whole new one, never a mix; an error, a
+//! (`.<name>.tmp.<host>.<pid>.<n>`, see [`crate::temp_names`]; in the
+//! target's directory so that the rename stays on one filesystem) and
+//! renamed over the target only when complete ([`Pending::commit`], or
+//! [`commit_all`] for the outputs of one run, all of them or none). A reader
+//! sees the old file or the whole new one, never a mix; an error, a
 //! [`Pending`] dropped uncommitted, or a SIGINT/SIGTERM/SIGHUP/SIGABRT (see
 //! [`crate::interrupt`]) removes the temporary and leaves the old file as it
 //! was. A symbolic link is written through (the file it points to is
@@ -13,16 +13,17 @@
 //! so its other names keep the old content. A device or pipe (`/dev/null`)
 //! is written in place: a rename would replace it with a regular file. An
 //! existing target this process may not write is refused, as nanoBragg.c's
-//! `fopen` would fail on it.
+//! `fopen` would fail on it, and so is a name that ends in `/`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::temp_names::{hidden_name, host_name, Kind};
 use crate::IoError;
 
-/// Distinguishes the temporaries of one process.
+/// Distinguishes the temporaries and backups of one process.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A temporary file: removed when dropped, unless renamed into place.
@@ -58,6 +59,7 @@ impl Pending {
     /// pipe for writing). The error names `target`.
     pub fn create(target: &Path) -> Result<Pending, IoError> {
         let wrap = |source| IoError::Write { path: target.to_path_buf(), source };
+        names_a_file(target).map_err(wrap)?;
         let real = resolve(target);
         // nanoBragg.c's fopen fails on a file it may not write; a rename
         // would replace it all the same, so ask as that open would
@@ -72,7 +74,7 @@ impl Pending {
         };
         loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(temp_name(name, std::process::id(), n));
+            let path = dir.join(hidden_name(name, Kind::Temporary, host_name(), pid(), n));
             // registered before it exists, so that no signal finds it
             // created but unregistered (unlinking a name not yet created
             // does no harm)
@@ -162,21 +164,151 @@ impl Pending {
     }
 }
 
-/// Commits the outputs of one run in order, after all of them are written;
-/// each comes with a key (say, its flag) that an error is returned with.
-/// Where two name the same file, the last one wins (the earlier temporary is
-/// removed), as when nanoBragg.c writes one file twice. On an error the
-/// outputs not yet renamed keep their old content.
+/// Commits the outputs of one run, after all of them are written: all of
+/// them or none. Each comes with a key (say, its flag) that an error is
+/// returned with. Where two name the same file, the last one wins (the
+/// earlier temporary is removed), as when nanoBragg.c writes one file twice.
+///
+/// Each existing target is first kept aside under a hidden name beside it
+/// (a hard link, so that the target never goes missing; a rename where the
+/// filesystem has no hard links), then each temporary is renamed over its
+/// target in order. Should one rename fail, the targets already replaced
+/// get their old files back (the same inodes), those that did not exist are
+/// removed, and every temporary goes: the outputs are as they were before
+/// the call. On success the old files kept aside are removed. Devices and
+/// pipes, written in place, are not undone.
 pub fn commit_all<K>(files: Vec<(K, Pending)>) -> Result<(), (K, IoError)> {
     let last: Vec<bool> = (0..files.len())
         .map(|i| files[i + 1..].iter().all(|(_, f)| f.target != files[i].1.target))
         .collect();
+    let mut renamed: Vec<(K, Pending)> = Vec::with_capacity(files.len());
     for ((key, file), last) in files.into_iter().zip(last) {
-        if last {
-            file.commit().map_err(|e| (key, e))?;
+        // (dropping an earlier one of the same target removes its temporary)
+        if last && file.temp.is_some() {
+            renamed.push((key, file));
         }
     }
+    // a single rename is all or nothing by itself
+    if renamed.len() <= 1 {
+        return match renamed.pop() {
+            Some((key, file)) => file.commit().map_err(|e| (key, e)),
+            None => Ok(()),
+        };
+    }
+    // a signal meanwhile takes its course once every output is in place
+    // or every old file is back
+    let _deferred = crate::interrupt::defer();
+    let mut aside: Vec<Aside> = Vec::with_capacity(renamed.len());
+    for i in 0..renamed.len() {
+        match Aside::keep(&renamed[i].1.target) {
+            Ok(a) => aside.push(a),
+            Err(source) => {
+                let error = renamed[i].1.error(source);
+                restore(&mut aside, &renamed, 0);
+                return Err((renamed.swap_remove(i).0, error));
+            }
+        }
+    }
+    for i in 0..renamed.len() {
+        let file = &mut renamed[i].1;
+        let temp = file.temp.as_mut().expect("only outputs with a temporary are renamed");
+        if let Err(source) = std::fs::rename(&temp.path, &file.target) {
+            let error = file.error(source);
+            restore(&mut aside, &renamed, i);
+            return Err((renamed.swap_remove(i).0, error));
+        }
+        // renamed: nothing to remove when it drops
+        temp.path = PathBuf::new();
+    }
+    for a in &mut aside {
+        a.discard();
+    }
     Ok(())
+}
+
+/// An existing target kept aside while the outputs of a run are renamed
+/// into place (see [`commit_all`]).
+struct Aside {
+    /// The hidden name of the old file (empty: the target did not exist,
+    /// or the old file is back or gone).
+    path: PathBuf,
+    /// Whether the old file was renamed away (the target is missing until
+    /// its output is renamed in) rather than linked.
+    moved: bool,
+}
+
+impl Aside {
+    /// Keeps the old file of `target`, if there is one, under a hidden name
+    /// beside it. A directory in the output's place is refused untouched.
+    fn keep(target: &Path) -> std::io::Result<Aside> {
+        let none = Aside { path: PathBuf::new(), moved: false };
+        match std::fs::symlink_metadata(target) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(none),
+            Err(e) => return Err(e),
+            Ok(m) if m.is_dir() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::IsADirectory,
+                    "a directory is in its place",
+                ))
+            }
+            Ok(_) => {}
+        }
+        let name = target.file_name().unwrap_or_default();
+        let dir = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(hidden_name(name, Kind::Backup, host_name(), pid(), n));
+            match std::fs::hard_link(target, &path) {
+                Ok(()) => return Ok(Aside { path, moved: false }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                // no hard links here (or not to this file): move it aside
+                Err(_) => {}
+            }
+            if std::fs::symlink_metadata(&path).is_ok() {
+                continue;
+            }
+            std::fs::rename(target, &path)?;
+            return Ok(Aside { path, moved: true });
+        }
+    }
+
+    /// Puts the old file back over `target` (which its output may have
+    /// replaced), or removes the output where there was none.
+    fn put_back(&mut self, target: &Path, replaced: bool) {
+        if self.path.as_os_str().is_empty() {
+            if replaced {
+                let _ = std::fs::remove_file(target);
+            }
+            return;
+        }
+        if replaced || self.moved {
+            if std::fs::rename(&self.path, target).is_ok() {
+                self.path = PathBuf::new();
+            }
+        } else {
+            // (a rename onto another link of the same file does nothing)
+            self.discard();
+        }
+    }
+
+    /// Removes the old file's hidden name (a link: the file itself is gone
+    /// with its last name).
+    fn discard(&mut self) {
+        if !self.path.as_os_str().is_empty() && std::fs::remove_file(&self.path).is_ok() {
+            self.path = PathBuf::new();
+        }
+    }
+}
+
+/// Undoes a [`commit_all`] that failed: `aside[i]` holds the old file of
+/// output `files[i]`, and the first `replaced` outputs are in place.
+fn restore<K>(aside: &mut [Aside], files: &[(K, Pending)], replaced: usize) {
+    for (i, (a, (_, file))) in aside.iter_mut().zip(files).enumerate() {
+        a.put_back(&file.target, i < replaced);
+    }
 }
 
 /// Writes `path` atomically through `fill` (see [`Pending`]).
@@ -194,38 +326,28 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     write_atomic(path, |w| w.write_all(bytes))
 }
 
-/// The longest file name most filesystems take (`NAME_MAX`).
-const NAME_MAX: usize = 255;
+/// This process's id, which the hidden names carry.
+fn pid() -> u32 {
+    std::process::id()
+}
 
-/// The hidden temporary name of an output named `name`:
-/// `.<name>.tmp.<pid>.<n>`, with `name` cut short where the whole would
-/// pass [`NAME_MAX`] (the process id and counter keep it unique).
-fn temp_name(name: &std::ffi::OsStr, pid: u32, n: u64) -> std::ffi::OsString {
-    let suffix = format!(".tmp.{pid}.{n}");
-    let room = NAME_MAX - 1 - suffix.len();
-    let mut out = std::ffi::OsString::from(".");
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let bytes = name.as_bytes();
-        let mut cut = bytes.len().min(room);
-        // not inside a UTF-8 character: the name stays text where it was
-        while cut > 0 && cut < bytes.len() && bytes[cut] & 0xC0 == 0x80 {
-            cut -= 1;
-        }
-        out.push(std::ffi::OsStr::from_bytes(&bytes[..cut]));
+/// An error unless `path` names a file: a name that ends in `/` (or is
+/// `.` or `..`) names a directory, which no output can replace (its
+/// temporary would be made beside the directory and the rename refused only
+/// after the render, once the outputs before it are replaced).
+fn names_a_file(path: &Path) -> std::io::Result<()> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let ends_as_dir = bytes.ends_with(b"/")
+        || bytes.ends_with(b"/.")
+        || bytes == b"."
+        || path.file_name().is_none();
+    if ends_as_dir {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "the name ends in '/' or '.': it names a directory, not a file",
+        ));
     }
-    #[cfg(not(unix))]
-    {
-        let name = name.to_string_lossy();
-        let mut cut = name.len().min(room);
-        while !name.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        out.push(&name[..cut]);
-    }
-    out.push(suffix);
-    out
+    Ok(())
 }
 
 /// Whether `path` (symbolic links resolved) names a device or a pipe, which
@@ -337,6 +459,7 @@ fn reserve(_file: &File, _len: usize) -> std::io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::temp_names::NAME_MAX;
 
     fn scratch(name: &str) -> PathBuf {
         let dir =
@@ -473,12 +596,13 @@ mod tests {
         let long = "n".repeat(251) + ".bin";
         write_bytes_atomic(&dir.join(&long), b"x").unwrap();
         assert_eq!(names(&dir), std::slice::from_ref(&long));
-        let (a, b) =
-            (temp_name(long.as_ref(), 4_000_000, 0), temp_name(long.as_ref(), 4_000_000, 1));
+        let name = |n| hidden_name(long.as_ref(), Kind::Temporary, &"h".repeat(64), 4_000_000, n);
+        let (a, b) = (name(0), name(u64::MAX));
         assert!(a.len() <= NAME_MAX && a != b && a.to_string_lossy().starts_with(".nnn"), "{a:?}");
+        assert!(b.len() <= NAME_MAX, "{b:?}");
         // a multi-byte character is not split
         let wide = "é".repeat(127);
-        assert!(temp_name(wide.as_ref(), 7, 7).to_str().is_some());
+        assert!(hidden_name(wide.as_ref(), Kind::Backup, "h", 7, 7).to_str().is_some());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -488,6 +612,89 @@ mod tests {
         let p = dir.join("no/such/dir/out.bin");
         let err = write_bytes_atomic(&p, b"x").unwrap_err();
         assert!(err.to_string().contains("no/such/dir/out.bin"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A name that ends in `/` is refused when the output is opened (its
+    /// temporary would otherwise be made, and the rename refused only at
+    /// the end).
+    #[test]
+    fn names_of_directories_are_refused_at_once() {
+        let dir = scratch("slash");
+        for name in ["nodir/", "sub/.", ".", "..", "sub/.."] {
+            let err = Pending::create(&dir.join(name)).err().unwrap_or_else(|| panic!("{name}"));
+            assert!(err.to_string().contains("names a directory"), "{name}: {err}");
+        }
+        assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Old files and what became of them: (name, bytes, inode).
+    #[cfg(unix)]
+    fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u64)> {
+        names(dir)
+            .into_iter()
+            .map(|n| (n.clone(), std::fs::read(dir.join(&n)).unwrap(), inode(&dir.join(n))))
+            .collect()
+    }
+
+    /// A rename that fails after others succeeded puts every old file back
+    /// (bytes and inode), removes the outputs that were new and every
+    /// temporary: all of the outputs or none.
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_commit_changes_nothing() {
+        let dir = scratch("undo");
+        let (a, b, c, d) =
+            (dir.join("a.bin"), dir.join("b.bin"), dir.join("c.bin"), dir.join("d.bin"));
+        std::fs::write(&a, b"old a").unwrap();
+        std::fs::write(&c, b"old c").unwrap();
+        let before = snapshot(&dir);
+        let mut files = Vec::new();
+        for (key, p) in [("a", &a), ("b", &b), ("c", &c), ("d", &d)] {
+            let mut f = Pending::create(p).unwrap();
+            f.write(|w| w.write_all(b"new")).unwrap();
+            files.push((key, f));
+        }
+        // c's temporary gone: its rename fails after a's and b's are done
+        std::fs::remove_file(files[2].1.temp_path().unwrap()).unwrap();
+        let (key, err) = commit_all(files).unwrap_err();
+        assert_eq!(key, "c");
+        assert!(err.to_string().contains("c.bin"), "{err}");
+        assert_eq!(snapshot(&dir), before);
+        // a directory made in an output's place: refused before anything moves
+        let mut files = Vec::new();
+        for (key, p) in [("a", &a), ("c", &c), ("d", &d)] {
+            let mut f = Pending::create(p).unwrap();
+            f.write(|w| w.write_all(b"new")).unwrap();
+            files.push((key, f));
+        }
+        std::fs::create_dir(&d).unwrap();
+        let (key, err) = commit_all(files).unwrap_err();
+        assert_eq!(key, "d");
+        assert!(err.to_string().contains("directory"), "{err}");
+        std::fs::remove_dir(&d).unwrap();
+        assert_eq!(snapshot(&dir), before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A successful commit leaves the outputs and nothing else: no old file
+    /// kept aside, no temporary.
+    #[test]
+    fn a_commit_leaves_no_hidden_file() {
+        let dir = scratch("clean");
+        let (a, b) = (dir.join("a.bin"), dir.join("b.bin"));
+        std::fs::write(&a, b"old a").unwrap();
+        let mut files = Vec::new();
+        for (key, p, content) in [(1, &a, b"new a"), (2, &b, b"new b")] {
+            let mut f = Pending::create(p).unwrap();
+            f.write(|w| w.write_all(content)).unwrap();
+            files.push((key, f));
+        }
+        commit_all(files).unwrap();
+        assert_eq!(names(&dir), ["a.bin", "b.bin"]);
+        assert_eq!(std::fs::read(&a).unwrap(), b"new a");
+        assert_eq!(std::fs::read(&b).unwrap(), b"new b");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

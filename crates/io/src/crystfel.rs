@@ -256,7 +256,9 @@ fn panel(name: &str, own: &Keys, global: &Keys) -> Result<Panel, String> {
         let (a, b) = (num(lo)?, num(hi)?);
         for (key, v) in [(lo, a), (hi, b)] {
             if !(v >= 0.0 && v.fract() == 0.0) {
-                return Err(format!("panel {name}: {key} {v} is not a pixel index (a whole number >= 0)"));
+                return Err(format!(
+                    "panel {name}: {key} {v} is not a pixel index (a whole number >= 0)"
+                ));
             }
             if v >= MAX_PIXEL_INDEX {
                 return Err(format!(

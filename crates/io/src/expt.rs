@@ -123,10 +123,13 @@ pub fn parse_expt(bytes: &[u8]) -> Result<Experiment, String> {
     };
     if let Some([a, b, c]) = real_space {
         // the cell's volume a · (b × c), against the edges' lengths
-        let cross = [b[1] * c[2] - b[2] * c[1], b[2] * c[0] - b[0] * c[2], b[0] * c[1] - b[1] * c[0]];
+        let cross =
+            [b[1] * c[2] - b[2] * c[1], b[2] * c[0] - b[0] * c[2], b[0] * c[1] - b[1] * c[0]];
         let volume = a[0] * cross[0] + a[1] * cross[1] + a[2] * cross[2];
         let length = |v: [f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
-        if !(volume.abs() > 1e-9 * length(a) * length(b) * length(c)) {
+        let tiny = 1e-9 * length(a) * length(b) * length(c);
+        // (a NaN volume is refused too)
+        if volume.abs() <= tiny || volume.is_nan() {
             return Err(format!(
                 "crystal: real_space_a, real_space_b and real_space_c are coplanar (cell volume {volume:e} Å³)"
             ));
@@ -227,11 +230,15 @@ fn panels(detector: &Value) -> Result<Vec<Panel>, String> {
         let frame = frame.ok_or(format!("{what} is in no group of the detector's hierarchy"))?;
         let size = pair(p, "image_size", &what)?;
         let pixel_mm = pair(p, "pixel_size", &what)?;
-        if size.iter().any(|&n| !(n >= 1.0)) {
-            return Err(format!("{what}: image_size {size:?}: a panel has at least one pixel along each axis"));
+        if size.iter().any(|&n| n < 1.0 || n.is_nan()) {
+            return Err(format!(
+                "{what}: image_size {size:?}: a panel has at least one pixel along each axis"
+            ));
         }
         if size.iter().any(|&n| !(n.fract() == 0.0 && n < 1e6)) {
-            return Err(format!("{what}: image_size {size:?} is not two whole numbers of pixels below 10⁶"));
+            return Err(format!(
+                "{what}: image_size {size:?} is not two whole numbers of pixels below 10⁶"
+            ));
         }
         if pixel_mm.iter().any(|&x| !(x > 0.0 && x.is_finite())) {
             return Err(format!("{what}: pixel_size {pixel_mm:?} is not positive"));
@@ -370,7 +377,8 @@ mod tests {
             let e = parse_expt(bad.as_bytes()).unwrap_err();
             assert!(e.contains("at least one pixel along each axis"), "{e}");
         }
-        let flat = TWO_PANELS.replace("\"real_space_c\": [0.0, 0.0, 38.0]", "\"real_space_c\": [78.0, 79.0, 0.0]");
+        let flat = TWO_PANELS
+            .replace("\"real_space_c\": [0.0, 0.0, 38.0]", "\"real_space_c\": [78.0, 79.0, 0.0]");
         let e = parse_expt(flat.as_bytes()).unwrap_err();
         assert!(e.contains("crystal") && e.contains("coplanar"), "{e}");
     }

@@ -74,7 +74,10 @@ pub(crate) fn error(path: &Path) -> impl Fn(rust_hdf5::Hdf5Error) -> IoError + '
 
 /// A variable-length UTF-8 string attribute of a dataset.
 pub(crate) fn attr_text(ds: &H5Dataset, name: &str, value: &str) -> H5<()> {
-    ds.new_attr::<VarLenUnicode>().shape(()).create(name)?.write_scalar(&VarLenUnicode(value.into()))
+    ds.new_attr::<VarLenUnicode>()
+        .shape(())
+        .create(name)?
+        .write_scalar(&VarLenUnicode(value.into()))
 }
 
 /// A child group with its `NX_class`.
@@ -91,7 +94,8 @@ pub(crate) fn text(g: &H5Group, name: &str, value: &str) -> H5<H5Dataset> {
     if bytes.is_empty() {
         bytes.push(0);
     }
-    let datatype = DatatypeMessage::FixedString { size: bytes.len() as u32, padding: 1, charset: 1 };
+    let datatype =
+        DatatypeMessage::FixedString { size: bytes.len() as u32, padding: 1, charset: 1 };
     let ds = g.new_dataset::<u8>().datatype(datatype).scalar().create(name)?;
     ds.write_raw_bytes(&bytes)?;
     Ok(ds)

@@ -12,13 +12,19 @@
 //! A signal may be handled on any thread while others go on: a path is
 //! registered before its file is created, and [`created`] after it, so that
 //! no file is created where a running handler can no longer see it.
+//!
+//! While the outputs of a run are being renamed into place ([`defer`]),
+//! SIGINT, SIGTERM and SIGHUP wait: the handler notes the signal and
+//! returns, and it takes its course when the renames are done, so that a
+//! run stopped then has replaced all of its outputs or none (SIGABRT, which
+//! `abort()` raises again at once, does not wait).
 
 #[cfg(unix)]
 mod imp {
     use std::ffi::{c_char, CString};
     use std::path::Path;
     use std::ptr::null_mut;
-    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
     use std::sync::Once;
 
     /// One registered path (null: a free slot). Slots are never freed, so
@@ -35,6 +41,10 @@ mod imp {
     /// Set by the handler before it reads any path: from then on a path
     /// unregistered is leaked rather than freed (the handler may hold it).
     static IN_HANDLER: AtomicBool = AtomicBool::new(false);
+    /// How many [`Deferred`] guards are alive.
+    static DEFERRING: AtomicUsize = AtomicUsize::new(0);
+    /// A signal that came while [`DEFERRING`] (0: none).
+    static PENDING: AtomicI32 = AtomicI32::new(0);
     static INSTALL: Once = Once::new();
     const SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGABRT];
 
@@ -51,6 +61,20 @@ mod imp {
     }
 
     extern "C" fn on_signal(sig: libc::c_int) {
+        if sig != libc::SIGABRT && DEFERRING.load(Ordering::SeqCst) > 0 {
+            PENDING.store(sig, Ordering::SeqCst);
+            // a guard dropped before the store above has not seen it: then
+            // the signal takes its course here
+            if DEFERRING.load(Ordering::SeqCst) > 0 {
+                return;
+            }
+        }
+        end_with(sig);
+    }
+
+    /// Removes every registered file and ends the process with `sig`
+    /// (async-signal-safe).
+    fn end_with(sig: libc::c_int) {
         IN_HANDLER.store(true, Ordering::SeqCst);
         for slot in slots() {
             let p = slot.path.load(Ordering::SeqCst);
@@ -79,7 +103,31 @@ mod imp {
                 let mut new: libc::sigaction = std::mem::zeroed();
                 new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
                 libc::sigemptyset(&mut new.sa_mask);
+                // (a deferred signal's handler returns: calls it cut short go on)
+                new.sa_flags = libc::SA_RESTART;
                 libc::sigaction(sig, &new, std::ptr::null_mut());
+            }
+        }
+    }
+
+    /// Holds SIGINT, SIGTERM and SIGHUP back until it drops (see [`defer`]).
+    pub struct Deferred(());
+
+    /// Makes SIGINT, SIGTERM and SIGHUP wait until the returned guard drops,
+    /// then take their course: for work that must not stop half done.
+    pub fn defer() -> Deferred {
+        INSTALL.call_once(install);
+        DEFERRING.fetch_add(1, Ordering::SeqCst);
+        Deferred(())
+    }
+
+    impl Drop for Deferred {
+        fn drop(&mut self) {
+            if DEFERRING.fetch_sub(1, Ordering::SeqCst) == 1 {
+                let sig = PENDING.swap(0, Ordering::SeqCst);
+                if sig != 0 {
+                    end_with(sig);
+                }
             }
         }
     }
@@ -177,6 +225,14 @@ mod imp {
     /// A registered path (no signals to catch here).
     pub struct Registered;
 
+    /// Holds nothing back (no signals here).
+    pub struct Deferred;
+
+    /// Nothing to hold back where there are no signals.
+    pub fn defer() -> Deferred {
+        Deferred
+    }
+
     /// Nothing to do where there are no signals.
     pub fn register(_path: &std::path::Path) -> Option<Registered> {
         None
@@ -186,4 +242,4 @@ mod imp {
     pub fn created(_path: &std::path::Path) {}
 }
 
-pub use imp::{created, register, Registered};
+pub use imp::{created, defer, register, Registered};

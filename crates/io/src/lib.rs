@@ -2,7 +2,8 @@
 //!
 //! * [`cfmt`]: C `printf`-compatible number formatting (`%g`, `%f`, `%e`, ...),
 //!   so that console output and SMV headers match the original program byte for byte.
-//! * [`smv`]: SMV (ADSC) image header generation, writing and reading.
+//! * [`smv`]: SMV (ADSC) images: the one SMV writer and the one header reader (the
+//!   geometry a header gives).
 //! * [`float`]: raw little-endian `f32` images.
 //! * [`le`]: little-endian byte views of pixel slices (no copy on little-endian hosts).
 //! * [`expt`]: DIALS experiment lists (beam, panels, crystal) for `-expt`.
@@ -16,7 +17,13 @@
 //!   writers' (`refine -observed`).
 //! * [`pgm`]: binary PGM (`P5`) preview images and the integer image conversion.
 //! * [`atomic`]: every output goes to a temporary file beside its target, renamed over
-//!   the target when complete: a failed or interrupted run leaves the old file as it was.
+//!   the target when complete: a failed or interrupted run leaves the old file as it was;
+//!   the outputs of one run are renamed all together or not at all.
+//! * [`temp_names`]: the names of those temporaries (host and process id in them), and
+//!   the removal of those a killed process left.
+//!
+//! * [`image_writer`]: the one writer of image files: an image in its format (raw
+//!   float, SMV 16/32-bit, PGM, miniCBF, NXmx, an NXmx series) written into an output.
 //!
 //! All fallible operations return [`IoError`], whose variants carry the path involved.
 
@@ -28,10 +35,11 @@ pub mod cfmt;
 pub mod crystfel;
 pub mod expt;
 pub mod float;
+mod h5;
+pub mod image_writer;
 mod interrupt;
 pub mod le;
 pub mod mx;
-mod h5;
 pub mod nxmx;
 pub mod nxmx_series;
 pub mod pgm;
@@ -39,6 +47,7 @@ pub mod read_image;
 pub mod shot_record;
 pub mod smv;
 pub mod stol;
+pub mod temp_names;
 
 use std::path::PathBuf;
 

@@ -60,7 +60,11 @@ fn check(img: &MxImage) -> Result<(), String> {
 
 /// Writes `img` as NXmx into `file` (committed by the caller), its frame
 /// stored as `compression` says.
-pub fn write_nxmx(file: &mut Pending, img: &MxImage, compression: Compression) -> Result<(), IoError> {
+pub fn write_nxmx(
+    file: &mut Pending,
+    img: &MxImage,
+    compression: Compression,
+) -> Result<(), IoError> {
     let target = file.target().to_path_buf();
     check(img).map_err(|reason| IoError::InvalidInput { path: target.clone(), reason })?;
     if let Some(temp) = file.temp_path() {
@@ -378,7 +382,8 @@ pub(crate) mod tests {
             f.dataset(&format!("{beam}/incident_wavelength_weights")).unwrap().read_raw().unwrap();
         assert_eq!((lambdas, weights), (vec![0.99, 1.0, 1.01], vec![1.0, 2.0, 1.0]));
         let det = "entry/instrument/detector";
-        let sat: i32 = f.dataset(&format!("{det}/saturation_value")).unwrap().read_raw().unwrap()[0];
+        let sat: i32 =
+            f.dataset(&format!("{det}/saturation_value")).unwrap().read_raw().unwrap()[0];
         assert_eq!(sat, i32::MAX);
         assert_eq!(read_str(&f.dataset(&format!("{det}/sensor_material")).unwrap()), "Si");
         drop((f, data));
@@ -413,6 +418,8 @@ pub(crate) mod tests {
         std::fs::remove_file(path).ok();
         // a pixel count that does not match is refused
         img.panels[0].spixels = 4;
-        assert!(nxmx_bytes(&img, Compression::None).unwrap_err().contains("12 pixels for a 4 x 4 panel"));
+        assert!(nxmx_bytes(&img, Compression::None)
+            .unwrap_err()
+            .contains("12 pixels for a 4 x 4 panel"));
     }
 }

@@ -231,6 +231,15 @@ fn write_records(root: &H5Group, records: &[ShotRecord], kahn: f64) -> H5<()> {
 /// specification it was written from.
 pub fn read_shots(path: &Path) -> Result<(Vec<u64>, String), IoError> {
     let err = error(path);
+    // a FIFO of that name would block the open for good
+    let meta = std::fs::metadata(path)
+        .map_err(|source| IoError::Read { path: path.to_path_buf(), source })?;
+    if !meta.is_file() {
+        return Err(IoError::InvalidInput {
+            path: path.to_path_buf(),
+            reason: "not a regular file (a dataset file is one)".into(),
+        });
+    }
     let file = H5File::open(path).map_err(&err)?;
     let shots: Vec<u64> =
         file.dataset("entry/simulation/shot").and_then(|d| d.read_raw()).map_err(&err)?;
@@ -260,6 +269,21 @@ mod tests {
             noise_seed: 100 + shot as i64,
             photons: 12.0,
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_not_opened() {
+        let dir = std::env::temp_dir().join(format!("nb-series-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ds_00000.nxs");
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path; mkfifo reads it only
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        // (opening it would block with no writer)
+        let e = read_shots(&path).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -176,7 +176,7 @@ fn int32_pixel(v: f32, scale: f64, adc: f64) -> i32 {
 }
 
 /// [`int_image`]'s pixels of the whole rows from slow index `first_row`, into
-/// `out` (a multiple of `fpixels` long): one block of [`crate::smv::write_smv_rows`].
+/// `out` (a multiple of `fpixels` long): one block of [`crate::smv::SmvPixels::Rows`].
 pub fn int_rows(
     float_image: &[f32],
     fpixels: usize,

@@ -130,7 +130,9 @@ fn bad(path: &Path, reason: String) -> IoError {
 fn only_frame(path: &Path, frame: usize) -> Result<(), IoError> {
     match frame {
         0 => Ok(()),
-        k => Err(bad(path, format!("frame {k} asked of a file of one image (frames count from 0)"))),
+        k => {
+            Err(bad(path, format!("frame {k} asked of a file of one image (frames count from 0)")))
+        }
     }
 }
 
@@ -162,7 +164,8 @@ pub fn parse_cbf(bytes: &[u8], path: &Path) -> Result<ImageFile, IoError> {
             return Err(bad(path, format!("byte order {order} (only LITTLE_ENDIAN is read)")));
         }
     }
-    let n = fpixels.checked_mul(spixels).ok_or_else(|| bad(path, "the image size overflows".into()))?;
+    let n =
+        fpixels.checked_mul(spixels).ok_or_else(|| bad(path, "the image size overflows".into()))?;
     let data = bytes.get(start + 4..start + 4 + len).ok_or_else(|| {
         bad(path, format!("the binary section announces {len} bytes; the file ends first"))
     })?;
@@ -337,7 +340,12 @@ fn read_nxmx(path: &Path, frame: usize) -> Result<ImageFile, IoError> {
     }
     let Some((ds, k)) = found else {
         let plural = if frames == 1 { "" } else { "s" };
-        return Err(bad(path, format!("frame {frame} asked of a file of {frames} frame{plural} (frames count from 0)")));
+        return Err(bad(
+            path,
+            format!(
+                "frame {frame} asked of a file of {frames} frame{plural} (frames count from 0)"
+            ),
+        ));
     };
     let rank = ds.shape().len();
     let (starts, counts): (Vec<usize>, Vec<usize>) = if rank == frame_dims.len() {
@@ -426,7 +434,10 @@ mod tests {
             let path = dir.join("one.nxs");
             std::fs::write(&path, nxmx_bytes(&img, c).unwrap()).unwrap();
             let got = read_image(&path, 0).unwrap();
-            assert_eq!((got.format, got.fpixels, got.spixels, got.frames), (ImageFormat::Nxmx, 40, 30, 1));
+            assert_eq!(
+                (got.format, got.fpixels, got.spixels, got.frames),
+                (ImageFormat::Nxmx, 40, 30, 1)
+            );
             assert!(got.pixels.iter().zip(&a).all(|(g, w)| *g == f64::from(*w)), "{c:?}");
             assert_eq!(got.saturation, Some(f64::from(i32::MAX)));
             let value = |k: &str| got.header.iter().find(|(n, _)| n == k).unwrap().1.clone();
@@ -438,12 +449,20 @@ mod tests {
         // frame k of a series, deflated
         let target = dir.join("series.nxs");
         let img = image(vec![panel(&[], 4, 3)]);
-        let mut file =
-            SeriesFile::create(&target, &img, 3, false, ("", ""), Compression::Deflate { level: 1 })
-                .unwrap();
-        let frames: Vec<Vec<i32>> = (0..3).map(|k| (0..12).map(|i| i * 1000 + k).collect()).collect();
+        let mut file = SeriesFile::create(
+            &target,
+            &img,
+            3,
+            false,
+            ("", ""),
+            Compression::Deflate { level: 1 },
+        )
+        .unwrap();
+        let frames: Vec<Vec<i32>> =
+            (0..3).map(|k| (0..12).map(|i| i * 1000 + k).collect()).collect();
         for (k, f) in frames.iter().enumerate() {
-            let record = ShotRecord { shot: k as u64, spectrum_a: vec![(1.0, 1.0)], ..Default::default() };
+            let record =
+                ShotRecord { shot: k as u64, spectrum_a: vec![(1.0, 1.0)], ..Default::default() };
             file.write_frame(&[f], None, record).unwrap();
         }
         file.commit().unwrap();

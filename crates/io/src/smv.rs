@@ -65,182 +65,249 @@ pub struct SmvHeaderFields {
     pub twotheta_deg: f64,
 }
 
-/// The header text up to and including the closing `}\f`, claiming `header_bytes`.
-fn header_body(h: &SmvHeaderFields, header_bytes: usize, type_name: &str) -> String {
-    let g = cfmt::g;
-    let mut s = String::with_capacity(SMV_BLOCK);
-    s.push_str(&format!(
-        "{{\nHEADER_BYTES={header_bytes};\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE={type_name};\n"
-    ));
-    s.push_str(&format!(
-        "SIZE1={};\nSIZE2={};\nPIXEL_SIZE={};\nDISTANCE={};\n",
-        h.fpixels,
-        h.spixels,
-        g(h.pixel_size_mm),
-        g(h.distance_mm)
-    ));
-    s.push_str(&format!("WAVELENGTH={};\n", g(h.wavelength_a)));
-    s.push_str(&format!(
-        "BEAM_CENTER_X={};\nBEAM_CENTER_Y={};\n",
-        g(h.beam_center_x_mm),
-        g(h.beam_center_y_mm)
-    ));
-    s.push_str(&format!(
-        "ADXV_CENTER_X={};\nADXV_CENTER_Y={};\n",
-        g(h.adxv_center_x_mm),
-        g(h.adxv_center_y_mm)
-    ));
-    s.push_str(&format!(
-        "MOSFLM_CENTER_X={};\nMOSFLM_CENTER_Y={};\n",
-        g(h.mosflm_center_x_mm),
-        g(h.mosflm_center_y_mm)
-    ));
-    s.push_str(&format!(
-        "DENZO_X_BEAM={};\nDENZO_Y_BEAM={};\n",
-        g(h.denzo_x_beam_mm),
-        g(h.denzo_y_beam_mm)
-    ));
-    // no semicolon after DIALS_ORIGIN, as in the original
-    s.push_str(&format!(
-        "DIALS_ORIGIN={},{},{}\n",
-        g(h.dials_origin_mm[0]),
-        g(h.dials_origin_mm[1]),
-        g(h.dials_origin_mm[2])
-    ));
-    s.push_str(&format!("XDS_ORGX={};\nXDS_ORGY={};\n", g(h.xds_orgx), g(h.xds_orgy)));
-    s.push_str(&format!("CLOSE_DISTANCE={};\n", g(h.close_distance_mm)));
-    s.push_str(&format!(
-        "PHI={};\nOSC_START={};\nOSC_RANGE={};\n",
-        g(h.phi_deg),
-        g(h.osc_start_deg),
-        g(h.osc_range_deg)
-    ));
-    s.push_str(&format!("TWOTHETA={};\n", g(h.twotheta_deg)));
-    s.push_str("DETECTOR_SN=000;\nBEAMLINE=fake;\n}\u{c}");
-    s
-}
-
-/// The complete SMV header, padded with spaces to its `HEADER_BYTES` length.
-///
-/// When the text fits in 512 bytes this is byte-identical to the original program's
-/// header. Longer text is padded to the next multiple of 512 and `HEADER_BYTES` gives
-/// that size (the original would write `HEADER_BYTES=512` regardless).
-pub fn smv_header_text(fields: &SmvHeaderFields) -> String {
-    header_text_typed(fields, "unsigned_short")
-}
-
-/// [`smv_header_text`] with another `TYPE`.
-fn header_text_typed(fields: &SmvHeaderFields, type_name: &str) -> String {
-    let mut header_bytes = SMV_BLOCK;
-    loop {
-        let mut text = header_body(fields, header_bytes, type_name);
-        let needed = text.len().div_ceil(SMV_BLOCK).max(1) * SMV_BLOCK;
-        if needed == header_bytes {
-            text.push_str(&" ".repeat(header_bytes - text.len()));
-            return text;
-        }
-        // the size only grows, and a longer number adds few bytes: this terminates
-        header_bytes = needed;
+impl From<&SmvHeaderFields> for SmvHeader {
+    /// nanoBragg.c's header: its keys, in its order, every number through
+    /// C `%g`.
+    fn from(h: &SmvHeaderFields) -> SmvHeader {
+        let [x, y, z] = h.dials_origin_mm.map(cfmt::g);
+        SmvHeader::new(h.fpixels, h.spixels)
+            .number("PIXEL_SIZE", h.pixel_size_mm)
+            .number("DISTANCE", h.distance_mm)
+            .number("WAVELENGTH", h.wavelength_a)
+            .number("BEAM_CENTER_X", h.beam_center_x_mm)
+            .number("BEAM_CENTER_Y", h.beam_center_y_mm)
+            .number("ADXV_CENTER_X", h.adxv_center_x_mm)
+            .number("ADXV_CENTER_Y", h.adxv_center_y_mm)
+            .number("MOSFLM_CENTER_X", h.mosflm_center_x_mm)
+            .number("MOSFLM_CENTER_Y", h.mosflm_center_y_mm)
+            .number("DENZO_X_BEAM", h.denzo_x_beam_mm)
+            .number("DENZO_Y_BEAM", h.denzo_y_beam_mm)
+            // no semicolon after DIALS_ORIGIN, as in the original
+            .line(&format!("DIALS_ORIGIN={x},{y},{z}"))
+            .number("XDS_ORGX", h.xds_orgx)
+            .number("XDS_ORGY", h.xds_orgy)
+            .number("CLOSE_DISTANCE", h.close_distance_mm)
+            .number("PHI", h.phi_deg)
+            .number("OSC_START", h.osc_start_deg)
+            .number("OSC_RANGE", h.osc_range_deg)
+            .number("TWOTHETA", h.twotheta_deg)
+            .entry("DETECTOR_SN", "000")
+            .entry("BEAMLINE", "fake")
     }
 }
 
-/// The bytes of a whole SMV file: [`smv_header_text`] then little-endian `u16` pixels.
+/// An SMV header to write with [`write_smv`]: the `KEY=value;` lines that
+/// follow the five every header starts with (`HEADER_BYTES`, `DIM`,
+/// `BYTE_ORDER`, `TYPE`, which the writer fills in, then `SIZE1` and
+/// `SIZE2`), or a header copied from another file. Each of the C programs
+/// writes its own set of keys (nanoBragg.c's is [`SmvHeaderFields`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmvHeader {
+    fpixels: usize,
+    spixels: usize,
+    text: HeaderText,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum HeaderText {
+    /// The lines after `SIZE2`, each with its line end.
+    Lines(String),
+    /// Written byte for byte (its `TYPE` and size as they are).
+    Copied(Vec<u8>),
+}
+
+/// The pixel type of an SMV image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmvType {
+    /// `TYPE=unsigned_short`: 2-byte pixels.
+    U16,
+    /// `TYPE=long_integer`: 4-byte pixels (noisify.c's `-bits 32`).
+    U32,
+}
+
+impl SmvType {
+    fn name(self) -> &'static str {
+        match self {
+            SmvType::U16 => "unsigned_short",
+            SmvType::U32 => "long_integer",
+        }
+    }
+}
+
+impl SmvHeader {
+    /// The header of an image of `fpixels` x `spixels` pixels (`SIZE1`,
+    /// `SIZE2`), with no other keys yet.
+    pub fn new(fpixels: usize, spixels: usize) -> SmvHeader {
+        let lines = format!("SIZE1={fpixels};\nSIZE2={spixels};\n");
+        SmvHeader { fpixels, spixels, text: HeaderText::Lines(lines) }
+    }
+
+    /// A header copied as it is from another file (noisify.c's `-header`),
+    /// for an image of `fpixels` x `spixels` pixels.
+    pub fn copied(bytes: Vec<u8>, fpixels: usize, spixels: usize) -> SmvHeader {
+        SmvHeader { fpixels, spixels, text: HeaderText::Copied(bytes) }
+    }
+
+    /// Adds the line `KEY=value;` (to a copied header: nothing).
+    pub fn entry(self, key: &str, value: impl std::fmt::Display) -> SmvHeader {
+        self.line(&format!("{key}={value};"))
+    }
+
+    /// Adds `KEY=value;` with the number as C's `%g` writes it.
+    pub fn number(self, key: &str, value: f64) -> SmvHeader {
+        self.entry(key, cfmt::g(value))
+    }
+
+    /// Adds a line as it is.
+    pub fn line(mut self, text: &str) -> SmvHeader {
+        if let HeaderText::Lines(lines) = &mut self.text {
+            lines.push_str(text);
+            lines.push('\n');
+        }
+        self
+    }
+
+    /// The image's size, fast and slow.
+    pub fn size(&self) -> (usize, usize) {
+        (self.fpixels, self.spixels)
+    }
+
+    /// The header's bytes before pixels of `pixels`: up to and including the
+    /// closing `}\f`, padded with spaces to the `HEADER_BYTES` it claims.
+    ///
+    /// That is 512 whenever the text fits, as the C programs write it;
+    /// longer text is padded to the next multiple of 512 and `HEADER_BYTES`
+    /// says so (the C programs claim 512 regardless, and the pixels then
+    /// start where no reader looks for them).
+    pub fn bytes(&self, pixels: SmvType) -> Vec<u8> {
+        let lines = match &self.text {
+            HeaderText::Copied(bytes) => return bytes.clone(),
+            HeaderText::Lines(lines) => lines,
+        };
+        let mut header_bytes = SMV_BLOCK;
+        loop {
+            let mut text = format!(
+                "{{\nHEADER_BYTES={header_bytes};\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE={};\n{lines}}}\u{c}",
+                pixels.name()
+            );
+            let needed = text.len().div_ceil(SMV_BLOCK).max(1) * SMV_BLOCK;
+            if needed == header_bytes {
+                text.push_str(&" ".repeat(header_bytes - text.len()));
+                return text.into_bytes();
+            }
+            // the size only grows, and a longer number adds few bytes: this terminates
+            header_bytes = needed;
+        }
+    }
+}
+
+/// The complete header of nanoBragg.c's 16-bit images, padded with spaces
+/// to its `HEADER_BYTES` length (see [`SmvHeader::bytes`]).
+pub fn smv_header_text(fields: &SmvHeaderFields) -> String {
+    let bytes = SmvHeader::from(fields).bytes(SmvType::U16);
+    String::from_utf8(bytes).expect("the header is ASCII")
+}
+
+/// The bytes of a whole SMV file: nanoBragg.c's header then little-endian
+/// `u16` pixels.
 pub fn smv_bytes(fields: &SmvHeaderFields, pixels: &[u16]) -> Vec<u8> {
-    let header = smv_header_text(fields);
-    let mut out = Vec::with_capacity(header.len() + 2 * pixels.len());
-    out.extend_from_slice(header.as_bytes());
+    let mut out = SmvHeader::from(fields).bytes(SmvType::U16);
+    out.reserve(2 * pixels.len());
     for p in pixels {
         out.extend_from_slice(&p.to_le_bytes());
     }
     out
 }
 
-/// Writes an SMV image into `file`. `pixels.len()` must be `fpixels * spixels`.
+/// The pixels of an SMV image, fast index fastest.
+pub enum SmvPixels<'a> {
+    /// 2-byte pixels.
+    U16(&'a [u16]),
+    /// 4-byte pixels.
+    U32(&'a [u32]),
+    /// 2-byte pixels made as they are written: `fill(first_row, out)` fills
+    /// `out` (whole rows) starting at slow index `first_row`. Where the file
+    /// can be mapped ([`Pending::map`]) it is called once for the whole
+    /// image, straight into the file's pages; otherwise a block of rows at
+    /// a time into one buffer. Either way a large image is never held twice.
+    Rows(&'a mut dyn FnMut(usize, &mut [u16])),
+}
+
+/// Writes an SMV image into `file`: `header` (see [`SmvHeader::bytes`]),
+/// then the pixels in little-endian order. The pixels must number
+/// `fpixels * spixels` of the header. The one writer of SMV files.
 pub fn write_smv(
     file: &mut Pending,
-    fields: &SmvHeaderFields,
-    pixels: &[u16],
+    header: &SmvHeader,
+    pixels: SmvPixels<'_>,
 ) -> Result<(), IoError> {
-    if Some(pixels.len()) != fields.fpixels.checked_mul(fields.spixels) {
+    let (fp, sp) = header.size();
+    let given = match &pixels {
+        SmvPixels::U16(p) => Some(p.len()),
+        SmvPixels::U32(p) => Some(p.len()),
+        SmvPixels::Rows(_) => None,
+    };
+    if given.is_some_and(|n| Some(n) != fp.checked_mul(sp)) {
         return Err(IoError::InvalidInput {
             path: file.target().to_path_buf(),
             reason: format!(
-                "SMV image of {}x{} pixels given {} pixel values",
-                fields.fpixels,
-                fields.spixels,
-                pixels.len()
+                "SMV image of {fp}x{sp} pixels given {} pixel values",
+                given.unwrap_or_default()
             ),
         });
     }
-    let header = smv_header_text(fields);
-    file.write(|w| {
-        w.write_all(header.as_bytes())?;
-        crate::le::write_le(w, pixels)
-    })
-}
-
-/// Writes an SMV image of 32-bit pixels into `file` (`TYPE=long_integer`,
-/// as noisify.c's `-bits 32`). `pixels.len()` must be `fpixels * spixels`.
-pub fn write_smv32(
-    file: &mut Pending,
-    fields: &SmvHeaderFields,
-    pixels: &[u32],
-) -> Result<(), IoError> {
-    if Some(pixels.len()) != fields.fpixels.checked_mul(fields.spixels) {
-        return Err(IoError::InvalidInput {
-            path: file.target().to_path_buf(),
-            reason: format!(
-                "SMV image of {}x{} pixels given {} pixel values",
-                fields.fpixels,
-                fields.spixels,
-                pixels.len()
-            ),
-        });
+    match pixels {
+        SmvPixels::U16(p) => {
+            let text = header.bytes(SmvType::U16);
+            file.write(|w| {
+                w.write_all(&text)?;
+                crate::le::write_le(w, p)
+            })
+        }
+        SmvPixels::U32(p) => {
+            let text = header.bytes(SmvType::U32);
+            file.write(|w| {
+                w.write_all(&text)?;
+                crate::le::write_le(w, p)
+            })
+        }
+        SmvPixels::Rows(fill) => write_rows(file, header, fill),
     }
-    let header = header_text_typed(fields, "long_integer");
-    file.write(|w| {
-        w.write_all(header.as_bytes())?;
-        crate::le::write_le(w, pixels)
-    })
 }
 
-/// Writes an SMV image into `file` whose pixels are produced by
-/// `fill(first_row, out)`: it fills `out` (whole rows, fast index fastest)
-/// starting at slow index `first_row`. Where the file can be mapped
-/// ([`Pending::map`]) `fill` is called once for the whole image, straight
-/// into the file's pages; otherwise a block of rows at a time into one
-/// buffer. Either way a large image is never held twice in memory.
-pub fn write_smv_rows(
+/// [`SmvPixels::Rows`] into `file`: into its mapping, else a block of rows
+/// at a time.
+fn write_rows(
     file: &mut Pending,
-    fields: &SmvHeaderFields,
-    mut fill: impl FnMut(usize, &mut [u16]),
+    header: &SmvHeader,
+    fill: &mut dyn FnMut(usize, &mut [u16]),
 ) -> Result<(), IoError> {
-    let header = smv_header_text(fields);
-    let n = fields.fpixels * fields.spixels;
-    if let Some(mut map) = file.map(header.len() + 2 * n)? {
-        map[..header.len()].copy_from_slice(header.as_bytes());
-        fill(0, crate::le::values_mut(&mut map[header.len()..]));
+    let text = header.bytes(SmvType::U16);
+    let (fp, sp) = header.size();
+    if let Some(mut map) = file.map(text.len() + 2 * fp * sp)? {
+        map[..text.len()].copy_from_slice(&text);
+        fill(0, crate::le::values_mut(&mut map[text.len()..]));
         return Ok(());
     }
-    write_smv_blocks(file, fields, &header, fill)
+    write_blocks(file, &text, fp, sp, fill)
 }
 
-/// [`write_smv_rows`] through `write()`, a block of rows at a time.
-fn write_smv_blocks(
+/// [`write_rows`] through `write()`, a block of rows at a time.
+fn write_blocks(
     file: &mut Pending,
-    fields: &SmvHeaderFields,
-    header: &str,
-    mut fill: impl FnMut(usize, &mut [u16]),
+    text: &[u8],
+    fpixels: usize,
+    spixels: usize,
+    fill: &mut dyn FnMut(usize, &mut [u16]),
 ) -> Result<(), IoError> {
-    let fp = fields.fpixels.max(1);
-    let rows = (BLOCK_PIXELS / fp).max(1);
-    let mut buf = vec![0u16; rows * fp];
+    let rows = (BLOCK_PIXELS / fpixels.max(1)).max(1);
+    let mut buf = vec![0u16; rows * fpixels];
     file.write(|w| {
-        w.write_all(header.as_bytes())?;
+        w.write_all(text)?;
         let mut s = 0;
-        while s < fields.spixels {
-            let n = rows.min(fields.spixels - s);
-            let block = &mut buf[..n * fields.fpixels];
+        while s < spixels {
+            let n = rows.min(spixels - s);
+            let block = &mut buf[..n * fpixels];
             fill(s, block);
             crate::le::write_le(w, block)?;
             s += n;
@@ -249,7 +316,7 @@ fn write_smv_blocks(
     })
 }
 
-/// Pixels per block of [`write_smv_rows`] (512 KiB of 16-bit pixels).
+/// Pixels per block of [`write_rows`] (512 KiB of 16-bit pixels).
 const BLOCK_PIXELS: usize = 256 * 1024;
 
 /// A decoded SMV image.
@@ -268,11 +335,96 @@ pub struct SmvImage {
     pub data: Vec<u16>,
 }
 
+/// The geometry an SMV header gives, in the header's units: what
+/// nanoBragg.c (`-img`, `-mask`), nonBragg.c (`-img`) and noisify.c
+/// (`-header`) take from it. A key that is absent or reads as NaN is `None`.
+/// Keys are found by [`header_value`]'s rules: `DISTANCE` is the last match,
+/// so `CLOSE_DISTANCE`'s value when that key comes later, and `ORGX`
+/// matches `XDS_ORGX`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SmvGeometry {
+    /// `SIZE1` (else `DETECTOR_DIMENSIONS`): pixels along fast.
+    pub width: usize,
+    /// `SIZE2` (else `DETECTOR_DIMENSIONS`): pixels along slow.
+    pub height: usize,
+    /// `PIXEL_SIZE`, mm.
+    pub pixel_size_mm: Option<f64>,
+    /// `DISTANCE`, mm.
+    pub distance_mm: Option<f64>,
+    /// `CLOSE_DISTANCE`, mm.
+    pub close_distance_mm: Option<f64>,
+    /// `WAVELENGTH`, Å.
+    pub wavelength_a: Option<f64>,
+    /// `BEAM_CENTER_X`, mm.
+    pub beam_center_x_mm: Option<f64>,
+    /// `BEAM_CENTER_Y`, mm.
+    pub beam_center_y_mm: Option<f64>,
+    /// `ORGX`, pixels.
+    pub orgx_px: Option<f64>,
+    /// `ORGY`, pixels.
+    pub orgy_px: Option<f64>,
+    /// `PHI`, degrees.
+    pub phi_deg: Option<f64>,
+    /// `OSC_RANGE`, degrees.
+    pub osc_range_deg: Option<f64>,
+}
+
+impl SmvGeometry {
+    /// Each key with its value, `CLOSE_DISTANCE` before `DISTANCE` (which
+    /// also matches it), for checks that name the key a value came from.
+    pub fn values(&self) -> [(&'static str, Option<f64>); 10] {
+        [
+            ("PIXEL_SIZE", self.pixel_size_mm),
+            ("CLOSE_DISTANCE", self.close_distance_mm),
+            ("DISTANCE", self.distance_mm),
+            ("WAVELENGTH", self.wavelength_a),
+            ("BEAM_CENTER_X", self.beam_center_x_mm),
+            ("BEAM_CENTER_Y", self.beam_center_y_mm),
+            ("ORGX", self.orgx_px),
+            ("ORGY", self.orgy_px),
+            ("PHI", self.phi_deg),
+            ("OSC_RANGE", self.osc_range_deg),
+        ]
+    }
+}
+
 impl SmvImage {
     /// The numeric value of `key` in the header with the original program's rules;
     /// see [`header_value`].
     pub fn value_of(&self, key: &str) -> Option<f64> {
         header_value(&self.header, key)
+    }
+
+    /// The geometry the header gives (the one reading of an SMV header into
+    /// geometry; see [`SmvGeometry`]).
+    pub fn geometry(&self) -> SmvGeometry {
+        let get = |key: &str| self.value_of(key).filter(|v| !v.is_nan());
+        SmvGeometry {
+            width: self.width,
+            height: self.height,
+            pixel_size_mm: get("PIXEL_SIZE"),
+            distance_mm: get("DISTANCE"),
+            close_distance_mm: get("CLOSE_DISTANCE"),
+            wavelength_a: get("WAVELENGTH"),
+            beam_center_x_mm: get("BEAM_CENTER_X"),
+            beam_center_y_mm: get("BEAM_CENTER_Y"),
+            orgx_px: get("ORGX"),
+            orgy_px: get("ORGY"),
+            phi_deg: get("PHI"),
+            osc_range_deg: get("OSC_RANGE"),
+        }
+    }
+
+    /// Decodes an SMV file in memory for its header (`path` only names it
+    /// in errors): the checks of [`SmvImage::parse`], but pixel data of any
+    /// type, or shorter than the header says, is accepted; the image then
+    /// has no `data` and the second value is the bytes the file would need
+    /// and has. The header's own bytes are `bytes[..header_bytes]`.
+    pub fn parse_header(
+        bytes: &[u8],
+        path: &Path,
+    ) -> Result<(SmvImage, Option<(u64, u64)>), IoError> {
+        Self::parse_with(bytes, path, false)
     }
 
     /// Decodes an SMV file already in memory; `path` is only used in error messages.
@@ -599,15 +751,17 @@ mod tests {
         let image: Vec<f32> = (0..700 * 900).map(|i| (i % 977) as f32 * 0.37).collect();
         let roi = [5, 650, 3, 880];
         let want = smv_bytes(&fields, &crate::pgm::int_image(&image, 700, 900, roi, 2.5, 40.0));
-        let fill = |row: usize, out: &mut [u16]| {
+        let mut fill = |row: usize, out: &mut [u16]| {
             crate::pgm::int_rows(&image, 700, roi, 2.5, 40.0, row, out)
         };
+        let header = SmvHeader::from(&fields);
         let (a, b) = (dir.join("a.img"), dir.join("b.img"));
         let mut file = Pending::create(&a).unwrap();
-        write_smv_rows(&mut file, &fields, fill).unwrap();
+        write_smv(&mut file, &header, SmvPixels::Rows(&mut fill)).unwrap();
         file.commit().unwrap();
         let mut file = Pending::create(&b).unwrap();
-        write_smv_blocks(&mut file, &fields, &smv_header_text(&fields), fill).unwrap();
+        let text = header.bytes(SmvType::U16);
+        write_blocks(&mut file, &text, 700, 900, &mut fill).unwrap();
         file.commit().unwrap();
         assert_eq!(std::fs::read(&a).unwrap(), want);
         assert_eq!(std::fs::read(&b).unwrap(), want);

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::smv::{
-    read_smv, read_smv_header, smv_bytes, smv_header_text, write_smv, SmvHeaderFields, SmvImage,
+    read_smv, read_smv_header, smv_bytes, smv_header_text, write_smv, SmvHeader, SmvHeaderFields,
+    SmvImage, SmvPixels,
 };
 use nanobragg_io::IoError;
 
@@ -101,7 +102,7 @@ fn write_and_read_back() {
     let p = dir.join("x.img");
     let pixels: Vec<u16> = vec![0, 1, 2, 3, 256, 65535, 40, 41, 42, 43, 44, 45];
     let mut file = Pending::create(&p).unwrap();
-    write_smv(&mut file, &fields(), &pixels).unwrap();
+    write_smv(&mut file, &SmvHeader::from(&fields()), SmvPixels::U16(&pixels)).unwrap();
     file.commit().unwrap();
     let raw = std::fs::read(&p).unwrap();
     assert_eq!(raw.len(), 512 + 24);
@@ -115,7 +116,8 @@ fn write_and_read_back() {
     // wrong pixel count is refused and leaves nothing behind
     let q = dir.join("bad.img");
     let mut file = Pending::create(&q).unwrap();
-    let err = write_smv(&mut file, &fields(), &pixels[..5]).unwrap_err();
+    let err = write_smv(&mut file, &SmvHeader::from(&fields()), SmvPixels::U16(&pixels[..5]))
+        .unwrap_err();
     assert!(matches!(err, IoError::InvalidInput { .. }));
     drop(file);
     assert!(!q.exists());

@@ -5,7 +5,11 @@
 //! `scripts/bench.sh` (`-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2
 //! -N 5 -distance 100 -detpixels SIZE`) in every precision and prints the
 //! median time and pixels per second. `comprehensive` as a size renders the
-//! golden case of that name. For whole-program timings against
+//! golden case of that name; `hkl_spectrum` the dataset's load (an `-hkl`
+//! table, 100 wavelengths × 25 mosaic domains at 256², [`HKL_SPECTRUM`]),
+//! where float32 must stay faster than float64 (it once took 3.3× f64's
+//! time on AVX-512: every lane's structure-factor lookup stored the h, k, l
+//! vectors again). For whole-program timings against
 //! nanoBragg.c use `scripts/bench.sh`. Plans come from argument lists
 //! through the pipeline's parser, as the binary's do.
 
@@ -31,6 +35,12 @@ fn comprehensive_args() -> String {
     line.trim_start_matches("args = ").trim_matches('"').to_string()
 }
 
+/// The dataset's load: structure factors from an `-hkl` table, many sources
+/// and domains (the golden inputs' triclinic table).
+const HKL_SPECTRUM: &str = "-hkl tests/golden/inputs/p1_tric.hkl -cell 67.2 59.8 47.2 90 110.3 90 \
+    -N 20 -lambda 1.3 -distance 150 -detpixels 256 -pixel 0.11 -oversample 1 -dispersion 0.3 \
+    -dispsteps 100 -mosaic 0.05 -mosaic_domains 25";
+
 /// The bench crystal of `scripts/bench.sh`, without its size.
 const BENCH: &str = "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100";
 
@@ -55,6 +65,7 @@ fn main() {
             }
             "--bench" => {}
             "comprehensive" => sizes.push(0),
+            "hkl_spectrum" => sizes.push(-1),
             s => {
                 if let Ok(n) = s.parse() {
                     sizes.push(n)
@@ -71,9 +82,13 @@ fn main() {
         "{:>6} {:>9} {:>10} {:>10} {:>12}",
         "size", "precision", "median s", "min s", "Mpixel/s"
     );
+    let mut seconds = Vec::new();
     for &size in &sizes {
         let plan = plan(&if size == 0 {
             comprehensive_args()
+        } else if size == -1 {
+            let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+            HKL_SPECTRUM.replace("tests/", &format!("{root}tests/"))
         } else {
             format!("{BENCH} -detpixels {size}")
         });
@@ -98,8 +113,21 @@ fn main() {
             let (med, min) = (times[times.len() / 2], times[0]);
             let mpix = npix as f64 / med / 1e6;
             let p = format!("{precision:?}");
-            let name = if size == 0 { "compr".to_string() } else { size.to_string() };
+            let name = match size {
+                0 => "compr".to_string(),
+                -1 => "hklspec".to_string(),
+                n => n.to_string(),
+            };
             println!("{name:>6} {p:>9} {med:>10.4} {min:>10.4} {mpix:>12.1}");
+            seconds.push((size, precision, med));
+        }
+    }
+    // float32 against float64 on the same plan, side by side in this run
+    for &(size, p, t32) in seconds.iter().filter(|s| s.1 == Precision::Fast32) {
+        if let Some(&(_, _, t64)) = seconds.iter().find(|s| s.0 == size && s.1 == Precision::Fast64)
+        {
+            let verdict = if t32 <= 0.7 * t64 { "ok" } else { "SLOW (limit 0.7)" };
+            println!("size {size}: {p:?} / Fast64 = {:.2} {verdict}", t32 / t64);
         }
     }
 }

@@ -12,8 +12,8 @@ use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::PathBuf;
 
+use crate::output_files::{open_output, write_error};
 use anyhow::{bail, Context, Result};
-use nanobragg_io::atomic::write_atomic;
 
 const USAGE: &str =
     "usage: nanobragg add IN1.bin IN2.bin [...] -floatfile OUT.bin [-scale S1,S2,...]";
@@ -67,6 +67,9 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     if scales.len() != inputs.len() {
         bail!("-scale has {} values for {} input images", scales.len(), inputs.len());
     }
+    // the output opened first: a name that cannot be written is refused
+    // before anything is read
+    let mut file = open_output("-floatfile", &output)?;
     let mut values = None;
     let mut readers = Vec::new();
     for p in &inputs {
@@ -97,7 +100,7 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     }
     let mut sums = vec![0f64; BLOCK];
     let mut bytes = vec![0u8; 4 * BLOCK];
-    write_atomic(&output, |w| {
+    let written = file.write(|w| {
         let mut left = n as usize;
         while left > 0 {
             let m = left.min(BLOCK);
@@ -123,8 +126,9 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
             left -= m;
         }
         Ok(())
-    })
-    .with_context(|| format!("-floatfile {}", output.display()))?;
+    });
+    written.map_err(|e| write_error("-floatfile", e))?;
+    crate::output_files::commit(vec![("-floatfile", file)])?;
     writeln!(out, "wrote {} as {n} 4-byte floats", output.display())?;
     Ok(())
 }

@@ -8,16 +8,16 @@
 //! and noise images where their flags are given) are checked, free space
 //! included, before the first shot is rendered (see docs/compat.md).
 
+use crate::image_outputs::{write_images, ImageFiles};
 use crate::invocation::Invocation;
 use crate::panels::PanelRun;
-use crate::run::{write_images, ImageFiles};
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::g;
-use nanobragg_io::le;
+use nanobragg_io::image_writer::{self, Image};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -97,7 +97,7 @@ impl BatchOutputs {
                 continue;
             }
             let out = if nanobragg_io::atomic::writes_in_place(path) {
-                ShotOutput::InPlace(crate::run::open_output(flag, path)?)
+                ShotOutput::InPlace(crate::output_files::open_output(flag, path)?)
             } else {
                 ShotOutput::Files(path.clone())
             };
@@ -149,10 +149,10 @@ impl BatchOutputs {
                 if probed.insert(dir.clone()) {
                     // a temporary made and removed: the directory exists
                     // and may be written
-                    drop(crate::run::open_output(flag, &path)?);
+                    drop(crate::output_files::open_output(flag, &path)?);
                 }
                 nanobragg_io::atomic::check_writable(&path)
-                    .map_err(|e| crate::run::write_error(flag, e))?;
+                    .map_err(|e| crate::output_files::write_error(flag, e))?;
                 let (dev, old) = fs_and_freed(&dir, &real);
                 by_fs.entry(dev).or_insert_with(|| Use { dir, ..Use::default() });
                 let e = shot.entry(dev).or_default();
@@ -233,8 +233,8 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
     let mut outputs = BatchOutputs::new(inv)?;
     let d = &first_plan.detector;
     let pixels = (d.fpixels * d.spixels) as u64;
-    let smv = crate::run::smv_header(first_plan);
-    let smv_len = nanobragg_io::smv::smv_header_text(&smv).len() as u64;
+    let smv = crate::image_headers::smv_header(first_plan);
+    let smv_len = smv.bytes(nanobragg_io::smv::SmvType::U16).len() as u64;
     let sizes: Vec<u64> = outputs
         .list
         .iter()
@@ -274,7 +274,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         let mut owned: Vec<Option<Pending>> = Vec::with_capacity(names.len());
         for (flag, path) in &names {
             owned.push(match path {
-                Some(p) => Some(crate::run::open_output(flag, p)?),
+                Some(p) => Some(crate::output_files::open_output(flag, p)?),
                 None => None,
             });
         }
@@ -293,9 +293,8 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
             Some(targets.swap_remove(at).1)
         };
         let float = take("-floatfile").expect("every batch writes float images");
-        float
-            .write(|w| le::write_le(w, image))
-            .map_err(|e| crate::run::write_error("-floatfile", e))?;
+        image_writer::write(float, Image::Float(image))
+            .map_err(|e| crate::output_files::write_error("-floatfile", e))?;
         let files = ImageFiles {
             int: take("-intfile"),
             pgm: take("-pgmfile"),
@@ -319,8 +318,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         }
         let files: Vec<(&'static str, Pending)> =
             names.iter().zip(owned).filter_map(|((flag, _), p)| Some((*flag, p?))).collect();
-        nanobragg_io::atomic::commit_all(files)
-            .map_err(|(flag, e)| crate::run::write_error(flag, e))?;
+        crate::output_files::commit(files)?;
         let max = image.iter().fold(0.0f32, |m, &v| m.max(v));
         let a = angles[i];
         let list: Vec<String> = names

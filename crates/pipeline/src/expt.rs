@@ -4,10 +4,9 @@
 //! detector and the beam's direction (and wavelength where it gives the
 //! photon energy). Both act in the order of the command line: flags after
 //! them override what they set; detector placement flags after them are
-//! refused (see [`check_order`]).
+//! refused (see `parse::check_order`).
 
-use crate::flags::Occurrence;
-use crate::parse::CliError;
+use crate::cli_error::CliError;
 use nanobragg_core::config::{Convention, PanelConfig, SimConfig};
 use nanobragg_io::crystfel::Geometry;
 use nanobragg_io::expt::{Experiment, Panel};
@@ -87,24 +86,6 @@ pub fn read(flag: &str, path: &std::path::Path) -> Result<DetectorFile, CliError
         }
     }
     Ok(file)
-}
-
-/// Refuses a detector placement flag after the last `-expt` or `-geom`.
-pub fn check_order(occurrences: &[Occurrence]) -> Result<(), CliError> {
-    let files = ["-expt", "-geom"];
-    let Some(last) = occurrences.iter().rposition(|o| files.contains(&o.flag.name)) else {
-        return Ok(());
-    };
-    let file = occurrences[last].flag.name;
-    match occurrences[last..].iter().find(|o| PLACEMENT.contains(&o.flag.name)) {
-        Some(o) => Err(CliError::Unused {
-            what: format!(
-                "{} after {file}: the file places the detector; give it before {file} (which then replaces it) or change the file",
-                o.spelled
-            ),
-        }),
-        None => Ok(()),
-    }
 }
 
 /// Sets what a detector file describes.

@@ -17,6 +17,7 @@ use nanobragg_core::geometry::PanelLayout;
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_io::atomic::Pending;
+use nanobragg_io::image_writer::{self, Image};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -138,7 +139,7 @@ pub fn open(inv: &Invocation, cfg: &SimConfig, plan: &Plan) -> Result<GradientFi
     let Some(params) = params(inv, cfg, plan)? else { return Ok(GradientFiles(Vec::new())) };
     let mut files = Vec::new();
     for (path, what) in names(inv, &params) {
-        let file = crate::run::open_output("-gradfile", &path)?;
+        let file = crate::output_files::open_output("-gradfile", &path)?;
         files.push((path, what, file));
     }
     Ok(GradientFiles(files))
@@ -207,8 +208,8 @@ pub fn write(
     let mut written = Vec::with_capacity(images.len());
     for ((path, what, mut file), d) in files.0.into_iter().zip(&images) {
         writeln!(out, "writing {} as {} 4-byte floats ({what})", path.display(), d.len())?;
-        file.write(|w| nanobragg_io::le::write_le(w, d))
-            .map_err(|e| crate::run::write_error("-gradfile", e))?;
+        image_writer::write(&mut file, Image::Float(d))
+            .map_err(|e| crate::output_files::write_error("-gradfile", e))?;
         written.push(("-gradfile", file));
     }
     out.flush()?;

@@ -1,61 +1,56 @@
 //! nanobragg's pipeline as a library: an argument list becomes an
 //! [`Invocation`] ([`parse_args`]), which renders into memory
-//! ([`Invocation::render`]), runs with its output files ([`run::run`]),
-//! refines or runs a batch. The `nanobragg` binary is a thin `main` over
-//! [`main_with_args`]; tests, benches and bindings go through the same calls.
+//! ([`Invocation::render`]), runs with its output files ([`dispatch::run`]),
+//! refines, renders a batch or a dataset, or writes gradients. The
+//! `nanobragg` binary is a thin `main` over [`main_as`]; tests, benches and
+//! bindings go through the same calls.
 //!
-//! Modules point downward: [`invocation`] (plain data) ← [`flags`] (the flag
-//! table) ← [`parse`] (the argument list); [`render`] resolves and renders an
-//! invocation; run, batch, gradient and refine build on those.
+//! Modules point downward only, in layers (checked by
+//! `tests/layering.rs`, which also refuses any cycle of imports):
+//! plain data and helpers ([`cli_error`], [`memory`], [`progress`],
+//! [`output_files`]); the command line ([`expt`] ← [`invocation`] ←
+//! [`flags`] ← [`parse`]); a model and its render ([`parameters`],
+//! [`render`], [`spots`], [`panels`]); what a render writes
+//! ([`detector_response`], [`image_headers`], [`report`], [`traces`],
+//! [`image_outputs`]); the drivers, which choose what to write
+//! ([`gradient`]; then [`run`], [`batch`], [`dataset`], [`refine`],
+//! [`noisify`], [`nonbragg`], [`add`]); and [`dispatch`], which picks the
+//! driver of a command line. Every file is written through
+//! [`nanobragg_io::image_writer`].
 
 pub mod add;
 pub mod batch;
+pub mod cli_error;
 pub mod dataset;
+pub mod detector_response;
+pub mod dispatch;
 pub mod expt;
 pub mod flags;
 pub mod gradient;
+pub mod image_headers;
+pub mod image_outputs;
 pub mod invocation;
 pub mod memory;
 pub mod noisify;
 pub mod nonbragg;
+pub mod output_files;
 pub mod panels;
 pub mod parameters;
 pub mod parse;
+pub mod progress;
 pub mod refine;
 pub mod render;
 pub mod report;
 pub mod run;
 pub mod spots;
+pub mod traces;
 
+pub use dispatch::{main_as, main_with_args};
 pub use invocation::{Curvatures, Device, Invocation, Outputs};
 pub use memory::keep_freed_memory;
 pub use parameters::{Parameters, Target};
 pub use parse::{parse_args, CliError};
 pub use render::{Rendered, Seeds};
-
-/// Runs the program as invoked: under the name `noisify` (a link to the
-/// binary) or `nonBragg` as that program, else as `nanobragg` (see [`main_with_args`]).
-pub fn main_as(program: &str, args: &[String]) -> anyhow::Result<()> {
-    let name = std::path::Path::new(program).file_name().and_then(|n| n.to_str());
-    match name {
-        Some("noisify") => noisify::run(args, &mut std::io::stdout().lock()),
-        Some("nonBragg") => nonbragg::run(args, &mut std::io::stdout().lock()),
-        _ => main_with_args(args),
-    }
-}
-
-/// Runs the command line `args` (without the program name): a render, or
-/// the subcommands `refine`, `dataset`, `noisify`, `nonbragg` and `add`.
-pub fn main_with_args(args: &[String]) -> anyhow::Result<()> {
-    match args.first().map(String::as_str) {
-        Some("refine") => refine::main(&args[1..]),
-        Some("dataset") => dataset::main(&args[1..]),
-        Some("noisify") => noisify::run(&args[1..], &mut std::io::stdout().lock()),
-        Some("add") => add::run(&args[1..], &mut std::io::stdout().lock()),
-        Some("nonbragg") => nonbragg::run(&args[1..], &mut std::io::stdout().lock()),
-        _ => parse_args(args).map_err(anyhow::Error::from).and_then(run::run),
-    }
-}
 
 /// Whether `e` is a failed write to stdout because its reader went away (a
 /// broken pipe). Output files' errors are never this: they name their flag

@@ -9,14 +9,17 @@
 //! `floatimage.bin` is the input. docs/compat.md lists what differs.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use crate::detector_response::report_psf;
+use crate::output_files::{open_output, write_error};
+use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::psf::PsfShape;
 use nanobragg_core::response::{adu_pixels, noisy_image, Bits, Response, SharedSeeds};
-use nanobragg_io::atomic::write_atomic;
+use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::{f, g};
-use nanobragg_io::smv::{atof, atoi, header_value};
+use nanobragg_io::image_writer::{self, Image, SmvHeader, SmvPixels};
+use nanobragg_io::smv::{atof, atoi, SmvGeometry, SmvImage};
 
 /// r_e², the Thomson cross section per steradian (m²).
 const R_E_SQR: f64 = 7.94079248018965e-30;
@@ -329,69 +332,37 @@ fn apply(o: &mut Options, set: Set, v: &str) -> Result<()> {
     Ok(())
 }
 
-/// The SMV header given with `-header`: its first `HEADER_BYTES` bytes.
+/// The SMV header given with `-header`: its first `HEADER_BYTES` bytes
+/// (copied into the images written) and the geometry they give.
 struct HeaderFile {
     bytes: Vec<u8>,
-    width: i32,
-    height: i32,
+    geometry: SmvGeometry,
 }
 
 /// Reads `-header`'s file as the reference's `GetFrame` does (printing
 /// "reading NAME").
 fn read_header(name: &str, out: &mut impl Write) -> Result<HeaderFile> {
     let data = std::fs::read(name).with_context(|| format!("-header {name}: cannot read"))?;
-    if data.len() < 512 {
-        bail!("-header {name}: {} bytes, shorter than an SMV header (512)", data.len());
-    }
-    if !data.starts_with(b"{\nHEADER_BYT") {
-        bail!("-header {name}: does not look like an ADSC (SMV) frame");
-    }
-    let text = |bytes: &[u8]| {
-        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-        String::from_utf8_lossy(&bytes[..end]).into_owned()
-    };
-    let size = header_value(&text(&data[..512]), "HEADER_BYTES").unwrap_or(f64::NAN);
-    if !(size >= 1.0 && size <= data.len() as f64) {
-        bail!("-header {name}: HEADER_BYTES={size} does not fit the file of {} bytes", data.len());
-    }
-    let bytes = data[..size as usize].to_vec();
-    let header = text(&bytes);
-    let value = |key| {
-        header_value(&header, key).map_or(0, |v| v.clamp(i32::MIN as f64, i32::MAX as f64) as i32)
-    };
-    let (mut width, mut height) = (value("SIZE1"), value("SIZE2"));
-    if width == 0 {
-        width = value("DETECTOR_DIMENSIONS");
-        height = width;
-    }
+    let (img, _) =
+        SmvImage::parse_header(&data, Path::new(name)).map_err(|e| anyhow!("-header {e}"))?;
     writeln!(out, "reading {name}")?;
-    Ok(HeaderFile { bytes, width, height })
+    Ok(HeaderFile { bytes: data[..img.header_bytes].to_vec(), geometry: img.geometry() })
 }
 
-/// The header noisify.c writes when it is given none (`C %g` numbers,
-/// padded with spaces to 512 bytes).
-fn own_header(o: &Options, x: i32, y: i32) -> Vec<u8> {
+/// The header noisify.c writes when it is given none (`C %g` numbers).
+fn own_header(o: &Options, x: usize, y: usize) -> SmvHeader {
     let detsize_y = o.pixel_m * y as f64;
-    let type_name = if o.bits == 32 { "long_integer" } else { "unsigned_short" };
-    let mut h = format!(
-        "{{\nHEADER_BYTES=512;\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE={type_name};\n\
-         SIZE1={x};\nSIZE2={y};\nPIXEL_SIZE={};\nDISTANCE={};\n\
-         WAVELENGTH={};\nBEAM_CENTER_X={};\nBEAM_CENTER_Y={};\n\
-         PHI={};\nOSC_START={};\nOSC_RANGE={};\nDETECTOR_SN=000;\nBEAMLINE=fake;\n}}\x0c",
-        g(o.pixel_m * 1000.0),
-        g(o.distance_m * 1000.0),
-        g(o.lambda_a),
-        g(o.xbeam_m * 1000.0),
-        g((detsize_y - o.ybeam_m) * 1000.0),
-        g(o.phi_deg),
-        g(o.phi_deg),
-        g(o.osc_deg),
-    )
-    .into_bytes();
-    if h.len() < 512 {
-        h.resize(512, b' ');
-    }
-    h
+    SmvHeader::new(x, y)
+        .number("PIXEL_SIZE", o.pixel_m * 1000.0)
+        .number("DISTANCE", o.distance_m * 1000.0)
+        .number("WAVELENGTH", o.lambda_a)
+        .number("BEAM_CENTER_X", o.xbeam_m * 1000.0)
+        .number("BEAM_CENTER_Y", (detsize_y - o.ybeam_m) * 1000.0)
+        .number("PHI", o.phi_deg)
+        .number("OSC_START", o.phi_deg)
+        .number("OSC_RANGE", o.osc_deg)
+        .entry("DETECTOR_SN", "000")
+        .entry("BEAMLINE", "fake")
 }
 
 /// The image's width and height: from `-header`, the flags, or a guess
@@ -404,7 +375,7 @@ fn dimensions(
 ) -> Result<(i64, i64)> {
     let [mut x, mut y] = o.detpixels.map(i64::from);
     if let Some(h) = header {
-        (x, y) = (h.width as i64, h.height as i64);
+        (x, y) = (h.geometry.width as i64, h.geometry.height as i64);
     }
     let mut pixels = pixels;
     if header.is_some() {
@@ -469,23 +440,21 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         }
         None => None,
     };
-    if let Some(h) = &header {
-        let text = String::from_utf8_lossy(&h.bytes).into_owned();
-        let value = |key| header_value(&text, key).filter(|v| !v.is_nan());
-        if let Some(v) = value("PIXEL_SIZE") {
+    if let Some(HeaderFile { geometry: h, .. }) = &header {
+        if let Some(v) = h.pixel_size_mm {
             o.pixel_m = v / 1000.0;
         }
         o.detsize_m = [o.pixel_m * h.width as f64, o.pixel_m * h.height as f64];
-        if let Some(v) = value("DISTANCE") {
+        if let Some(v) = h.distance_mm {
             o.distance_m = v / 1000.0;
         }
-        if let Some(v) = value("WAVELENGTH") {
+        if let Some(v) = h.wavelength_a {
             o.lambda_a = v / 1e10;
         }
-        if let Some(v) = value("BEAM_CENTER_X") {
+        if let Some(v) = h.beam_center_x_mm {
             o.xbeam_m = v / 1000.0;
         }
-        if let Some(v) = value("BEAM_CENTER_Y") {
+        if let Some(v) = h.beam_center_y_mm {
             o.ybeam_m = o.detsize_m[1] - v / 1000.0;
         }
     }
@@ -496,6 +465,12 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     // the input's bytes, the float, photon and count images, the PSF's, both integer images
     fits_in_memory(file_len + pixels as u128 * 30, || format!("a {x} x {y} pixel image"))?;
     let (x, y) = (x as usize, y as usize);
+    // every output opened before the images are made: a name that cannot
+    // be written is refused before any file changes
+    let open = |flag, name: &str| open_output(flag, Path::new(name));
+    let mut int_file = open("-intfile", &o.int_name)?;
+    let mut pgm_file = o.write_pgm.then(|| open("-pgmfile", &o.pgm_name)).transpose()?;
+    let mut noise_file = o.write_noise.then(|| open("-noisefile", &o.noise_name)).transpose()?;
     o.detsize_m = [o.pixel_m * x as f64, o.pixel_m * y as f64];
     writeln!(out, "importing {pixels} pixel intensites: {float_name}")?;
     if data.len() < pixels {
@@ -554,23 +529,25 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
             adu_pixels(if adu > 65535.0 { 65535.0 } else { adu })
         })
         .collect();
-    let header_bytes = |o: &Options| match &header {
-        Some(h) => h.bytes.clone(),
-        None => own_header(o, x as i32, y as i32),
+    let smv_header = match &header {
+        Some(h) => SmvHeader::copied(h.bytes.clone(), x, y),
+        None => own_header(&o, x, y),
     };
     let bytes_per = if o.bits == 32 { 4 } else { 2 };
     writeln!(out, "writing {} as {pixels} {bytes_per}-byte integers", o.int_name)?;
-    write_smv(&o.int_name, &header_bytes(&o), o.bits, noiseless.iter().copied())?;
-    if o.write_pgm {
+    write_integer_image(&mut int_file, &smv_header, o.bits, noiseless.iter().copied())
+        .map_err(|e| write_error("-intfile", e))?;
+    if let Some(file) = pgm_file.as_mut() {
         writeln!(out, "writing {} as 1-byte integers", o.pgm_name)?;
-        let mut pgm = format!("P5\n{x} {y}\n# pixels scaled by 1\n255\n").into_bytes();
-        pgm.extend(noiseless.iter().map(|&(p16, _)| p16.min(255) as u8));
-        write_atomic(PathBuf::from(&o.pgm_name).as_path(), |w| w.write_all(&pgm))
-            .with_context(|| format!("-pgmfile {}", o.pgm_name))?;
+        let bytes: Vec<u8> = noiseless.iter().map(|&(p16, _)| p16.min(255) as u8).collect();
+        let pgm = Image::Pgm { fpixels: x, spixels: y, scale: 1.0, bytes: &bytes };
+        image_writer::write(file, pgm).map_err(|e| write_error("-pgmfile", e))?;
     }
-    if !o.write_noise {
-        return Ok(());
-    }
+    let files = |noise| {
+        let files = [("-intfile", Some(int_file)), ("-pgmfile", pgm_file), ("-noisefile", noise)];
+        crate::output_files::commit(files.into_iter().filter_map(|(f, p)| Some((f, p?))).collect())
+    };
+    let Some(mut noise) = noise_file.take() else { return files(None) };
 
     let response = Response {
         gain: o.gain,
@@ -596,8 +573,9 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(out, "writing {} as {bytes_per}-byte integers", o.noise_name)?;
     let pixels = noisy.pixels16.into_iter().zip(noisy.pixels32);
-    write_smv(&o.noise_name, &header_bytes(&o), o.bits, pixels)?;
-    Ok(())
+    write_integer_image(&mut noise, &smv_header, o.bits, pixels)
+        .map_err(|e| write_error("-noisefile", e))?;
+    files(Some(noise))
 }
 
 /// Refuses a run needing `bytes` when this process may not allocate them.
@@ -654,43 +632,19 @@ fn report_options(o: &Options, x: usize, y: usize, out: &mut impl Write) -> Resu
     Ok(())
 }
 
-/// The lines the reference's `apply_psf` prints.
-pub(crate) fn report_psf(a: &nanobragg_core::psf::PsfApplied, out: &mut impl Write) -> Result<()> {
-    if a.zero_width {
-        writeln!(out, "WARNING: apply_psf function has zero size")?;
-        return Ok(());
-    }
-    if let Some(max) = a.max_input {
-        writeln!(out, "  maximum input photon/pixel: {}", g(max))?;
-    }
-    match (a.lost_photons, a.auto_radius) {
-        (None, _) => writeln!(out, "WARNING: no photons, PSF skipped")?,
-        (Some(lost), auto) => {
-            if let Some(r) = auto {
-                writeln!(out, "  auto-selected psf_radius = {r} pixels")?;
-            }
-            writeln!(out, "adding back {} lost photons", g(lost))?;
-        }
-    }
-    Ok(())
-}
-
-/// Writes an SMV file: `header` then the 16- or 32-bit pixels.
-fn write_smv(
-    name: &str,
-    header: &[u8],
+/// Writes an SMV image: `header` then the 16- or 32-bit pixels (of each
+/// pair, the one `bits` says).
+fn write_integer_image(
+    file: &mut Pending,
+    header: &SmvHeader,
     bits: i32,
     pixels: impl Iterator<Item = (u16, u32)>,
-) -> Result<()> {
-    let mut body = header.to_vec();
-    for (p16, p32) in pixels {
-        if bits == 32 {
-            body.extend_from_slice(&p32.to_le_bytes());
-        } else {
-            body.extend_from_slice(&p16.to_le_bytes());
-        }
+) -> Result<(), nanobragg_io::IoError> {
+    if bits == 32 {
+        let p32: Vec<u32> = pixels.map(|(_, p)| p).collect();
+        image_writer::write(file, Image::Smv(header, SmvPixels::U32(&p32)))
+    } else {
+        let p16: Vec<u16> = pixels.map(|(p, _)| p).collect();
+        image_writer::write(file, Image::Smv(header, SmvPixels::U16(&p16)))
     }
-    write_atomic(PathBuf::from(name).as_path(), |w| w.write_all(&body))
-        .with_context(|| format!("writing {name}"))?;
-    Ok(())
 }

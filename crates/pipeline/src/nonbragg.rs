@@ -9,8 +9,9 @@
 //! arguments without consuming them. docs/compat.md lists what differs.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::output_files::{open_output, write_error};
 use anyhow::{bail, Context, Result};
 use nanobragg_core::amorphous::{
     place_detector, render_amorphous, step_grid, AmorphousDetector, AmorphousSample,
@@ -20,8 +21,9 @@ use nanobragg_core::amorphous::{
 use nanobragg_core::noise::noise_image;
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::vec3::{cross, dot, rotate_axis, unitize, V3};
-use nanobragg_io::atomic::write_atomic;
+use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::{f, g, g_prec, g_width};
+use nanobragg_io::image_writer::{self, Image, SmvHeader, SmvPixels};
 use nanobragg_io::smv::{atof, atoi, read_smv};
 
 /// Degrees per radian, as the reference forms it.
@@ -573,38 +575,38 @@ fn read_input_image(name: &str, o: &mut Options, out: &mut impl Write) -> Result
     if img.width > 1 << 20 || img.height > 1 << 20 {
         bail!("-img {name}: SIZE1/SIZE2 {} x {} is too large", img.width, img.height);
     }
-    let value = |key| img.value_of(key).filter(|v| !v.is_nan());
-    o.fpixels = img.width as i32;
-    o.spixels = img.height as i32;
-    if let Some(v) = value("PIXEL_SIZE") {
+    let h = img.geometry();
+    o.fpixels = h.width as i32;
+    o.spixels = h.height as i32;
+    if let Some(v) = h.pixel_size_mm {
         o.pixel = v / 1000.0;
     }
-    o.detsize = [o.pixel * img.width as f64, o.pixel * img.height as f64];
-    if let Some(v) = value("DISTANCE") {
+    o.detsize = [o.pixel * h.width as f64, o.pixel * h.height as f64];
+    if let Some(v) = h.distance_mm {
         o.distance = v / 1000.0;
     }
-    if let Some(v) = value("CLOSE_DISTANCE") {
+    if let Some(v) = h.close_distance_mm {
         o.close_distance = v / 1000.0;
     }
-    if let Some(v) = value("WAVELENGTH") {
+    if let Some(v) = h.wavelength_a {
         o.lambda0 = v / 1e10;
     }
-    if let Some(v) = value("BEAM_CENTER_X") {
+    if let Some(v) = h.beam_center_x_mm {
         o.xbeam = v / 1000.0;
     }
-    if let Some(v) = value("BEAM_CENTER_Y") {
+    if let Some(v) = h.beam_center_y_mm {
         o.ybeam = o.detsize[1] - v / 1000.0;
     }
-    if let Some(v) = value("ORGX") {
+    if let Some(v) = h.orgx_px {
         o.orgx = v;
     }
-    if let Some(v) = value("ORGY") {
+    if let Some(v) = h.orgy_px {
         o.orgy = v;
     }
-    if let Some(v) = value("PHI") {
+    if let Some(v) = h.phi_deg {
         o.phi0 = v / RTD;
     }
-    if let Some(v) = value("OSC_RANGE") {
+    if let Some(v) = h.osc_range_deg {
         o.osc = v / RTD;
     }
     writeln!(out, "reading {name}")?;
@@ -807,6 +809,9 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
             g(geo.distance)
         );
     }
+    // every output opened before the render: a name that cannot be written
+    // is refused before any file changes
+    let mut files = Files::open(&o, input.is_some())?;
     match o.pivot {
         Pivot::Sample => writeln!(out, "pivoting detector around sample")?,
         Pivot::Beam => writeln!(out, "pivoting detector around direct beam spot")?,
@@ -1040,6 +1045,7 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         }),
     };
     console?;
+    check_finite(&image.pixels, &o, &stol_name, &table, &sources)?;
     writeln!(out)?;
     writeln!(
         out,
@@ -1109,12 +1115,12 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     let m = m.max(2);
     let rmsd = (sumsqr / (m - 1) as f64).sqrt();
 
-    if let Some(text) = stolout {
-        write_file(&o.stolout_name, "-stolout", &text)?;
+    if let (Some(text), Some(file)) = (stolout, files.stolout.as_mut()) {
+        file.write(|w| w.write_all(&text)).map_err(|e| write_error("-stolout", e))?;
     }
     writeln!(out, "writing {} as {} 4-byte floats", o.float_name, fpixels * spixels)?;
-    let bytes: Vec<u8> = float.iter().flat_map(|v| v.to_le_bytes()).collect();
-    write_file(&o.float_name, "-floatfile", &bytes)?;
+    (image_writer::write(&mut files.float, Image::Float(float)))
+        .map_err(|e| write_error("-floatfile", e))?;
     writeln!(out, "max_I = {}  at {} {}", g(max_i), g(max_at[0]), g(max_at[1]))?;
     writeln!(out, "mean= {} rms= {} rmsd= {}", g(avg), g(rms), g(rmsd))?;
     let int_scale = if o.int_scale > 0.0 {
@@ -1137,7 +1143,8 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     }
     let header = smv_header(&o, &geo, fpixels, spixels, osc);
     writeln!(out, "writing {} as 2-byte integers", o.int_name)?;
-    write_file(&o.int_name, "-intfile", &smv_body(&header, &ints))?;
+    (image_writer::write(&mut files.int, Image::Smv(&header, SmvPixels::U16(&ints))))
+        .map_err(|e| write_error("-intfile", e))?;
 
     let pgm_scale = if o.pgm_scale > 0.0 {
         o.pgm_scale
@@ -1147,8 +1154,7 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         int_scale
     };
     writeln!(out, "pgm_scale = {}", g(pgm_scale))?;
-    let mut pgm =
-        format!("P5\n{fpixels} {spixels}\n# pixels scaled by {}\n255\n", g(pgm_scale)).into_bytes();
+    let mut pgm = Vec::with_capacity(fpixels * spixels);
     for sp in 0..spixels {
         for fp in 0..fpixels {
             let byte = if in_roi(fp, sp) {
@@ -1162,10 +1168,9 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         }
     }
     writeln!(out, "writing {} as 1-byte integers", o.pgm_name)?;
-    write_file(&o.pgm_name, "-pgmfile", &pgm)?;
-    if !o.noise {
-        return Ok(());
-    }
+    let pgm = Image::Pgm { fpixels, spixels, scale: pgm_scale, bytes: &pgm };
+    image_writer::write(&mut files.pgm, pgm).map_err(|e| write_error("-pgmfile", e))?;
+    let Some(noise_file) = files.noise.as_mut() else { return files.commit() };
     let mut rng = NoiseRng::new(o.seed);
     let noisy = noise_image(float, fpixels, spixels, roi.map(i64::from), o.adc, &mut rng);
     writeln!(
@@ -1175,8 +1180,9 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         noisy.overloads
     )?;
     writeln!(out, "writing {} as 2-byte integers", o.noise_name)?;
-    write_file(&o.noise_name, "-noisefile", &smv_body(&header, &noisy.pixels))?;
-    Ok(())
+    (image_writer::write(noise_file, Image::Smv(&header, SmvPixels::U16(&noisy.pixels))))
+        .map_err(|e| write_error("-noisefile", e))?;
+    files.commit()
 }
 
 /// `-img`: every valid pixel of the input turned back into F with its
@@ -1249,49 +1255,127 @@ fn extract_bins(
     Ok((text.into_bytes(), last))
 }
 
-/// The SMV header nonBragg writes (values through C `%g`, padded to 512 bytes).
+/// The SMV header nonBragg writes (its keys, values through C `%g`).
 fn smv_header(
     o: &Options,
     geo: &PlacedDetector,
     fpixels: usize,
     spixels: usize,
     osc: f64,
-) -> Vec<u8> {
-    let mut h = format!(
-        "{{\nHEADER_BYTES=512;\nDIM=2;\nBYTE_ORDER=little_endian;\nTYPE=unsigned_short;\n\
-         SIZE1={fpixels};\nSIZE2={spixels};\nPIXEL_SIZE={};\nDISTANCE={};\nWAVELENGTH={};\n\
-         BEAM_CENTER_X={};\nBEAM_CENTER_Y={};\nORGX={};\nORGY={};\nCLOSE_DISTANCE={};\n\
-         PHI={};\nOSC_START={};\nOSC_RANGE={};\nTWOTHETA={};\nDETECTOR_SN=000;\nBEAMLINE=fake;\n}}\x0c",
-        g(o.pixel * 1000.0),
-        g(geo.distance * 1000.0),
-        g(o.lambda0 * 1e10),
-        g(geo.xbeam * 1000.0),
-        g((o.detsize[1] - geo.ybeam) * 1000.0),
-        g(geo.xclose / o.pixel),
-        g(geo.yclose / o.pixel),
-        g(geo.close_distance * 1000.0),
-        g(o.phi0 * RTD),
-        g(o.phi0 * RTD),
-        g(osc * RTD),
-        g(o.twotheta * RTD),
-    )
-    .into_bytes();
-    if h.len() < 512 {
-        h.resize(512, b' ');
+) -> SmvHeader {
+    SmvHeader::new(fpixels, spixels)
+        .number("PIXEL_SIZE", o.pixel * 1000.0)
+        .number("DISTANCE", geo.distance * 1000.0)
+        .number("WAVELENGTH", o.lambda0 * 1e10)
+        .number("BEAM_CENTER_X", geo.xbeam * 1000.0)
+        .number("BEAM_CENTER_Y", (o.detsize[1] - geo.ybeam) * 1000.0)
+        .number("ORGX", geo.xclose / o.pixel)
+        .number("ORGY", geo.yclose / o.pixel)
+        .number("CLOSE_DISTANCE", geo.close_distance * 1000.0)
+        .number("PHI", o.phi0 * RTD)
+        .number("OSC_START", o.phi0 * RTD)
+        .number("OSC_RANGE", osc * RTD)
+        .number("TWOTHETA", o.twotheta * RTD)
+        .entry("DETECTOR_SN", "000")
+        .entry("BEAMLINE", "fake")
+}
+
+/// nonBragg's output files, opened under temporary names before the render
+/// and renamed into place together at the end (in the order the reference
+/// writes them: of two flags naming one file, the later output wins).
+struct Files {
+    /// `-stolout` (with `-img` only).
+    stolout: Option<Pending>,
+    float: Pending,
+    int: Pending,
+    pgm: Pending,
+    /// `-noisefile` (without `-nonoise`).
+    noise: Option<Pending>,
+}
+
+impl Files {
+    /// Opens every output this run writes; the error names the flag and file.
+    fn open(o: &Options, stolout: bool) -> Result<Files> {
+        let open = |flag, name: &str| open_output(flag, Path::new(name));
+        Ok(Files {
+            stolout: stolout.then(|| open("-stolout", &o.stolout_name)).transpose()?,
+            float: open("-floatfile", &o.float_name)?,
+            int: open("-intfile", &o.int_name)?,
+            pgm: open("-pgmfile", &o.pgm_name)?,
+            noise: o.noise.then(|| open("-noisefile", &o.noise_name)).transpose()?,
+        })
     }
-    h
+
+    /// Renames every output into place, all of them or none.
+    fn commit(self) -> Result<()> {
+        let files = [
+            ("-stolout", self.stolout),
+            ("-floatfile", Some(self.float)),
+            ("-intfile", Some(self.int)),
+            ("-pgmfile", Some(self.pgm)),
+            ("-noisefile", self.noise),
+        ];
+        crate::output_files::commit(files.into_iter().filter_map(|(f, p)| Some((f, p?))).collect())
+    }
 }
 
-/// Header then little-endian 16-bit pixels.
-fn smv_body(header: &[u8], pixels: &[u16]) -> Vec<u8> {
-    let mut body = header.to_vec();
-    body.extend(pixels.iter().flat_map(|p| p.to_le_bytes()));
-    body
-}
-
-/// Writes one output file atomically; the error names the flag and file.
-fn write_file(name: &str, flag: &str, bytes: &[u8]) -> Result<()> {
-    write_atomic(PathBuf::from(name).as_path(), |w| w.write_all(bytes))
-        .with_context(|| format!("{flag} {name}"))?;
-    Ok(())
+/// Refuses an image with pixels that are not finite numbers (no file is
+/// written then), naming what made them: two rows of the table within one
+/// interpolation window at the same sin θ/λ (the cubic divides by their
+/// difference), a source of wavelength 0 (a `-sourcefile` row, or a
+/// `-dispersion` of 200 %: sin θ/λ is then no number) or of a weight that
+/// is none, or else a fluence that overflows 4-byte floats.
+fn check_finite(
+    image: &[f32],
+    o: &Options,
+    stol_name: &str,
+    table: &StolTable,
+    sources: &[AmorphousSource],
+) -> Result<()> {
+    let bad = image.iter().filter(|v| !v.is_finite()).count();
+    if bad == 0 {
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    // the file's rows sit between two guard rows at each end
+    let x = table.stols();
+    let rows = x.len().saturating_sub(4);
+    let same = (0..rows)
+        .find_map(|i| (i + 1..rows.min(i + 4)).find(|&j| x[i + 2] == x[j + 2]).map(|j| (i, j)));
+    if let Some((i, j)) = same {
+        causes.push(format!(
+            "-stol {stol_name}: rows {} and {} have the same sin(theta)/lambda ({}), which the \
+             interpolation between them divides by",
+            i + 1,
+            j + 1,
+            g(x[i + 2] / o.stol_mult)
+        ));
+    }
+    let given = match &o.source_name {
+        Some(file) => format!("-sourcefile {file}"),
+        None => "-lambda/-dispersion".to_string(),
+    };
+    for (k, s) in sources.iter().enumerate() {
+        // (a source at the sample has the beam's direction: no cause)
+        if !(s.lambda > 0.0 && s.lambda.is_finite()) {
+            causes.push(format!("{given}: source {} has the wavelength {} m", k + 1, g(s.lambda)));
+        } else if !s.weight.is_finite() {
+            causes.push(format!("{given}: source {} has the weight {}", k + 1, g(s.weight)));
+        }
+        if causes.len() >= 3 {
+            break;
+        }
+    }
+    if causes.is_empty() {
+        causes.push(format!(
+            "-fluence {} on this sample overflows the 4-byte float image (at most 3.4e+38 \
+             photons per pixel)",
+            g(o.fluence)
+        ));
+    }
+    bail!(
+        "the image has {bad} non-finite pixels (of {}): {}; no image was written",
+        image.len(),
+        causes.join("; ")
+    )
 }

@@ -17,7 +17,7 @@
 //! Finally the input files (`-hkl` or a left-over Fdump file, `-mat`,
 //! `-sourcefile`) are read into the configuration.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nanobragg_core::config::{AmorphousConfig, SfSource};
 use nanobragg_core::error::shown;
@@ -25,135 +25,8 @@ use nanobragg_core::SimConfig;
 
 use crate::flags::{self, Arity, Check, Flag, Kind, Occurrence, Value};
 // the value types' old home: other crates and modules name them through here
+pub use crate::cli_error::CliError;
 pub use crate::invocation::{Curvatures, Device, Invocation, Outputs};
-
-/// A command-line error; its `Display` is one line without an `error:` prefix.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// An argument starting with `-` that is no flag.
-    #[error("unknown flag {} ({})", shown(flag), match suggestion {
-        Some(s) => format!("did you mean {s}?"),
-        None => "run nanobragg -h for the list of flags".to_string(),
-    })]
-    UnknownFlag {
-        /// The argument as typed.
-        flag: String,
-        /// The closest flag name, if one is close enough.
-        suggestion: Option<&'static str>,
-    },
-    /// An argument that is neither a flag nor the value of one.
-    #[error("unexpected argument '{}' ({})", shown(arg), if arg.starts_with('-') {
-        "a number where a flag should be; note that -cell stops at the first value starting with '-'"
-    } else {
-        "not a flag, and no flag before it takes a value here"
-    })]
-    Unexpected {
-        /// The argument as typed.
-        arg: String,
-    },
-    /// A flag is missing some or all of its values.
-    #[error("{flag} needs {what}")]
-    MissingValue {
-        /// The flag as typed.
-        flag: String,
-        /// What it needs, e.g. `a value (mm)`.
-        what: String,
-    },
-    /// A value that should be a number is not one.
-    #[error("{flag}: '{}' is not a number", shown(value))]
-    NotANumber {
-        /// The flag as typed.
-        flag: String,
-        /// The offending value.
-        value: String,
-    },
-    /// A value that should be an integer is not one.
-    #[error("{flag}: '{}' is not an integer", shown(value))]
-    NotAnInteger {
-        /// The flag as typed.
-        flag: String,
-        /// The offending value.
-        value: String,
-    },
-    /// A number outside the range that makes sense for the flag.
-    #[error("{flag}: '{}' is not allowed ({why})", shown(value))]
-    OutOfRange {
-        /// The flag as typed.
-        flag: String,
-        /// The offending value (or values).
-        value: String,
-        /// The rule it breaks, e.g. `must be > 0`.
-        why: String,
-    },
-    /// A word that is not one of the flag's choices.
-    #[error("{flag}: '{}' is not one of {choices}", shown(value))]
-    BadChoice {
-        /// The flag as typed.
-        flag: String,
-        /// The offending value.
-        value: String,
-        /// The accepted words, comma separated.
-        choices: String,
-    },
-    /// An input file that does not exist or is not a regular file.
-    #[error("{flag}: cannot open '{}': {why}", shown(&path.display().to_string()))]
-    MissingFile {
-        /// The flag naming the file (or `Fdump` for the default dump file).
-        flag: String,
-        /// The file.
-        path: PathBuf,
-        /// `no such file` or `not a regular file`.
-        why: &'static str,
-    },
-    /// An input file that exists but could not be read or parsed.
-    #[error("{flag}: {error}")]
-    Input {
-        /// The flag naming the file.
-        flag: String,
-        /// The reader's error (it names the file). Not exposed as an error
-        /// source: the message already includes it.
-        error: nanobragg_core::Error,
-    },
-    /// A table given to `-stol` (`-4stol`, `-Q`) that could not be read.
-    #[error("{flag}: {error}")]
-    Table {
-        /// The flag naming the file.
-        flag: String,
-        /// The reader's error (it names the file and line).
-        error: nanobragg_io::IoError,
-    },
-    /// Flags that only mean something with another one that is missing.
-    #[error("{what}")]
-    Unused {
-        /// What is missing.
-        what: String,
-    },
-    /// A value in an `-img`/`-mask` SMV header that the flag it stands for
-    /// would refuse.
-    #[error("{flag} {}: header {} is not allowed ({why}, as for {stands_for})",
-        shown(&path.display().to_string()), shown(entry))]
-    HeaderValue {
-        /// `-img` or `-mask`.
-        flag: &'static str,
-        /// The image file.
-        path: PathBuf,
-        /// The header key and the value read, `KEY=VALUE`.
-        entry: String,
-        /// The flag the key stands for.
-        stands_for: &'static str,
-        /// The rule it breaks, e.g. `must be > 0`.
-        why: String,
-    },
-    /// An SMV image given to `-img` or `-mask` that could not be read.
-    #[error("{flag}: {error}")]
-    Image {
-        /// `-img` or `-mask`.
-        flag: String,
-        /// The reader's error (it names the file). Not exposed as an error
-        /// source: the message already includes it.
-        error: nanobragg_io::IoError,
-    },
-}
 
 /// True for the spellings that ask for help.
 fn is_help(arg: &str) -> bool {
@@ -200,7 +73,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
     };
     if let Some((img, path)) = &mask {
         let by_img = |key: &str| {
-            image.as_ref().is_some_and(|((i, _), _)| i.value_of(key).is_some_and(|v| !v.is_nan()))
+            image.as_ref().is_some_and(|((i, _), _)| header_entry(&i.geometry(), key).is_some())
         };
         check_smv_header("-mask", path, img, |key, flag| by_flag(flag) || by_img(key))?;
     }
@@ -235,7 +108,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
             inv.detector_files.push((path, file));
         }
     }
-    crate::expt::check_order(&occurrences)?;
+    check_order(&occurrences)?;
     let wavelength_given =
         occurrences.iter().any(|o| ["-lambda", "-energy"].contains(&o.flag.name));
     for (path, file) in &inv.detector_files {
@@ -259,6 +132,25 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
 
     read_inputs(&mut inv)?;
     Ok(inv)
+}
+
+/// Refuses a detector placement flag after the last `-expt` or `-geom`
+/// (the file places the detector).
+fn check_order(occurrences: &[Occurrence]) -> Result<(), CliError> {
+    let files = ["-expt", "-geom"];
+    let Some(last) = occurrences.iter().rposition(|o| files.contains(&o.flag.name)) else {
+        return Ok(());
+    };
+    let file = occurrences[last].flag.name;
+    match occurrences[last..].iter().find(|o| crate::expt::PLACEMENT.contains(&o.flag.name)) {
+        Some(o) => Err(CliError::Unused {
+            what: format!(
+                "{} after {file}: the file places the detector; give it before {file} (which then replaces it) or change the file",
+                o.spelled
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Reads an SMV image for `-img` or `-mask`.
@@ -292,12 +184,13 @@ fn check_smv_header(
     img: &nanobragg_io::smv::SmvImage,
     replaced: impl Fn(&str, &str) -> bool,
 ) -> Result<(), CliError> {
+    let geometry = img.geometry();
     for (key, stands_for) in HEADER_FLAGS {
         if replaced(key, stands_for) {
             continue;
         }
-        // NaN (a `nan` in the file) is skipped by apply_smv_header, as an absent key
-        let Some(v) = img.value_of(key).filter(|v| !v.is_nan()) else { continue };
+        // (NaN, a `nan` in the file, is no value, as an absent key)
+        let Some(v) = header_entry(&geometry, key) else { continue };
         let target = flags::lookup(stands_for).expect("header keys stand for table flags");
         let raw = [format!("{v}")];
         let why = if v.is_finite() {
@@ -327,10 +220,11 @@ fn record_header_values(
     path: &Path,
     img: &nanobragg_io::smv::SmvImage,
 ) {
+    let geometry = img.geometry();
     for (key, target) in
         [("PIXEL_SIZE", "-pixel"), ("DISTANCE", "-distance"), ("WAVELENGTH", "-lambda")]
     {
-        if let Some(v) = img.value_of(key).filter(|v| !v.is_nan()) {
+        if let Some(v) = header_entry(&geometry, key) {
             let from = format!("{flag} {} header {key}={v}", path.display());
             inv.header_values.push((target, from, v));
         }
@@ -345,42 +239,47 @@ fn record_header_values(
 /// `XDS_ORGX`. `TWOTHETA` is ignored, as in the original (it lands in an unused
 /// variable). For a mask, `BEAM_CENTER_Y` is measured from the other edge.
 pub fn apply_smv_header(config: &mut SimConfig, img: &nanobragg_io::smv::SmvImage, is_mask: bool) {
-    let get = |key: &str| img.value_of(key).filter(|v| !v.is_nan());
+    let h = img.geometry();
     let det = &mut config.detector;
-    det.fpixels = img.width as i64;
-    det.spixels = img.height as i64;
-    if let Some(v) = get("PIXEL_SIZE") {
+    det.fpixels = h.width as i64;
+    det.spixels = h.height as i64;
+    if let Some(v) = h.pixel_size_mm {
         det.pixel_mm = v;
     }
-    det.detsize_f_mm = det.pixel_mm * img.width as f64;
-    det.detsize_s_mm = det.pixel_mm * img.height as f64;
-    if let Some(v) = get("DISTANCE") {
+    det.detsize_f_mm = det.pixel_mm * h.width as f64;
+    det.detsize_s_mm = det.pixel_mm * h.height as f64;
+    if let Some(v) = h.distance_mm {
         det.distance_mm = v;
     }
-    if let Some(v) = get("CLOSE_DISTANCE") {
+    if let Some(v) = h.close_distance_mm {
         det.close_distance_mm = Some(v);
     }
-    if let Some(v) = get("WAVELENGTH") {
+    if let Some(v) = h.wavelength_a {
         config.beam.lambda_a = v;
     }
-    if let Some(v) = get("BEAM_CENTER_X") {
+    if let Some(v) = h.beam_center_x_mm {
         det.xbeam_mm = Some(v);
     }
-    if let Some(v) = get("BEAM_CENTER_Y") {
+    if let Some(v) = h.beam_center_y_mm {
         det.ybeam_mm = Some(if is_mask { det.detsize_s_mm - v } else { v });
     }
-    if let Some(v) = get("ORGX") {
+    if let Some(v) = h.orgx_px {
         det.orgx_px = Some(v);
     }
-    if let Some(v) = get("ORGY") {
+    if let Some(v) = h.orgy_px {
         det.orgy_px = Some(v);
     }
-    if let Some(v) = get("PHI") {
+    if let Some(v) = h.phi_deg {
         config.crystal.phi0_deg = v;
     }
-    if let Some(v) = get("OSC_RANGE") {
+    if let Some(v) = h.osc_range_deg {
         config.crystal.osc_deg = v;
     }
+}
+
+/// The value of header key `key` (one of [`HEADER_FLAGS`]) in `geometry`.
+fn header_entry(geometry: &nanobragg_io::smv::SmvGeometry, key: &str) -> Option<f64> {
+    geometry.values().into_iter().find(|(k, _)| *k == key).and_then(|(_, v)| v)
 }
 
 /// Reads the structure factors, orientation matrix and source file.
@@ -677,6 +576,7 @@ mod tests {
     use super::*;
     use nanobragg_core::config::{Convention, CrystalShape, Misset, Pivot};
     use nanobragg_core::render::Precision;
+    use std::path::PathBuf;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()

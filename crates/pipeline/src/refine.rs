@@ -169,7 +169,12 @@ fn split_args(args: &[String]) -> Result<Option<Request>> {
 /// header), miniCBF or NXmx image in ADU, less the `-adc` offset and
 /// divided by `-gain`, saturated and underloaded pixels skipped; otherwise
 /// raw 4-byte floats.
-fn read_observed(path: &Path, frame: usize, inv: &Invocation, model: &Parameters) -> Result<Observed> {
+fn read_observed(
+    path: &Path,
+    frame: usize,
+    inv: &Invocation,
+    model: &Parameters,
+) -> Result<Observed> {
     let [fp, sp] = model.image_size();
     let n = fp * sp;
     let shown = path.display();
@@ -219,9 +224,16 @@ fn read_observed(path: &Path, frame: usize, inv: &Invocation, model: &Parameters
         Some(l) => l.sizes.clone(),
         None => vec![[fp, sp]],
     };
-    let fits = img.panels == sizes.len()
-        && sizes.iter().all(|&[f, s]| f <= img.fpixels && s <= img.spixels)
-        && (img.panels > 1 || [img.fpixels, img.spixels] == [fp, sp]);
+    // one image of the whole detector (its panels where the layout puts
+    // them), or a multi-panel NXmx frame of one slab per panel
+    let fits = match img.panels {
+        1 => [img.fpixels, img.spixels] == [fp, sp],
+        k => {
+            k == sizes.len()
+                && model.layout().is_some()
+                && sizes.iter().all(|&[f, s]| f <= img.fpixels && s <= img.spixels)
+        }
+    };
     if !fits {
         let file = match img.panels {
             1 => format!("{} x {} pixels", img.fpixels, img.spixels),
@@ -236,15 +248,16 @@ fn read_observed(path: &Path, frame: usize, inv: &Invocation, model: &Parameters
     // photons: ADU = gain · photons + offset, as the noise image writes them
     let adc = inv.outputs.adc_offset;
     let gain = inv.outputs.response.gain.unwrap_or(1.0);
-    let bad = |v: f64| {
-        img.saturation.is_some_and(|s| v >= s) || img.underload.is_some_and(|u| v <= u)
-    };
+    let bad =
+        |v: f64| img.saturation.is_some_and(|s| v >= s) || img.underload.is_some_and(|u| v <= u);
     let slot = img.fpixels * img.spixels;
     let panel = |k: usize, [f, s]: [usize; 2]| -> Vec<f64> {
         let block = &img.pixels[k * slot..(k + 1) * slot];
-        (0..s).flat_map(|row| block[row * img.fpixels..row * img.fpixels + f].iter().copied()).collect()
+        (0..s)
+            .flat_map(|row| block[row * img.fpixels..row * img.fpixels + f].iter().copied())
+            .collect()
     };
-    let (raw, skip) = match model.layout() {
+    let (raw, skip) = match model.layout().filter(|_| img.panels > 1) {
         None => (img.pixels.clone(), img.pixels.iter().map(|&v| bad(v)).collect::<Vec<bool>>()),
         Some(layout) => {
             // a gap between panels is no pixel: skipped
@@ -267,10 +280,12 @@ fn read_observed(path: &Path, frame: usize, inv: &Invocation, model: &Parameters
         1 => String::new(),
         k => format!(" frame {frame} of {k}"),
     };
+    // counts (a Poisson loss by default) unless the offset took some below 0
+    let counts = values.iter().zip(&skip).all(|(&v, &s)| s || v >= 0.0);
     Ok(Observed {
         values,
         skip,
-        counts: true,
+        counts,
         what: match gain {
             1.0 => format!("{}{of_frame}, {} ADU offset removed", format.name(), g(adc)),
             _ => format!(
@@ -650,6 +665,8 @@ fn fit(
     let (model, observed) = start(inv, observed, settings)?;
     let kind =
         settings.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
+    let used = model.pixels_used(&observed.skip)?;
+    loss::check_observed(kind, &observed.values, &used).map_err(|e| anyhow!("refine: {e}"))?;
     let job = Job { kind, observed, opts: RenderOptions { threads: inv.threads } };
     say(&report, || {
         format!(
@@ -881,7 +898,9 @@ fn check_fit(
     let figures = [Some(explained), Some(rms_px).filter(|_| indexed > 0), chi2_per_pixel];
     let failed = if let Some(x) = figures.iter().flatten().find(|x| !x.is_finite()) {
         let what = match chi2_per_pixel {
-            Some(c) if !c.is_finite() => "Pearson chi2/pixel (no pixel where the model expects a photon)".to_string(),
+            Some(c) if !c.is_finite() => {
+                "Pearson chi2/pixel (no pixel where the model expects a photon)".to_string()
+            }
             _ => format!("a figure of the fit ({x})"),
         };
         Some(format!("{what} is not finite: the fit cannot be judged"))

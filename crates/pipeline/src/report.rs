@@ -1,13 +1,20 @@
-//! The console report: the lines nanoBragg.c prints, with its number formats.
+//! The console report: the lines nanoBragg.c prints, with its number formats
+//! (and the Fdump file it writes among them).
 
-use nanobragg_core::config::{Convention, CrystalShape, Pivot};
+use crate::invocation::Invocation;
+use crate::output_files::write_error;
+use anyhow::Result;
+use nanobragg_core::config::{Convention, CrystalShape, Pivot, SfSource};
 use nanobragg_core::error::Warning;
 use nanobragg_core::geometry::Axes;
 use nanobragg_core::render::trace::PixelTrace;
 use nanobragg_core::setup::Plan;
+use nanobragg_core::sf::fdump::write_fdump_to;
 use nanobragg_core::units::RTD;
+use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::{f as cf, f_width, g};
 use std::io::Write;
+use std::path::Path;
 
 /// The C program's wording of a setup warning.
 pub fn warning_text(w: &Warning) -> String {
@@ -305,4 +312,98 @@ pub fn trace_text(t: &PixelTrace, pixel: f32) -> String {
         row(1),
         row(2)
     )
+}
+
+/// Prints the setup report (writing the Fdump file where nanoBragg.c does),
+/// each line as it comes: the per-step lines (one per sensor layer, phi
+/// step, wavelength and source) are never held in memory together.
+pub(crate) fn setup(
+    out: &mut impl Write,
+    plan: &Plan,
+    inv: &Invocation,
+    noise_idum: i64,
+) -> Result<()> {
+    let mut lines = Vec::new();
+    for w in &plan.warnings {
+        if !matches!(w, nanobragg_core::error::Warning::Undersampled(..)) {
+            lines.push(warning_text(w));
+        }
+    }
+    lines.push("nanobragg nanocrystal diffraction simulator (Rust port of nanoBragg by James Holton and Ken Frankel)".into());
+    setup_lines(plan, &mut lines);
+
+    // structure factors: report reading and keep the dump for next time, as C does
+    match &inv.config.sf.source {
+        SfSource::Dump(_) => {
+            lines.push(format!("reading Fs from {}", inv.outputs.dumpfile.display()))
+        }
+        SfSource::Hkl(entries) => {
+            let hkl = inv.hkl_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            lines.push(format!("counting entries in {hkl}"));
+            for w in nanobragg_core::sf::hkl::non_integer_warnings(entries) {
+                lines.push(w.message(g));
+            }
+            if inv.config.sf.default_f != 0.0 {
+                lines.push(format!("initializing to default_F = {}:", g(inv.config.sf.default_f)));
+                lines.push("done initializing:".into());
+            }
+            lines.push(format!("re-reading {hkl}"));
+            if let Some(grid) = &plan.grid {
+                print_lines(out, &mut lines)?;
+                write_dump(out, &inv.outputs.dumpfile, grid)?;
+            }
+        }
+        SfSource::None => {}
+    }
+    print_lines(out, &mut lines)?;
+    sampling_lines(plan, out)?;
+    summary_lines(plan, inv.mask_path.as_ref().map(|p| p.to_str().unwrap_or("mask")), &mut lines);
+    if inv.outputs.calculate_noise {
+        lines.push(String::new());
+        lines.push("  noise image paramters:".into());
+        lines.push(format!("  seed: {noise_idum}"));
+        lines.push(format!("  water droplet size: {} m", g(plan.water_size_m)));
+    }
+    print_lines(out, &mut lines)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Prints `lines` and empties it.
+fn print_lines(out: &mut impl Write, lines: &mut Vec<String>) -> Result<()> {
+    for l in lines.drain(..) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// Writes the Fdump file of `grid` (streamed, through a temporary renamed
+/// into place) with nanoBragg.c's line. A file that cannot be opened is C's
+/// warning and the run goes on; a write that fails after it was opened (a
+/// full disk) is an error naming `-dump` and the file.
+fn write_dump(out: &mut impl Write, path: &Path, grid: &nanobragg_core::sf::HklGrid) -> Result<()> {
+    let shown = path.display();
+    let opened = Pending::create(path).and_then(|mut file| file.open().map(|()| file));
+    let Ok(mut file) = opened else {
+        writeln!(out, "WARNING: unable to open dump file: {shown}")?;
+        return Ok(());
+    };
+    writeln!(out, "writing dump file for next time: {shown}")?;
+    // the line is out before a write error's message
+    out.flush()?;
+    file.write(|w| write_fdump_to(w, grid)).map_err(|e| write_error("-dump", e))?;
+    file.commit().map_err(|e| write_error("-dump", e))
+}
+
+/// The line nanoBragg.c prints of the solid angle the samples saw
+/// (`omega_sum` over `steps` samples per pixel).
+pub(crate) fn solid_angle_line(out: &mut impl Write, omega_sum: f64, steps: usize) -> Result<()> {
+    let steps = steps as f64;
+    writeln!(
+        out,
+        "solid angle subtended by detector = {} steradian ( {}% sphere)",
+        g(omega_sum / steps),
+        g(100.0 * omega_sum / steps / 4.0 / std::f64::consts::PI)
+    )?;
+    Ok(())
 }

@@ -154,7 +154,7 @@ fn the_first_phi_sweep_is_put_in() {
     let int = dir.join("int.img").display().to_string();
     run.extend(["-floatfile".into(), float.display().to_string(), "-intfile".into(), int]);
     run.extend(["-nonoise".into(), "-nopgm".into()]);
-    nanobragg_pipeline::run::run(nanobragg_pipeline::parse_args(&run).expect("arguments"))
+    nanobragg_pipeline::dispatch::run(nanobragg_pipeline::parse_args(&run).expect("arguments"))
         .expect("run");
     let bytes = std::fs::read(&float).expect("float file");
     let written: Vec<f32> =

@@ -4,7 +4,10 @@
 2. torch backward over every parameter the model has, against the forward;
 3. against nanobrag_torch (the PyTorch port) on the CPU, the same experiment
    at 1024², forward and forward + backward (of the image's sum, and of a
-   weighted sum, whose gradient is a weight per pixel), the same threads.
+   weighted sum, whose gradient is a weight per pixel), the same threads;
+4. two Python threads rendering at once (one engine thread each) against the
+   same two renders one after the other: the GIL is released while the engine
+   runs (the pair takes about half the time on two free cores).
 
     python crates/py/bench/bench.py [--threads N] [--repeat K]
 
@@ -76,6 +79,29 @@ def overhead(model, threads, repeat):
     print(f"1. call overhead at 1024²: simulate {wall * 1e3:.2f} ms, the engine {engine * 1e3:.2f} ms"
           f" ({(wall - engine) / wall * 100:+.1f} %); a whole 8 x 8 call {call * 1e3:.3f} ms"
           f" = {call / wall * 100:.1f} % of the 1024² call")
+
+
+def two_threads(model, repeat):
+    """Part 4: the best of `repeat` serial pairs and parallel pairs of
+    one-thread renders, alternated."""
+    import threading
+
+    def run():
+        nanobragg.simulate(model, threads=1)
+
+    def parallel():
+        workers = [threading.Thread(target=run) for _ in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    serial, pair = float("inf"), float("inf")
+    for _ in range(max(repeat, 3)):
+        serial = min(serial, best(lambda: (run(), run()), 1))
+        pair = min(pair, best(parallel, 1))
+    print(f"4. two renders at once: {pair * 1e3:.1f} ms, one after the other {serial * 1e3:.1f} ms"
+          f" ({pair / serial:.2f} of the serial time)")
 
 
 _WEIGHTS = {}
@@ -185,6 +211,7 @@ def main():
         overhead(model, a.threads, a.repeat)
         torch_backward(model, a.threads, a.repeat)
         against_the_port(name, model, detector_extra, crystal_extra, a.threads, a.repeat)
+        two_threads(model, a.repeat)
 
 
 if __name__ == "__main__":

@@ -178,9 +178,11 @@ impl Model {
     fn set_structure_factors_py(
         &mut self,
         hkl: In2<'_, f64>,
-        #[allow(non_snake_case)] F: In1<'_, f64>,
+        #[allow(non_snake_case)] F: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (hkl, f) = (hkl.as_array(), flat(&F));
+        refuse_complex(F.py(), F, "structure factors: F")?;
+        let amplitudes: In1<'_, f64> = F.extract()?;
+        let (hkl, f) = (hkl.as_array(), flat(&amplitudes));
         // (read as float, so that float and int32 indices are taken, and
         // refused where numpy's cast to an integer would truncate them; the
         // plan below refuses indices too large for its grid)
@@ -195,6 +197,10 @@ impl Model {
                 f.len()
             )));
         }
+        check_amplitudes(&f, |i| {
+            let r = hkl.row(i);
+            format!("({} {} {})", r[0], r[1], r[2])
+        })?;
         let entries = (hkl.rows().into_iter().zip(f.iter()))
             .map(|(r, &f)| HklEntry { h: r[0], k: r[1], l: r[2], f })
             .collect();
@@ -354,13 +360,20 @@ impl Params {
     fn new(
         model: &Model,
         names: Vec<String>,
-        threads: Option<usize>,
-        #[allow(non_snake_case)] F: Option<In3<'_, f64>>,
+        threads: Option<i64>,
+        #[allow(non_snake_case)] F: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let grid: Option<In3<'_, f64>> = match F {
+            Some(f) => {
+                refuse_complex(f.py(), f, "F")?;
+                Some(f.extract()?)
+            }
+            None => None,
+        };
         let mut model = model.clone();
         let given = model.clone();
         let mut f_given = None;
-        if let Some(f) = F {
+        if let Some(f) = grid {
             let (plan, _) = model.inv.plan().map_err(pyerr)?;
             let Some(g) = plan.grid else {
                 return Err(error("F: the model has no structure-factor grid (give -hkl)"));
@@ -373,6 +386,10 @@ impl Params {
                 )));
             }
             let values = flat(&f);
+            check_amplitudes(&values, |i| {
+                let (kr, lr) = (shape[1], shape[2]);
+                format!("[{}, {}, {}]", i / (kr * lr), i / lr % kr, i % lr)
+            })?;
             let grid = g.with_values(&values).expect("the shape is the grid's");
             model.inv.config.sf.source = SfSource::Dump(grid);
             f_given = Some((values.into_owned(), shape));
@@ -425,7 +442,8 @@ impl Params {
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let precision = precision(dtype)?;
         let values = flat(&values).into_owned();
-        let image = py.detach(|| self.p.image(&values, self.opts(), precision)).map_err(pyerr)?;
+        let image =
+            interruptible(py, || self.p.image(&values, self.opts(), precision))?.map_err(pyerr)?;
         PyArray1::from_vec(py, image).reshape(self.shape())
     }
 
@@ -448,7 +466,7 @@ impl Params {
             Some(d) => Weights::PerPixel(d),
             None => Weights::Uniform(v.as_array().first().copied().unwrap_or(0.0)),
         };
-        let g = py.detach(|| self.p.vjp(&values, w, self.opts())).map_err(pyerr)?;
+        let g = interruptible(py, || self.p.vjp(&values, w, self.opts()))?.map_err(pyerr)?;
         Ok(PyArray1::from_vec(py, g))
     }
 
@@ -464,7 +482,7 @@ impl Params {
         self.check_shape(v.shape())?;
         let values = flat(&values).into_owned();
         let v = flat(&v);
-        let out = py.detach(|| self.p.sf_vjp(&values, &v, self.opts())).map_err(pyerr)?;
+        let out = interruptible(py, || self.p.sf_vjp(&values, &v, self.opts()))?.map_err(pyerr)?;
         let g = self.p.plan().grid.as_ref().expect("sf_vjp_of needs a grid");
         let shape = [g.h_range() as usize, g.k_range() as usize, g.l_range() as usize];
         PyArray1::from_vec(py, g.unpadded(&out.gradient)).reshape(shape)
@@ -479,7 +497,7 @@ impl Params {
         t: In1<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let (values, t) = (flat(&values).into_owned(), flat(&t).into_owned());
-        let d = py.detach(|| self.p.jvp(&values, &t, self.opts())).map_err(pyerr)?;
+        let d = interruptible(py, || self.p.jvp(&values, &t, self.opts()))?.map_err(pyerr)?;
         PyArray1::from_vec(py, d).reshape(self.shape())
     }
 
@@ -549,6 +567,59 @@ fn flat<'a, T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
     }
 }
 
+/// Runs `work` (a render) on a thread of its own with the GIL released,
+/// while this thread looks for Ctrl-C every 20 ms: on a KeyboardInterrupt
+/// (or another signal handler's exception) the render is asked to stop
+/// before its next row ([`interrupt`]), and the exception is raised once it
+/// has. (Python runs signal handlers on the main thread only, so the
+/// waiting is done here, not by a watcher thread.)
+fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
+    use nanobragg_core::render::interrupt;
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    use std::time::Duration;
+    std::thread::scope(|scope| {
+        let (tx, mut rx) = channel();
+        let worker = scope.spawn(move || {
+            let _ = tx.send(work());
+        });
+        loop {
+            // (the receiver moves in and out: it may be sent, not shared)
+            let (back, got) = py.detach(move || {
+                let got = rx.recv_timeout(Duration::from_millis(20));
+                (rx, got)
+            });
+            rx = back;
+            match got {
+                Ok(out) => return Ok(out),
+                Err(RecvTimeoutError::Disconnected) => {
+                    // the work panicked: hand the panic on
+                    match worker.join() {
+                        Err(panic) => std::panic::resume_unwind(panic),
+                        Ok(()) => unreachable!("a finished render sent its result"),
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if let Err(e) = py.check_signals() {
+                interrupt::request();
+                let _ = py.detach(move || rx.recv());
+                LAST_INTERRUPT_ROWS.store(interrupt::clear(), std::sync::atomic::Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+    })
+}
+
+/// Rows the last interrupted render left out (for the tests: the render
+/// stopped, rather than ran to the end and then raised).
+static LAST_INTERRUPT_ROWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Rows the last render stopped by Ctrl-C left unrendered (0: none was).
+#[pyfunction]
+fn _interrupted_rows() -> u64 {
+    LAST_INTERRUPT_ROWS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 fn precision(dtype: &str) -> PyResult<Precision> {
     Ok(match dtype {
         "float64" => Precision::Fast64,
@@ -595,7 +666,7 @@ fn configured(
     model: &Model,
     dtype: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<Invocation> {
     let mut inv = model.inv.clone();
     inv.precision = precision(dtype)?;
@@ -611,11 +682,38 @@ fn configured(
 
 /// `threads` (the model's own when `None`), at most the command line's
 /// `-threads` limit.
-fn thread_count(threads: Option<usize>, model: usize) -> PyResult<usize> {
+fn thread_count(threads: Option<i64>, model: usize) -> PyResult<usize> {
     let max = nanobragg_pipeline::flags::MAX_THREADS as usize;
-    match threads.unwrap_or(model) {
-        t if t <= max => Ok(t),
-        t => Err(error(format!("threads = {t}: must be from 0 to {max} (0: all cores)"))),
+    // (a Python int of any sign: -1 is refused here, not by the conversion)
+    match threads.map_or(Some(model), |t| usize::try_from(t).ok()) {
+        Some(t) if t <= max => Ok(t),
+        _ => Err(error(format!(
+            "threads = {}: must be from 0 to {max} (0: all cores)",
+            threads.map_or(model as i64, |t| t)
+        ))),
+    }
+}
+
+/// Refuses structure factors that are not finite real numbers, naming the
+/// first bad one (`at`: its Miller index or grid position).
+fn check_amplitudes(f: &[f64], at: impl Fn(usize) -> String) -> PyResult<()> {
+    match f.iter().position(|v| !v.is_finite()) {
+        Some(i) => {
+            Err(error(format!("structure factors: F{} = {}: not a finite number", at(i), f[i])))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Refuses a complex array where amplitudes are wanted (numpy's cast would
+/// drop the imaginary part with only a warning).
+fn refuse_complex(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    let complex: bool = py.import("numpy")?.getattr("iscomplexobj")?.call1((obj,))?.extract()?;
+    match complex {
+        true => {
+            Err(error(format!("{what}: complex values; give the amplitudes |F| (real numbers)")))
+        }
+        false => Ok(()),
     }
 }
 
@@ -630,23 +728,22 @@ fn simulate<'py>(
     model: PyRef<'_, Model>,
     dtype: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let inv = configured(&model, dtype, device, threads)?;
     // (another thread may change the model while this one renders its copy)
     drop(model);
-    let (image, (sp, fp)) = py
-        .detach(|| -> anyhow::Result<_> {
-            if !inv.config.detector.panels.is_empty() {
-                let run = PanelRun::new(&inv, &inv.config, inv.seeds().setup)?;
-                let (image, _) = run.render(&inv)?;
-                return Ok((image, (run.layout.height, run.layout.width)));
-            }
-            let (plan, _) = inv.plan()?;
-            let (image, _) = render_plan(&inv, &plan)?;
-            Ok((image, (plan.detector.spixels, plan.detector.fpixels)))
-        })
-        .map_err(|e| error(format!("{e:#}")))?;
+    let (image, (sp, fp)) = interruptible(py, || -> anyhow::Result<_> {
+        if !inv.config.detector.panels.is_empty() {
+            let run = PanelRun::new(&inv, &inv.config, inv.seeds().setup)?;
+            let (image, _) = run.render(&inv)?;
+            return Ok((image, (run.layout.height, run.layout.width)));
+        }
+        let (plan, _) = inv.plan()?;
+        let (image, _) = render_plan(&inv, &plan)?;
+        Ok((image, (plan.detector.spixels, plan.detector.fpixels)))
+    })?
+    .map_err(|e| error(format!("{e:#}")))?;
     numpy::PyArray1::from_vec(py, image).reshape([sp, fp])
 }
 
@@ -710,8 +807,17 @@ impl Image {
         adc: Option<f64>,
     ) -> PyResult<Bound<'py, PyArray2<u16>>> {
         let scale = scale.unwrap_or(self.int_scale);
+        if !(scale > 0.0 && scale.is_finite()) {
+            return Err(error(format!(
+                "int_image: scale = {scale}: photons to pixel values is a number > 0 \
+                 (None: the model's -scale, automatic unless given)"
+            )));
+        }
         let [sp, fp] = self.shape;
         let adc = adc.unwrap_or(self.adc_offset);
+        if !adc.is_finite() {
+            return Err(error(format!("int_image: adc = {adc}: not a finite offset")));
+        }
         let pixels = nanobragg_io::pgm::int_image(&self.image, fp, sp, self.roi, scale, adc);
         PyArray1::from_vec(py, pixels).reshape(self.shape)
     }
@@ -746,11 +852,11 @@ fn render(
     model: PyRef<'_, Model>,
     dtype: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<Image> {
     let inv = configured(&model, dtype, device, threads)?;
     drop(model);
-    py.detach(|| -> anyhow::Result<Image> {
+    interruptible(py, || -> anyhow::Result<Image> {
         let t0 = Instant::now();
         let (plan, image, seeds) = if inv.config.detector.panels.is_empty() {
             let (plan, seeds) = inv.plan()?;
@@ -782,7 +888,7 @@ fn render(
             noise_idum: seeds.noise_idum,
             seconds,
         })
-    })
+    })?
     .map_err(pyerr)
 }
 
@@ -887,7 +993,7 @@ fn refine(
     gtol: Option<f64>,
     history: usize,
     skip: Option<In2<'_, bool>>,
-    threads: Option<usize>,
+    threads: Option<i64>,
     verbose: bool,
     prefit: bool,
     min_explained: f64,
@@ -951,7 +1057,7 @@ fn refine(
             })
         })
     });
-    let fitted = py.detach(|| fit(&inv, &args, observed, &settings, report));
+    let fitted = interruptible(py, || fit(&inv, &args, observed, &settings, report))?;
     if let Some(e) = failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(e);
     }
@@ -996,14 +1102,14 @@ fn jacobian<'py>(
     model: PyRef<'_, Model>,
     params: Vec<String>,
     dtype: &str,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<ImageAndDerivatives<'py>> {
     let precision = precision(dtype)?;
     let opts = RenderOptions { threads: thread_count(threads, model.inv.threads)? };
     let p = model.chosen(&params)?;
     drop(model);
     let (image, derivatives) =
-        py.detach(|| p.jacobian(p.start(), opts, precision)).map_err(pyerr)?;
+        interruptible(py, || p.jacobian(p.start(), opts, precision))?.map_err(pyerr)?;
     let [fp, sp] = p.image_size();
     let image = numpy::PyArray1::from_vec(py, image).reshape([sp, fp])?;
     let n = derivatives.len();
@@ -1027,7 +1133,7 @@ fn dataset_worker<'py>(
     shard: Option<u64>,
     shards: Option<u64>,
     resume: bool,
-    threads: Option<usize>,
+    threads: Option<i64>,
     device: &str,
     progress: bool,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
@@ -1089,9 +1195,7 @@ fn read_image<'py>(
     path: std::path::PathBuf,
     frame: usize,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
-    let img = py
-        .detach(|| nanobragg_io::read_image::read_image(&path, frame))
-        .map_err(error)?;
+    let img = py.detach(|| nanobragg_io::read_image::read_image(&path, frame)).map_err(error)?;
     let header = PyDict::new(py);
     header.set_item("format", img.format.name())?;
     header.set_item("frames", img.frames)?;
@@ -1120,6 +1224,10 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Image>()?;
     m.add_function(wrap_pyfunction!(render, m)?)?;
     m.add_function(wrap_pyfunction!(read_image, m)?)?;
+    m.add_function(wrap_pyfunction!(_interrupted_rows, m)?)?;
+    // numpy's C API fetched now: fetched first after a render, a Ctrl-C
+    // pending then became a PanicException (rust-numpy's capsule lookup)
+    numpy::PyArray1::<f64>::zeros(m.py(), 0, false);
     m.add_class::<Refined>()?;
     m.add_function(wrap_pyfunction!(refine, m)?)?;
     m.add_function(wrap_pyfunction!(from_args, m)?)?;

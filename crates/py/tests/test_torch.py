@@ -197,3 +197,9 @@ def test_gradients_take_their_inputs_dtype_and_are_not_differentiated_again(tmp_
                            torch.tensor(1.0, dtype=torch.float64))
         tangent = fwAD.unpack_dual(render(model, F=F.detach(), cell_a=a)).tangent
     assert np.allclose(tangent.numpy(), p.jvp(np.array([30.0]), np.array([1.0])), rtol=1e-6)
+
+
+def test_a_parameter_of_several_elements_is_refused():
+    model = nanobragg.from_args(MODEL)
+    with pytest.raises(ValueError, match="distance has 2 elements"):
+        nanobragg.torch.render(model, distance=torch.tensor([100.0, 101.0], dtype=torch.float64))

@@ -168,8 +168,38 @@ pub fn loss_gradient(
         return Err(size_error("the pixel skip mask", s.len()));
     }
     let used = pixels_used(&plan, skip);
+    check_observed(kind, observed, &used)?;
     let j = jacobian_of(cfg, &plan, params, seeds, opts, Precision::Fast64)?;
     Ok(evaluate(kind, &j.image, &j.derivatives, params, observed, &used))
+}
+
+/// Refuses an observed image the loss cannot take, among the `used`
+/// pixels: a value that is not finite, or (Poisson) a negative count.
+pub fn check_observed(kind: LossKind, observed: &[f32], used: &[bool]) -> Result<()> {
+    let bad =
+        |why: &dyn Fn(f32) -> bool| observed.iter().zip(used).position(|(&v, &u)| u && why(v));
+    if let Some(i) = bad(&|v| !v.is_finite()) {
+        return Err(Error::Invalid {
+            what: "-observed",
+            msg: format!(
+                "the image holds {} at pixel {i}: a loss needs finite values",
+                observed[i]
+            ),
+        });
+    }
+    if kind == LossKind::Poisson {
+        if let Some(i) = bad(&|v| v < 0.0) {
+            return Err(Error::Invalid {
+                what: "-observed",
+                msg: format!(
+                    "the image holds {} at pixel {i}: a Poisson loss takes counts >= 0 (skip the \
+                     pixel, or use the sse loss)",
+                    observed[i]
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The loss of a rendered `image` with its `derivatives` (one image per

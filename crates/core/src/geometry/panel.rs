@@ -94,6 +94,10 @@ pub struct PanelLayout {
     pub sizes: Vec<[usize; 2]>,
 }
 
+/// What one pixel of the whole detector's image costs across a run's
+/// images: f32 and f64 values, int32 and 16-bit outputs.
+const BYTES_PER_IMAGE_PIXEL: u128 = 4 + 8 + 4 + 2;
+
 impl PanelLayout {
     /// The layout of `d`'s panels; panels of several widths that must be
     /// stacked are refused.
@@ -154,6 +158,16 @@ impl PanelLayout {
         let span = |k: usize, axis: usize| span(&origins, k, axis);
         let width = (0..panels.len()).map(|k| span(k, 0).end).max().unwrap_or(0);
         let height = (0..panels.len()).map(|k| span(k, 1).end).max().unwrap_or(0);
+        // the whole detector's images (float, f64 sums, int32 and 16-bit
+        // outputs): a data array far larger than its panels (a min_fs of
+        // 10⁹) is refused before anything is allocated
+        let bytes = width as u128 * height as u128 * BYTES_PER_IMAGE_PIXEL;
+        if bytes > crate::memory::budget_for(bytes) {
+            return Err(Error::TooLarge {
+                what: format!("the detector's data array ({width} x {height} pixels)"),
+                bytes,
+            });
+        }
         Ok(PanelLayout { width, height, origins, sizes })
     }
 

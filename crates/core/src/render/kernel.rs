@@ -389,9 +389,12 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             scale_per_step: to(l.scale / steps),
             default_f: to(l.default_f),
             corrected: plan.corrected,
-            bg_per_sample: to(
-                l.i_bg / L::c((plan.oversample * plan.oversample * l.sources.len().max(1)) as f64)
-            ),
+            // i_bg · steps over the sub-pixels and sources: the final
+            // division by `steps` then leaves i_bg times the mean of the
+            // samples' factors, whatever the sampling (nanoBragg.c's i_bg
+            // shrinks as 1/steps, oversample² included)
+            bg_per_sample: to(l.i_bg * L::c(plan.steps as f64)
+                / L::c((plan.oversample * plan.oversample * l.sources.len().max(1)) as f64)),
             grid: plan.grid.as_ref(),
             hkls: plan.hkls,
             mode: PhantomData,

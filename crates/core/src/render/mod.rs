@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod cpu;
+pub mod interrupt;
 pub mod kernel;
 pub(crate) mod rows;
 pub(crate) mod samples;

@@ -302,6 +302,10 @@ impl<K> Rows<'_, K> {
         let (roi, mask) = (plan.detector.roi, plan.mask.as_deref());
         let mut first = None;
         for (r, omega) in omega.iter_mut().enumerate() {
+            if super::interrupt::skip_row() {
+                // the caller that asked for the stop throws the image away
+                continue;
+            }
             let s = first_row + r;
             let mut row: Vec<&mut [T]> =
                 planes.iter_mut().map(|p| &mut p[r * fp..(r + 1) * fp]).collect();

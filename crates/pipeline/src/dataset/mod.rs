@@ -22,8 +22,10 @@ use nanobragg_core::geometry::panel_configs;
 use nanobragg_core::response::{noisy_image, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_io::image_writer;
 use nanobragg_io::shot_record::ShotRecord;
 
+use crate::detector_response::NOISIFY_CALIB_IDUM;
 use crate::invocation::Invocation;
 use crate::render::{check_finite_image, explain, render_plan};
 use shot::ShotDraw;
@@ -111,7 +113,7 @@ impl Dataset {
         // the model's own errors (geometry, files, response) before any shot
         set.header = set.plans(&set.config(&set.draw(0)))?;
         let pixel_m = set.header[0].detector.pixel_size_m;
-        set.response = crate::run::response(&set.inv.outputs, pixel_m)?;
+        set.response = crate::detector_response::response(&set.inv.outputs, pixel_m)?;
         Ok(set)
     }
 
@@ -220,8 +222,7 @@ impl Dataset {
                         .collect()
                 }
                 Some(r) => {
-                    let calib =
-                        o.response.calib_seed.map_or(crate::run::NOISIFY_CALIB_IDUM, |s| -s);
+                    let calib = o.response.calib_seed.map_or(NOISIFY_CALIB_IDUM, |s| -s);
                     let mut seeds = SharedSeeds::new(-d.noise_seed, calib);
                     (plans.iter().zip(&noiseless))
                         .map(|(p, img)| {
@@ -240,7 +241,7 @@ impl Dataset {
         let mut spectrum_a: Vec<(f64, f64)> =
             match d.spectrum.as_ref().or(self.inv.config.beam.spectrum.as_ref()) {
                 Some(lines) => lines.iter().map(|l| (l[0], l[1])).collect(),
-                None => crate::run::plan_spectrum(p0),
+                None => crate::image_headers::plan_spectrum(p0),
             };
         let total: f64 = spectrum_a.iter().map(|l| l.1).sum();
         if total > 0.0 {
@@ -491,6 +492,9 @@ pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> R
     let (shard, shards) = team.shard;
     std::fs::create_dir_all(&spec.output)
         .with_context(|| format!("dataset: cannot create {}", spec.output.display()))?;
+    if resume {
+        remove_stale_temporaries(&spec.output)?;
+    }
     let owned: Vec<u64> = (shard..spec.shots).step_by(shards as usize).collect();
     // the shard's shots still to render, as rank 0 of the shard sees them
     // before any of this run's files exist
@@ -509,6 +513,28 @@ pub fn run_worker(set: &Dataset, team: &Team, resume: bool, progress: bool) -> R
     bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
     Ok(WorkerRun { worker, todo: todo.len(), shots, written, photons, seconds, failure })
+}
+
+/// `-resume`: removes the hidden temporaries that killed processes of this
+/// host left in the output folder (a SIGKILLed rank cannot remove its own),
+/// saying which. Those of other hosts, whose processes only their host can
+/// see, and of running processes stay.
+fn remove_stale_temporaries(dir: &Path) -> Result<()> {
+    let removed = nanobragg_io::temp_names::remove_stale_temporaries(dir)
+        .with_context(|| format!("dataset -resume: cannot clean up {}", dir.display()))?;
+    if !removed.is_empty() {
+        let names: Vec<String> = removed
+            .iter()
+            .map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned())
+            .collect();
+        eprintln!(
+            "dataset -resume: removed {} temporaries of stopped processes of this host ({}): {}",
+            removed.len(),
+            nanobragg_io::temp_names::host_name(),
+            names.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Without `-resume`, a file of this dataset's name that belongs to this
@@ -623,16 +649,16 @@ fn write_file(
     shots: &[u64],
     bar: &indicatif::ProgressBar,
 ) -> Result<f64> {
-    use nanobragg_io::nxmx_series::SeriesFile;
     let panels: Vec<(&nanobragg_core::geometry::Detector, &[i32])> =
         set.header.iter().map(|p| (&p.detector, &[][..])).collect();
-    let header = crate::run::mx_image(&set.header[0], &panels, &set.inv.outputs);
+    let header = crate::image_headers::mx_image(&set.header[0], &panels, &set.inv.outputs);
     let spec = &set.spec;
     let digest = spec.digest();
     let compression = set.inv.outputs.nxmx_compression;
     let texts = (spec.text.as_str(), digest.as_str());
-    let mut file = SeriesFile::create(path, &header, shots.len(), spec.noiseless, texts, compression)
-        .map_err(|e| anyhow!("dataset: {e}"))?;
+    let mut file =
+        image_writer::series(path, &header, shots.len(), spec.noiseless, texts, compression)
+            .map_err(|e| anyhow!("dataset: {e}"))?;
     let mut photons = 0.0;
     for &i in shots {
         let shot = set.render(i).with_context(|| format!("shot {i}"))?;
@@ -646,7 +672,6 @@ fn write_file(
     file.commit().map_err(|e| anyhow!("dataset: {e}"))?;
     Ok(photons)
 }
-
 
 /// The lines rank 0 prints: the dataset, then each worker of this job.
 fn summary(

@@ -362,7 +362,8 @@ mod tests {
                  bandwidth = 0.003\nspikes = {spikes}\nspike_width = 2e-4"
             )
         };
-        for (c, k) in [("9223372036854775807", "20"), ("1000000000", "20"), ("50", "1000000000000")] {
+        for (c, k) in [("9223372036854775807", "20"), ("1000000000", "20"), ("50", "1000000000000")]
+        {
             let t = sase(c, k);
             assert!(e(&t).contains("at most 100000 channels and 10000 spikes"), "{}", e(&t));
         }

@@ -114,6 +114,11 @@ def render(model, F=None, dtype="float64", threads=None, **values):
     if not values and F is None:
         raise TypeError("render: name a parameter (e.g. distance=...) or give F")
     names = list(values)
+    for name, v in values.items():
+        n = torch.as_tensor(v).numel()
+        if n != 1:
+            raise ValueError(f"render: {name} has {n} elements; a parameter is one number "
+                             "(a tensor of one element)")
     tensors = [v for v in values.values() if isinstance(v, torch.Tensor)]
     if isinstance(F, torch.Tensor):
         tensors.append(F)

@@ -1,0 +1,118 @@
+//! The one dispatcher: a command line picks its driver. The subcommands
+//! (`refine`, `dataset`, `noisify`, `nonbragg`, `add`, and the programs
+//! linked under noisify's and nonBragg's names) each have their own; a
+//! render is refused here for what no driver can do (its plan, a bad
+//! `-gradient`, detector response or file format), then is one image
+//! ([`crate::run::single_panel`]), a multi-panel detector's
+//! ([`crate::run::multi_panel`]) or a batch of shots
+//! ([`crate::batch::run_batch`]); the drivers choose what to write.
+
+use crate::invocation::Invocation;
+use crate::panels::PanelRun;
+use crate::render::{clock_seed, explain};
+use anyhow::{anyhow, bail, Result};
+use nanobragg_core::config::SimConfig;
+use nanobragg_core::setup::{Plan, SetupSeeds};
+use std::io::Write;
+
+/// Runs the program as invoked: under the name `noisify` (a link to the
+/// binary) or `nonBragg` as that program, else as `nanobragg` (see [`main_with_args`]).
+pub fn main_as(program: &str, args: &[String]) -> Result<()> {
+    let name = std::path::Path::new(program).file_name().and_then(|n| n.to_str());
+    match name {
+        Some("noisify") => crate::noisify::run(args, &mut std::io::stdout().lock()),
+        Some("nonBragg") => crate::nonbragg::run(args, &mut std::io::stdout().lock()),
+        _ => main_with_args(args),
+    }
+}
+
+/// Runs the command line `args` (without the program name): a render, or
+/// the subcommands `refine`, `dataset`, `noisify`, `nonbragg` and `add`.
+pub fn main_with_args(args: &[String]) -> Result<()> {
+    match args.first().map(String::as_str) {
+        Some("refine") => crate::refine::main(&args[1..]),
+        Some("dataset") => crate::dataset::main(&args[1..]),
+        Some("noisify") => crate::noisify::run(&args[1..], &mut std::io::stdout().lock()),
+        Some("add") => crate::add::run(&args[1..], &mut std::io::stdout().lock()),
+        Some("nonbragg") => crate::nonbragg::run(&args[1..], &mut std::io::stdout().lock()),
+        _ => crate::parse_args(args).map_err(anyhow::Error::from).and_then(run),
+    }
+}
+
+/// Runs a parsed render command line with its output files.
+pub fn run(inv: Invocation) -> Result<()> {
+    if inv.help {
+        // (print! would panic on a closed pipe: `nanobragg -h | head`)
+        std::io::stdout().lock().write_all(crate::flags::help_text().as_bytes())?;
+        return Ok(());
+    }
+    for w in &inv.warnings {
+        eprintln!("warning: {w}");
+    }
+    if inv.threads > 0 {
+        // every parallel pass (statistics, conversions) then keeps to -threads
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(inv.threads).build_global();
+    }
+    let clock = clock_seed();
+    // nanoBragg.c keeps seeds negated; an absent -seed/-misset_seed means the clock
+    let noise_seed = inv.seed.unwrap_or(clock);
+    let noise_idum = -noise_seed;
+    let misset_idum = match inv.config.crystal.misset_seed {
+        Some(s) => -s,
+        None => -clock,
+    };
+    let seeds = SetupSeeds { misset_idum };
+    if !inv.config.detector.panels.is_empty() {
+        let panels = PanelRun::new(&inv, &inv.config, seeds)?;
+        check_multi_panel(&inv, &panels)?;
+        return match &inv.batch_path {
+            Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed),
+            None => crate::run::multi_panel(&inv, &panels, seeds, noise_idum),
+        };
+    }
+    let plan = Plan::new(&inv.config, seeds).map_err(|e| explain(e, &inv))?;
+    check_single_panel(&inv, &plan)?;
+    match &inv.batch_path {
+        Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed),
+        None => crate::run::single_panel(&inv, &plan, seeds, noise_idum),
+    }
+}
+
+/// Refuses, before anything is written, a bad `-gradient` (printing what
+/// `all` left out) and a bad detector response, for the model of `cfg`.
+fn check_outputs(inv: &Invocation, cfg: &SimConfig, plan: &Plan) -> Result<()> {
+    if let Some((_, Some(skipped))) = crate::gradient::selected(inv, cfg, plan)? {
+        eprintln!("note: {skipped}");
+    }
+    crate::detector_response::response(&inv.outputs, plan.detector.pixel_size_m)?;
+    Ok(())
+}
+
+/// What a one-panel render cannot do: see [`check_outputs`]; NXmx and
+/// miniCBF of a curved detector.
+fn check_single_panel(inv: &Invocation, plan: &Plan) -> Result<()> {
+    check_outputs(inv, &inv.config, plan)?;
+    if inv.config.detector.curved {
+        // (their geometry is a flat module's: a reader would place the pixels elsewhere)
+        for (flag, given) in
+            [("-nxmxfile", &inv.outputs.nxmxfile), ("-cbffile", &inv.outputs.cbffile)]
+        {
+            if given.is_some() {
+                bail!("{flag}: the file describes a flat detector; -curved_det places the pixels on a sphere (write -floatfile, -intfile or -noisefile)");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a multi-panel render cannot do: miniCBF (one panel a file), and
+/// see [`check_outputs`] (for the first panel's model).
+fn check_multi_panel(inv: &Invocation, panels: &PanelRun) -> Result<()> {
+    if inv.outputs.cbffile.is_some() {
+        return Err(anyhow!(
+            "-cbffile: miniCBF holds one panel; this detector has {}: write -nxmxfile",
+            inv.config.detector.panels.len()
+        ));
+    }
+    check_outputs(inv, &panels.configs[0], &panels.plans[0])
+}

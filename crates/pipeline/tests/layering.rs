@@ -1,0 +1,282 @@
+//! The pipeline is layered downward only, and its modules import each other
+//! in no cycle: a module may name modules of its own layer or below, never
+//! one above, and no chain of references leads from a module back to
+//! itself. This test reads every source file of the crate and fails, naming
+//! file and line, at each `crate::<name>` reference (a `use` or a path) that
+//! points upward, and names every cycle. A name the crate root re-exports
+//! (`crate::parse_args`) counts as its module. Comments and `#[cfg(test)]`
+//! items are not looked at: doc links and tests may name any module.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Layers, low to high. The drivers (which choose what a command writes)
+/// come after everything that writes; `gradient` sits below the others
+/// because a render writes its derivative images, and `dispatch`, which
+/// picks the driver of a command line, on top.
+const LAYERS: &[&[&str]] = &[
+    &["cli_error", "memory", "progress", "output_files"],
+    &["expt"],
+    &["invocation"],
+    &["flags"],
+    &["parse"],
+    &["parameters", "render"],
+    &["spots", "panels", "detector_response", "image_headers"],
+    &["report"],
+    &["traces", "image_outputs"],
+    &["gradient"],
+    &["run", "batch", "dataset", "refine", "noisify", "nonbragg", "add"],
+    &["dispatch"],
+];
+
+fn layer(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src dir") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file under `src` belongs to (`None` for lib.rs).
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).expect("file under src");
+    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+    let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
+    (name != "lib").then_some(name)
+}
+
+/// The lines of `text` with comments blanked and `#[cfg(test)]` items
+/// (attribute through the end of the item's braces) dropped, numbered from 1.
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut skip_depth: Option<i64> = None;
+    let mut pending_test = false;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split("//").next().unwrap_or("");
+        let depth_change = line.matches('{').count() as i64 - line.matches('}').count() as i64;
+        if let Some(depth) = skip_depth.as_mut() {
+            *depth += depth_change;
+            if *depth <= 0 {
+                skip_depth = None;
+            }
+            continue;
+        }
+        if line.trim() == "#[cfg(test)]" {
+            pending_test = true;
+            continue;
+        }
+        if pending_test {
+            if line.trim_start().starts_with("#[") {
+                continue;
+            }
+            pending_test = false;
+            if depth_change > 0 {
+                skip_depth = Some(depth_change);
+            }
+            continue;
+        }
+        out.push((i + 1, line.to_string()));
+    }
+    out
+}
+
+/// The names `line` reaches as `crate::<name>`, including each name of a
+/// `crate::{a, b::c}` group.
+fn referenced(line: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect()
+    };
+    let mut names = Vec::new();
+    for (at, _) in line.match_indices("crate::") {
+        // `crate::` inside another identifier (`foo_crate::`) is not the crate
+        let before = line[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &line[at + "crate::".len()..];
+        let Some(group) = rest.strip_prefix('{') else {
+            names.push(ident(rest));
+            continue;
+        };
+        let mut depth = 0;
+        let mut item_start = true;
+        for (j, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => item_start = true,
+                c if item_start && !c.is_whitespace() => {
+                    names.push(ident(&group[j..]));
+                    item_start = false;
+                }
+                _ => {}
+            }
+        }
+    }
+    names.retain(|n| !n.is_empty());
+    names
+}
+
+/// The names the crate root re-exports (`pub use module::{a, b};`), each
+/// with its module.
+fn root_exports(lib: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    for (_, line) in code_lines(lib) {
+        let Some(rest) = line.trim().strip_prefix("pub use ") else { continue };
+        let Some((module, items)) = rest.trim_end_matches(';').split_once("::") else { continue };
+        for item in items.trim_matches(|c| c == '{' || c == '}').split(',') {
+            let name = item.trim().rsplit(" as ").next().unwrap_or("").trim();
+            if !name.is_empty() {
+                map.insert(name.to_string(), module.to_string());
+            }
+        }
+    }
+    map
+}
+
+/// Every module's references to other modules, each with the first file
+/// and line that makes it, and every reference that is to no module.
+#[allow(clippy::type_complexity)]
+fn references(src: &Path) -> (BTreeMap<String, BTreeMap<String, String>>, Vec<String>) {
+    let exports = root_exports(&std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs"));
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut strays = Vec::new();
+    for file in files {
+        let Some(module) = module_of(src, &file) else { continue };
+        let shown = file.strip_prefix(src.parent().unwrap_or(src)).unwrap_or(&file).display();
+        let edges = graph.entry(module.clone()).or_default();
+        let text = std::fs::read_to_string(&file).expect("read source");
+        for (n, line) in code_lines(&text) {
+            for name in referenced(&line) {
+                let target = exports.get(&name).cloned().unwrap_or(name.clone());
+                if layer(&target).is_none() {
+                    strays.push(format!(
+                        "{shown}:{n}: `crate::{name}` is not a module with a layer: {}",
+                        line.trim()
+                    ));
+                    continue;
+                }
+                if target != module {
+                    let at = format!("{shown}:{n}: {}", line.trim());
+                    edges.entry(target).or_insert(at);
+                }
+            }
+        }
+    }
+    (graph, strays)
+}
+
+/// Every upward reference in the crate's sources, as "file:line: ..." lines,
+/// and the modules without a layer.
+fn upward_references(src: &Path) -> Vec<String> {
+    let (graph, mut found) = references(src);
+    for (module, edges) in &graph {
+        let Some(own) = layer(module) else {
+            found.push(format!("module `{module}` has no layer in tests/layering.rs"));
+            continue;
+        };
+        for (target, at) in edges {
+            let t = layer(target).expect("references to modules with a layer only");
+            if t > own {
+                found.push(format!("{at}  (`{module}`, layer {own}, names `{target}`, layer {t})"));
+            }
+        }
+    }
+    found
+}
+
+/// The cycles of `graph` (module → modules it names), each as the modules
+/// along it from its least one, found once.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    fn walk(
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        start: &str,
+        path: &mut Vec<String>,
+        found: &mut Vec<Vec<String>>,
+    ) {
+        let last = path.last().expect("a path starts at its module").clone();
+        for next in graph.get(&last).into_iter().flatten() {
+            if next == start {
+                found.push(path.clone());
+            } else if next.as_str() > start && !path.contains(next) {
+                path.push(next.clone());
+                walk(graph, start, path, found);
+                path.pop();
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for start in graph.keys() {
+        walk(graph, start, &mut vec![start.clone()], &mut found);
+    }
+    found
+}
+
+#[test]
+fn pipeline_modules_only_reference_lower_layers() {
+    let found = upward_references(&src());
+    assert!(found.is_empty(), "upward references in the pipeline:\n{}", found.join("\n"));
+}
+
+#[test]
+fn pipeline_modules_import_each_other_in_no_cycle() {
+    let (graph, _) = references(&src());
+    let edges: BTreeMap<String, BTreeSet<String>> =
+        graph.iter().map(|(m, e)| (m.clone(), e.keys().cloned().collect())).collect();
+    let found: Vec<String> = cycles(&edges)
+        .into_iter()
+        .map(|c| {
+            let steps: Vec<String> = c
+                .iter()
+                .zip(c.iter().cycle().skip(1))
+                .map(|(a, b)| format!("  {a} -> {b}: {}", graph[a][b]))
+                .collect();
+            format!("{} -> {}\n{}", c.join(" -> "), c[0], steps.join("\n"))
+        })
+        .collect();
+    assert!(found.is_empty(), "import cycles in the pipeline:\n{}", found.join("\n"));
+}
+
+#[test]
+fn references_are_found_in_uses_groups_paths_and_re_exports() {
+    assert_eq!(referenced("use crate::run::{write_images, ImageFiles};"), ["run"]);
+    assert_eq!(
+        referenced("use crate::{invocation::Invocation, render::{explain, Seeds}};"),
+        ["invocation", "render"]
+    );
+    assert_eq!(referenced("let inv = crate::parse_args(&args)?;"), ["parse_args"]);
+    assert_eq!(referenced("use nanobragg_crate::run;"), Vec::<String>::new());
+    let text = "use crate::report; // crate::run\n#[cfg(test)]\nmod tests {\n    use crate::run::x;\n}\nfn f() { crate::render::x() }\n";
+    let lines = code_lines(text);
+    assert_eq!(lines.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1, 6]);
+    assert_eq!(referenced(&lines[0].1), ["report"]);
+    let exports = root_exports("pub use parse::{parse_args, CliError};\npub use memory::keep;\n");
+    assert_eq!(exports["parse_args"], "parse");
+    assert_eq!(exports["keep"], "memory");
+}
+
+#[test]
+fn cycles_are_found_once_each() {
+    let graph: BTreeMap<String, BTreeSet<String>> =
+        [("a", &["b"][..]), ("b", &["a", "c"]), ("c", &["a"]), ("d", &["d", "a"])]
+            .into_iter()
+            .map(|(m, e)| (m.to_string(), e.iter().map(|s| s.to_string()).collect()))
+            .collect();
+    let found = cycles(&graph);
+    assert_eq!(found, [vec!["a", "b"], vec!["a", "b", "c"], vec!["d"]]);
+}
