@@ -1,19 +1,14 @@
 //! Raw `f32` images: little-endian IEEE-754 single precision values, fast index
-//! varying fastest, no header (the `-floatfile` format).
+//! varying fastest, no header (the `-floatfile` format; written by
+//! [`crate::image_writer`]).
 
 use std::path::Path;
 
-use crate::atomic::write_atomic;
 use crate::IoError;
 
 /// Serialises `values` as little-endian `f32` bytes.
 pub fn float_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// Writes `values` to `path` as raw little-endian `f32` (atomically).
-pub fn write_float_image(path: &Path, values: &[f32]) -> Result<(), IoError> {
-    write_atomic(path, |w| crate::le::write_le(w, values))
 }
 
 /// Reads a raw little-endian `f32` image.
@@ -55,7 +50,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("f.bin");
         let v = [0.0f32, -1.5, f32::MAX, f32::MIN_POSITIVE, 3.25e-3];
-        write_float_image(&p, &v).unwrap();
+        crate::atomic::write_bytes_atomic(&p, &float_bytes(&v)).unwrap();
         assert_eq!(std::fs::read(&p).unwrap().len(), 20);
         assert_eq!(std::fs::read(&p).unwrap()[4..8], (-1.5f32).to_le_bytes());
         assert_eq!(read_float_image(&p, Some(5)).unwrap(), v);
