@@ -146,6 +146,22 @@ pub enum IoError {
     },
 }
 
+/// An error unless `path` is a regular file (a FIFO would block a reader,
+/// `/dev/zero` never end); a missing file is [`IoError::NotFound`].
+pub(crate) fn regular_file(path: &std::path::Path) -> Result<(), IoError> {
+    let meta = std::fs::metadata(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => IoError::NotFound { path: path.to_path_buf() },
+        _ => IoError::Read { path: path.to_path_buf(), source },
+    })?;
+    match meta.is_file() {
+        true => Ok(()),
+        false => Err(IoError::InvalidInput {
+            path: path.to_path_buf(),
+            reason: "not a regular file".into(),
+        }),
+    }
+}
+
 /// Reads a whole file, mapping a missing file to [`IoError::NotFound`].
 pub(crate) fn read_all(path: &std::path::Path) -> Result<Vec<u8>, IoError> {
     std::fs::read(path).map_err(|source| {

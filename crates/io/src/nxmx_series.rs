@@ -231,15 +231,8 @@ fn write_records(root: &H5Group, records: &[ShotRecord], kahn: f64) -> H5<()> {
 /// specification it was written from.
 pub fn read_shots(path: &Path) -> Result<(Vec<u64>, String), IoError> {
     let err = error(path);
-    // a FIFO of that name would block the open for good
-    let meta = std::fs::metadata(path)
-        .map_err(|source| IoError::Read { path: path.to_path_buf(), source })?;
-    if !meta.is_file() {
-        return Err(IoError::InvalidInput {
-            path: path.to_path_buf(),
-            reason: "not a regular file (a dataset file is one)".into(),
-        });
-    }
+    // (a FIFO of that name would block the open for good)
+    crate::regular_file(path)?;
     let file = H5File::open(path).map_err(&err)?;
     let shots: Vec<u64> =
         file.dataset("entry/simulation/shot").and_then(|d| d.read_raw()).map_err(&err)?;

@@ -75,14 +75,7 @@ pub struct ImageFile {
 
 /// Reads frame `frame` (0 for the first) of the image file at `path`.
 pub fn read_image(path: &Path, frame: usize) -> Result<ImageFile, IoError> {
-    let meta = std::fs::metadata(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => IoError::NotFound { path: path.to_path_buf() },
-        _ => IoError::Read { path: path.to_path_buf(), source },
-    })?;
-    // a FIFO would block, /dev/zero never end
-    if !meta.is_file() {
-        return Err(bad(path, "not a regular file".into()));
-    }
+    crate::regular_file(path)?;
     let mut head = [0u8; 16];
     let n = {
         use std::io::Read;

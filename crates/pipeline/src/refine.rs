@@ -217,6 +217,9 @@ fn read_observed(
                 header: Vec::new(),
             }
         }
+        // (the bytes read above, not the file again)
+        ImageFormat::Cbf if frame == 0 => nanobragg_io::read_image::parse_cbf(&bytes, path)
+            .map_err(|e| anyhow!("refine: -observed: {e}"))?,
         _ => read_image(path, frame).map_err(|e| anyhow!("refine: -observed: {e}"))?,
     };
     // each of the model's panels where its image has them
