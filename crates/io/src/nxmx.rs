@@ -71,11 +71,7 @@ pub fn write_nxmx(
         return write_file(temp, img, compression).map_err(error(&target));
     }
     // a device or pipe: HDF5 seeks, so build the file aside and copy it
-    let scratch_name = format!("nanobragg-nxmx-{}.h5", std::process::id());
-    let scratch = Pending::create(&std::env::temp_dir().join(scratch_name))?;
-    let path = scratch.temp_path().expect("a regular file in the temporary directory");
-    write_file(path, img, compression).map_err(error(&target))?;
-    let bytes = crate::read_all(path)?;
+    let bytes = scratch_bytes(img, compression, &target)?;
     file.write(|w| std::io::Write::write_all(w, &bytes))
 }
 
@@ -83,12 +79,24 @@ pub fn write_nxmx(
 /// scratch file in the temporary directory.
 pub fn nxmx_bytes(img: &MxImage, compression: Compression) -> Result<Vec<u8>, String> {
     check(img)?;
+    scratch_bytes(img, compression, Path::new("NXmx")).map_err(|e| match e {
+        IoError::InvalidInput { reason, .. } => reason,
+        other => other.to_string(),
+    })
+}
+
+/// The bytes of `img`'s NXmx file, written to a scratch file in the
+/// temporary directory (removed after); errors name `target`.
+fn scratch_bytes(
+    img: &MxImage,
+    compression: Compression,
+    target: &Path,
+) -> Result<Vec<u8>, IoError> {
     let scratch_name = format!("nanobragg-nxmx-{}.h5", std::process::id());
-    let scratch =
-        Pending::create(&std::env::temp_dir().join(scratch_name)).map_err(|e| e.to_string())?;
+    let scratch = Pending::create(&std::env::temp_dir().join(scratch_name))?;
     let path = scratch.temp_path().expect("a regular file in the temporary directory");
-    write_file(path, img, compression).map_err(|e| format!("HDF5: {e}"))?;
-    crate::read_all(path).map_err(|e| e.to_string())
+    write_file(path, img, compression).map_err(error(target))?;
+    crate::read_all(path)
 }
 
 /// Writes the NXmx file of `img` at `path`.

@@ -603,21 +603,11 @@ fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> Py
             if let Err(e) = py.check_signals() {
                 interrupt::request();
                 let _ = py.detach(move || rx.recv());
-                LAST_INTERRUPT_ROWS.store(interrupt::clear(), std::sync::atomic::Ordering::SeqCst);
+                interrupt::clear();
                 return Err(e);
             }
         }
     })
-}
-
-/// Rows the last interrupted render left out (for the tests: the render
-/// stopped, rather than ran to the end and then raised).
-static LAST_INTERRUPT_ROWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Rows the last render stopped by Ctrl-C left unrendered (0: none was).
-#[pyfunction]
-fn _interrupted_rows() -> u64 {
-    LAST_INTERRUPT_ROWS.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 fn precision(dtype: &str) -> PyResult<Precision> {
@@ -1224,7 +1214,6 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Image>()?;
     m.add_function(wrap_pyfunction!(render, m)?)?;
     m.add_function(wrap_pyfunction!(read_image, m)?)?;
-    m.add_function(wrap_pyfunction!(_interrupted_rows, m)?)?;
     // numpy's C API fetched now: fetched first after a render, a Ctrl-C
     // pending then became a PanicException (rust-numpy's capsule lookup)
     numpy::PyArray1::<f64>::zeros(m.py(), 0, false);
