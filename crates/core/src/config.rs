@@ -358,8 +358,9 @@ pub enum SfSource {
     /// Only `-default_F`.
     #[default]
     None,
-    /// Entries of an `-hkl` text file.
-    Hkl(Vec<HklEntry>),
+    /// Entries of an `-hkl` text file (shared by the configurations cloned
+    /// from one, such as the shots of a batch).
+    Hkl(std::sync::Arc<Vec<HklEntry>>),
     /// A grid re-read from an Fdump file.
     Dump(crate::sf::HklGrid),
 }

@@ -140,6 +140,26 @@ pub struct Plan {
     pub leaves: Leaves<f64>,
 }
 
+/// The plans of the panels' configurations (`panel_configs`), in order,
+/// holding one structure-factor grid between them: `with`'s where given (a
+/// plan of the same structure factors: another shot of the run), else the
+/// first panel's.
+pub fn plan_panels(
+    configs: &[SimConfig],
+    seeds: SetupSeeds,
+    with: Option<&Plan>,
+) -> Result<Vec<Plan>> {
+    let mut plans: Vec<Plan> = Vec::with_capacity(configs.len());
+    for c in configs {
+        let plan = match with.or(plans.first()) {
+            Some(p) => Plan::sharing_structure_factors(c, seeds, p)?,
+            None => Plan::new(c, seeds)?,
+        };
+        plans.push(plan);
+    }
+    Ok(plans)
+}
+
 /// The phi sampling nanoBragg.c derives from `-phi`, `-osc`, `-phistep`, `-phisteps`.
 /// Returns (osc, phistep, phisteps), angles in radians.
 pub fn phi_steps(osc_in: f64, phistep_in: f64, phisteps_in: i64) -> (f64, f64, i64) {
@@ -615,11 +635,13 @@ fn check_run_memory(
 }
 
 /// Where [`Plan::resolve`] takes the structure factors from.
-enum StructureFactors {
+enum StructureFactors<'a> {
     /// Built from the configuration ([`structure_factors`]).
     Build,
     /// Not built: only their count, from a plan that has them.
     Count(usize),
+    /// Those of a plan of the same structure factors (its grid shared).
+    Shared(&'a Plan),
 }
 
 /// Bytes of the grid [`structure_factors`] builds (0 for an Fdump grid,
@@ -707,6 +729,19 @@ impl Plan {
         Ok(Self::with_leaves::<f64>(cfg, seeds, &Deltas::zero())?.0)
     }
 
+    /// [`Plan::new`] with the structure factors of `with`, a plan of the
+    /// same ones (another panel of the detector, another shot of the
+    /// experiment): its grid is shared, not built again, so that a run
+    /// holds one grid however many panels and shots it plans.
+    pub fn sharing_structure_factors(
+        cfg: &SimConfig,
+        seeds: SetupSeeds,
+        with: &Plan,
+    ) -> Result<Plan> {
+        let shared = StructureFactors::Shared(with);
+        Ok(Self::resolve::<f64>(cfg, seeds, &Deltas::zero(), shared)?.0)
+    }
+
     /// The one setup code path: the plan of `cfg` and the numbers the kernel
     /// reads in `R`, with each parameter's perturbation in `deltas` added
     /// where the parameter enters (the seeded derivatives of dual numbers).
@@ -761,7 +796,7 @@ impl Plan {
         cfg: &SimConfig,
         seeds: SetupSeeds,
         deltas: &Deltas<R>,
-        sf: StructureFactors,
+        sf: StructureFactors<'_>,
     ) -> Result<(Plan, Leaves<R>)> {
         let c = R::c;
         check_inputs(cfg)?;
@@ -785,7 +820,7 @@ impl Plan {
         let new_grid = match sf {
             // an unusable hkl list is reported where the grid is built
             StructureFactors::Build => grid_bytes(cfg).unwrap_or(0),
-            StructureFactors::Count(_) => 0,
+            StructureFactors::Count(_) | StructureFactors::Shared(_) => 0,
         };
         check_run_memory(cfg, &detector, &phi, new_grid)?;
 
@@ -828,6 +863,7 @@ impl Plan {
         let (grid, hkls) = match sf {
             StructureFactors::Build => structure_factors(cfg)?,
             StructureFactors::Count(n) => (None, n),
+            StructureFactors::Shared(p) => (p.grid.clone(), p.hkls),
         };
         let interpolation = if interp_choice && hkls > 0 {
             Interpolation::Tricubic

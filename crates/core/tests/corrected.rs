@@ -429,7 +429,7 @@ fn grid_entries(n: i32) -> Vec<HklEntry> {
 #[test]
 fn interpolation_is_chosen_after_the_crystal_size() {
     let mut cfg = flat_scatterer();
-    cfg.sf.source = SfSource::Hkl(grid_entries(2));
+    cfg.sf.source = SfSource::Hkl(grid_entries(2).into());
     cfg.crystal.size_mm = [0.002; 3];
     cfg.beam.beamsize_mm = 0.1;
     cfg.sampling.oversample = 1;
@@ -467,7 +467,7 @@ fn interpolation_falls_back_per_point() {
     cfg.detector.pixel_mm = 1.0;
     (cfg.detector.fpixels, cfg.detector.spixels) = (24, 24);
     cfg.sampling.oversample = 1;
-    cfg.sf.source = SfSource::Hkl(grid_entries(3));
+    cfg.sf.source = SfSource::Hkl(grid_entries(3).into());
     cfg.sf.interpolate = Some(true);
     cfg.sampling.corrected = true;
     let p = plan(&cfg);
@@ -655,7 +655,8 @@ fn golden_case_changes() {
     let mut c = golden([28.0, 31.0, 35.0, 80.0, 95.0, 105.0], 2.0, 60.0, 192);
     let hkl = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/golden/inputs/p1_tric.hkl");
-    c.sf.source = SfSource::Hkl(nanobragg_core::sf::hkl::read_hkl(&hkl).expect("golden input"));
+    c.sf.source =
+        SfSource::Hkl(nanobragg_core::sf::hkl::read_hkl(&hkl).expect("golden input").into());
     c.sf.default_f = 0.0;
     c.crystal.misset = Misset::Angles([10.0, -5.0, 20.0]);
     cases.push(("hkl-interp-auto", c));

@@ -382,7 +382,7 @@ fn triclinic() -> SimConfig {
     cfg.crystal.shape = CrystalShape::Gauss;
     let hkl = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden/inputs/p1_tric.hkl");
     let entries = nanobragg_core::sf::hkl::read_hkl(&hkl).unwrap();
-    cfg.sf.source = SfSource::Hkl(entries);
+    cfg.sf.source = SfSource::Hkl(entries.into());
     cfg.sf.interpolate = Some(true);
     cfg
 }

@@ -205,35 +205,50 @@ fn fs_and_freed(dir: &Path, file: &Path) -> (u64, u64) {
 /// Render every shot of a batch and write its images: the float image, and
 /// the int, PGM and noise images where their flags are given (scaled as a
 /// single run scales them; shot k's noise from the seed `noise_seed` + k − 1).
-pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: i64) -> Result<()> {
+/// Each shot is planned just before it renders (on the GPU, all before the
+/// first), its structure factors shared with `sf_plan`, a plan of the
+/// invocation's model: the batch holds one grid however many shots it has.
+pub fn run_batch(
+    inv: &Invocation,
+    batch: &Path,
+    seeds: SetupSeeds,
+    noise_seed: i64,
+    sf_plan: &Plan,
+) -> Result<()> {
     let angles = read_batch(batch)?;
     let shot_config = |a: &[f64; 3]| {
         let mut cfg = inv.config.clone();
         cfg.crystal.misset = Misset::Angles(*a);
         cfg
     };
-    // a multi-panel detector's shots are planned one at a time, just before
-    // each renders (every panel's plan holds its own structure factors); the
-    // first here, for the outputs' sizes
     let panelled = !inv.config.detector.panels.is_empty();
+    let plan_shot = |i: usize| {
+        Plan::sharing_structure_factors(&shot_config(&angles[i]), seeds, sf_plan)
+            .map_err(|e| crate::render::explain(e, inv))
+            .with_context(|| format!("-batch shot {}", i + 1))
+    };
+    let panel_run = |i: usize| {
+        PanelRun::new(inv, &shot_config(&angles[i]), seeds, Some(sf_plan))
+            .with_context(|| format!("-batch shot {}", i + 1))
+    };
+    // the first shot's plan gives the outputs' sizes
     let mut first_run = match panelled {
-        true => Some(PanelRun::new(inv, &shot_config(&angles[0]), seeds).context("-batch")?),
+        true => Some(panel_run(0)?),
         false => None,
     };
-    let plans: Vec<Plan> = match panelled {
-        true => Vec::new(),
-        false => (angles.iter())
-            .map(|a| Plan::new(&shot_config(a), seeds).context("-batch"))
-            .collect::<Result<_>>()?,
+    let mut first_plan = match panelled {
+        true => None,
+        false => Some(plan_shot(0)?),
     };
-    let first_plan = match &first_run {
-        Some(run) => &run.whole,
-        None => &plans[0],
+    let header_plan = match (&first_run, &first_plan) {
+        (Some(run), _) => run.whole.clone(),
+        (None, Some(plan)) => plan.clone(),
+        (None, None) => unreachable!("a batch plans its first shot"),
     };
     let mut outputs = BatchOutputs::new(inv)?;
-    let d = &first_plan.detector;
+    let d = &header_plan.detector;
     let pixels = (d.fpixels * d.spixels) as u64;
-    let smv = crate::image_headers::smv_header(first_plan);
+    let smv = crate::image_headers::smv_header(&header_plan);
     let smv_len = smv.bytes(nanobragg_io::smv::SmvType::U16).len() as u64;
     let sizes: Vec<u64> = outputs
         .list
@@ -263,10 +278,10 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
         writeln!(out, "noise seed: {noise_seed} for shot 1, one more for each shot after it")?;
     }
     let start = Instant::now();
-    let mut write_shot = |i: usize, image: &[f32], run: Option<&PanelRun>| -> Result<()> {
+    let mut write_shot = |i: usize, image: &[f32], plan: &Plan, run: Option<&PanelRun>| {
         let plan = match run {
             Some(run) => &run.whole,
-            None => &plans[i],
+            None => plan,
         };
         crate::render::check_finite_image(image, inv, plan)
             .map_err(|e| anyhow!("-batch shot {}: {e}", i + 1))?;
@@ -344,15 +359,20 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
     };
     if panelled {
         // each shot's panels side by side on the CPU, one after the other on the GPU
-        for (i, a) in angles.iter().enumerate() {
+        for i in 0..angles.len() {
             let run = match first_run.take() {
                 Some(run) => run,
-                None => PanelRun::new(inv, &shot_config(a), seeds)
-                    .with_context(|| format!("-batch shot {}", i + 1))?,
+                None => panel_run(i)?,
             };
-            write_shot(i, &run.render(inv)?.0, Some(&run))?;
+            write_shot(i, &run.render(inv)?.0, &run.whole, Some(&run))?;
         }
     } else if gpu {
+        let plans: Vec<Plan> = (0..angles.len())
+            .map(|i| match (i, first_plan.take()) {
+                (0, Some(plan)) => Ok(plan),
+                _ => plan_shot(i),
+            })
+            .collect::<Result<_>>()?;
         let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         let shots: Vec<nanobragg_cuda::Shot> =
@@ -374,7 +394,7 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
                         cpu::put_first_sweep(&plans[i], inv.precision, &mut copy, None);
                         fixed = Some(copy);
                     }
-                    failure = write_shot(i, fixed.as_deref().unwrap_or(img), None).err();
+                    failure = write_shot(i, fixed.as_deref().unwrap_or(img), &plans[i], None).err();
                 }
             })
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
@@ -384,8 +404,12 @@ pub fn run_batch(inv: &Invocation, batch: &Path, seeds: SetupSeeds, noise_seed: 
     } else {
         // (the precision -exact included, which the GPU kernel lacks)
         let opts = RenderOptions { threads: inv.threads };
-        for (i, plan) in plans.iter().enumerate() {
-            write_shot(i, &cpu::render_precision(plan, opts, inv.precision).image, None)?;
+        for i in 0..angles.len() {
+            let plan = match first_plan.take() {
+                Some(plan) => plan,
+                None => plan_shot(i)?,
+            };
+            write_shot(i, &cpu::render_precision(&plan, opts, inv.precision).image, &plan, None)?;
         }
     }
     let secs = start.elapsed().as_secs_f64();

@@ -63,17 +63,19 @@ pub fn run(inv: Invocation) -> Result<()> {
     };
     let seeds = SetupSeeds { misset_idum };
     if !inv.config.detector.panels.is_empty() {
-        let panels = PanelRun::new(&inv, &inv.config, seeds)?;
+        let panels = PanelRun::new(&inv, &inv.config, seeds, None)?;
         check_multi_panel(&inv, &panels)?;
         return match &inv.batch_path {
-            Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed),
+            Some(batch) => {
+                crate::batch::run_batch(&inv, batch, seeds, noise_seed, &panels.plans[0])
+            }
             None => crate::run::multi_panel(&inv, &panels, seeds, noise_idum),
         };
     }
     let plan = Plan::new(&inv.config, seeds).map_err(|e| explain(e, &inv))?;
     check_single_panel(&inv, &plan)?;
     match &inv.batch_path {
-        Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed),
+        Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed, &plan),
         None => crate::run::single_panel(&inv, &plan, seeds, noise_idum),
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{anyhow, Result};
 use nanobragg_core::config::SimConfig;
 use nanobragg_core::geometry::{panel_configs, Detector, PanelLayout};
 use nanobragg_core::render::RenderInfo;
-use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::setup::{plan_panels, Plan, SetupSeeds};
 
 /// Every panel of a multi-panel configuration, planned.
 #[derive(Debug, Clone)]
@@ -29,14 +29,19 @@ pub struct PanelRun {
 
 impl PanelRun {
     /// Plans every panel of `config` (the invocation's, or one shot's of a
-    /// batch); `inv` names the flags and files of a setup error. Panels of
-    /// several pixel sizes are refused: they are written as one image.
-    pub fn new(inv: &Invocation, config: &SimConfig, seeds: SetupSeeds) -> Result<PanelRun> {
+    /// batch); `inv` names the flags and files of a setup error. The panels
+    /// hold one structure-factor grid: that of `with` where given (a plan of
+    /// another shot of the run). Panels of several pixel sizes are refused:
+    /// they are written as one image.
+    pub fn new(
+        inv: &Invocation,
+        config: &SimConfig,
+        seeds: SetupSeeds,
+        with: Option<&Plan>,
+    ) -> Result<PanelRun> {
         // (a panel's own error first)
         let configs = panel_configs(config).map_err(|e| explain(e, inv))?;
-        let plans = (configs.iter())
-            .map(|c| Plan::new(c, seeds).map_err(|e| explain(e, inv)))
-            .collect::<Result<Vec<_>>>()?;
+        let plans = plan_panels(&configs, seeds, with).map_err(|e| explain(e, inv))?;
         let panels = &config.detector.panels;
         let layout = PanelLayout::new(&config.detector).map_err(|e| explain(e, inv))?;
         let d0 = &plans[0].detector;

@@ -266,8 +266,7 @@ impl Parameters {
         }
         let layout = PanelLayout::new(&cfg0.detector)?;
         let configs = panel_configs(&cfg0)?;
-        let plans: Vec<Plan> =
-            configs.iter().map(|c| Plan::new(c, seeds)).collect::<std::result::Result<_, _>>()?;
+        let plans = nanobragg_core::setup::plan_panels(&configs, seeds, None)?;
         let oversample = plans.iter().map(|p| p.oversample_auto.then_some(p.oversample as i64));
         let oversample: Vec<Option<i64>> = oversample.collect();
         let mut start = Vec::new();

@@ -290,7 +290,7 @@ fn read_inputs(inv: &mut Invocation) -> Result<(), CliError> {
     };
     if let Some(path) = &inv.hkl_path {
         let entries = nanobragg_core::sf::read_hkl(path).map_err(input("-hkl"))?;
-        inv.config.sf.source = SfSource::Hkl(entries);
+        inv.config.sf.source = SfSource::Hkl(entries.into());
     } else {
         // nanoBragg.c re-reads the structure factors of an earlier run whenever
         // no -hkl is given, even with -default_F.

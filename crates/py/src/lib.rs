@@ -203,8 +203,9 @@ impl Model {
         })?;
         let entries = (hkl.rows().into_iter().zip(f.iter()))
             .map(|(r, &f)| HklEntry { h: r[0], k: r[1], l: r[2], f })
-            .collect();
-        let before = std::mem::replace(&mut self.inv.config.sf.source, SfSource::Hkl(entries));
+            .collect::<Vec<_>>();
+        let before =
+            std::mem::replace(&mut self.inv.config.sf.source, SfSource::Hkl(entries.into()));
         if let Err(e) = self.inv.plan() {
             self.inv.config.sf.source = before;
             return Err(pyerr(e));
@@ -226,7 +227,9 @@ fn _restore_model(
     sf: Option<Vec<[f64; 4]>>,
 ) -> PyResult<Model> {
     let sf = sf.map(|rows| {
-        SfSource::Hkl(rows.iter().map(|&[h, k, l, f]| HklEntry { h, k, l, f }).collect())
+        SfSource::Hkl(
+            rows.iter().map(|&[h, k, l, f]| HklEntry { h, k, l, f }).collect::<Vec<_>>().into(),
+        )
     });
     Model::rebuilt(args, sf, &sets)
 }
@@ -603,11 +606,21 @@ fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> Py
             if let Err(e) = py.check_signals() {
                 interrupt::request();
                 let _ = py.detach(move || rx.recv());
-                interrupt::clear();
+                LAST_INTERRUPT_ROWS.store(interrupt::clear(), std::sync::atomic::Ordering::SeqCst);
                 return Err(e);
             }
         }
     })
+}
+
+/// Rows the last interrupted render left out (for the tests: the render
+/// stopped, rather than ran to the end and then raised).
+static LAST_INTERRUPT_ROWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Rows the last render stopped by Ctrl-C left unrendered (0: none was).
+#[pyfunction]
+fn _interrupted_rows() -> u64 {
+    LAST_INTERRUPT_ROWS.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 fn precision(dtype: &str) -> PyResult<Precision> {
@@ -725,7 +738,7 @@ fn simulate<'py>(
     drop(model);
     let (image, (sp, fp)) = interruptible(py, || -> anyhow::Result<_> {
         if !inv.config.detector.panels.is_empty() {
-            let run = PanelRun::new(&inv, &inv.config, inv.seeds().setup)?;
+            let run = PanelRun::new(&inv, &inv.config, inv.seeds().setup, None)?;
             let (image, _) = run.render(&inv)?;
             return Ok((image, (run.layout.height, run.layout.width)));
         }
@@ -855,7 +868,7 @@ fn render(
         } else {
             // the whole image of the panels, its pixels between panels masked
             let seeds = inv.seeds();
-            let run = PanelRun::new(&inv, &inv.config, seeds.setup)?;
+            let run = PanelRun::new(&inv, &inv.config, seeds.setup, None)?;
             let (image, _) = run.render(&inv)?;
             (run.whole, image, seeds)
         };
@@ -1214,6 +1227,7 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Image>()?;
     m.add_function(wrap_pyfunction!(render, m)?)?;
     m.add_function(wrap_pyfunction!(read_image, m)?)?;
+    m.add_function(wrap_pyfunction!(_interrupted_rows, m)?)?;
     // numpy's C API fetched now: fetched first after a render, a Ctrl-C
     // pending then became a PanicException (rust-numpy's capsule lookup)
     numpy::PyArray1::<f64>::zeros(m.py(), 0, false);

@@ -134,6 +134,42 @@ def test_two_threads_render_at_once():
         np.testing.assert_array_equal(image, alone)
 
 
+CTRL_C = """
+import _thread, threading, nanobragg
+from nanobragg import _nanobragg
+big = nanobragg.from_args("-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 "
+                          "-distance 100 -detpixels 2048 -oversample 4 "
+                          "-mosaic 0.1 -mosaic_domains 50")
+threading.Timer(0.2, _thread.interrupt_main).start()
+try:
+    nanobragg.{call}
+    print("ran to the end")
+except KeyboardInterrupt:
+    print("stopped", _nanobragg._interrupted_rows())
+small = nanobragg.from_args("{model}")
+print("after", float(nanobragg.simulate(small).sum()))
+"""
+
+
+@pytest.mark.parametrize("call", ["simulate(big)", "render(big)",
+                                  "Params(big, ['distance']).image([100.0])"])
+def test_ctrl_c_stops_the_render_it_interrupts(call):
+    """Ctrl-C (here `_thread.interrupt_main`, as the terminal's SIGINT
+    reaches Python) during the first render of a fresh interpreter raises
+    KeyboardInterrupt, and the render stopped early: rows were left out
+    (the work done, not the clock). A later render runs whole."""
+    code = CTRL_C.format(call=call, model=MODEL)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    stopped = lines[0].split()
+    assert stopped[0] == "stopped", out.stdout + out.stderr
+    assert 0 < int(stopped[1]), out.stdout
+    want = float(nanobragg.simulate(nanobragg.from_args(MODEL)).sum())
+    assert lines[1] == f"after {want}", out.stdout
+
+
 def test_loss_and_its_gradient():
     model = nanobragg.from_args(MODEL)
     p = nanobragg.Params(model, ["distance", "lambda"])

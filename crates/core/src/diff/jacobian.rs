@@ -421,7 +421,7 @@ mod tests {
             cfg.crystal.fudge = 1.3;
             cfg.detector.point_pixel = true;
             cfg.beam.nopolar = true;
-            cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
+            cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3).into());
             cfg.sf.interpolate = Some(true);
             compare(&cfg, 1e-6);
         }
@@ -438,7 +438,7 @@ mod tests {
             mosaic.detector.roi = Some([2, 33, 1, 27]);
             mosaic.detector.mask = Some((0..37 * 29).map(|i| (i % 5 != 2) as u16).collect());
             let mut grid = base();
-            grid.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
+            grid.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3).into());
             grid.sf.interpolate = Some(true);
             let mut curved = base();
             curved.detector.curved = true;

@@ -124,7 +124,7 @@ mod tests {
         cfg.crystal.mosaic_deg = 0.3;
         cfg.crystal.mosaic_domains = 2;
         cfg.sampling.oversample = 2;
-        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4));
+        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4).into());
         cfg.sf.default_f = 3.0;
         cfg.sf.interpolate = Some(true);
         let seeds = SetupSeeds { misset_idum: 0 };

@@ -239,7 +239,7 @@ mod tests {
         cfg.crystal.mosaic_deg = 0.5;
         cfg.crystal.mosaic_domains = 2;
         cfg.beam.lambda_a = 1.5;
-        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3));
+        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 3).into());
         cfg.sf.interpolate = Some(interpolate);
         cfg.sf.default_f = 5.0;
         cfg

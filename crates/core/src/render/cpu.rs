@@ -464,7 +464,7 @@ mod tests {
             2 => crate::config::CrystalShape::Gauss,
             _ => crate::config::CrystalShape::Tophat,
         };
-        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4));
+        cfg.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4).into());
         cfg.sf.default_f = 3.0;
         cfg.sf.interpolate = Some(true);
         Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).expect("test plan")
@@ -557,7 +557,7 @@ mod tests {
         let mut variants: Vec<(&str, SimConfig)> = Vec::new();
         variants.push(("plain", base()));
         let mut c = base();
-        c.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4));
+        c.sf.source = SfSource::Hkl(crate::sf::test_entries(3, 4).into());
         c.sf.interpolate = Some(true);
         variants.push(("hkl, tricubic", c));
         let mut c = base();

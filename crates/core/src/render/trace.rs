@@ -285,7 +285,7 @@ mod tests {
         }));
         // interpolation leaves the grid part way through the image
         let p = plan(|c| {
-            c.sf.source = crate::config::SfSource::Hkl(hkl_grid(3));
+            c.sf.source = crate::config::SfSource::Hkl(hkl_grid(3).into());
             c.sf.interpolate = Some(true);
             c.detector.xbeam_mm = Some(0.1);
             c.detector.ybeam_mm = Some(0.1);
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn trace_values() {
-        let p = plan(|c| c.sf.source = crate::config::SfSource::Hkl(hkl_grid(4)));
+        let p = plan(|c| c.sf.source = crate::config::SfSource::Hkl(hkl_grid(4).into()));
         let t = trace_pixel(&p, 4, 5, &mut false).unwrap();
         assert_eq!((t.fpixel, t.spixel), (4, 5));
         // the nearest whole indices of the last cell evaluated

@@ -21,7 +21,7 @@ use nanobragg_core::config::{Misset, SimConfig};
 use nanobragg_core::geometry::panel_configs;
 use nanobragg_core::response::{noisy_image, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
-use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::setup::{plan_panels, Plan, SetupSeeds};
 use nanobragg_io::image_writer;
 use nanobragg_io::shot_record::ShotRecord;
 
@@ -159,9 +159,7 @@ impl Dataset {
     fn plans(&self, c: &SimConfig) -> Result<Vec<Plan>> {
         let seeds = SetupSeeds { misset_idum: -c.crystal.misset_seed.unwrap_or(1) };
         let configs = panel_configs(c).map_err(|e| explain(e, &self.inv))?;
-        let plans = (configs.iter())
-            .map(|c| Plan::new(c, seeds).map_err(|e| explain(e, &self.inv)))
-            .collect::<Result<Vec<Plan>>>()?;
+        let plans = plan_panels(&configs, seeds, None).map_err(|e| explain(e, &self.inv))?;
         let px = plans[0].detector.pixel_size_m;
         if plans.iter().any(|p| p.detector.pixel_size_m != px) {
             bail!("dataset: the panels have pixels of different sizes (one image needs one)");
