@@ -1453,6 +1453,8 @@ def nonbragg_flags(binary):
 
 def find_python(given):
     """The first interpreter that imports nanobragg: --python, python3, a venv's."""
+    # (a path made absolute: the runs start in directories of their own)
+    given = os.path.abspath(given) if given and os.sep in given else given
     candidates = [given] if given else [sys.executable, "python3", "/tmp/venv/bin/python",
                                         os.path.join(ROOT, "target", "pyenv", "bin", "python")]
     for c in candidates:

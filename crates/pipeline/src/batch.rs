@@ -278,11 +278,8 @@ pub fn run_batch(
         writeln!(out, "noise seed: {noise_seed} for shot 1, one more for each shot after it")?;
     }
     let start = Instant::now();
+    // (`plan`: the shot's, or its panels' whole image's, `run.whole`)
     let mut write_shot = |i: usize, image: &[f32], plan: &Plan, run: Option<&PanelRun>| {
-        let plan = match run {
-            Some(run) => &run.whole,
-            None => plan,
-        };
         crate::render::check_finite_image(image, inv, plan)
             .map_err(|e| anyhow!("-batch shot {}: {e}", i + 1))?;
         let names = outputs.shot_files(i + 1);

@@ -26,6 +26,28 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::types::PyString;
+
+/// An integer argument of type `T` whose conversion failing for its size (a
+/// negative count, more than 64 bits) raises ValueError with the value,
+/// where pyo3's raises OverflowError.
+struct Int<T>(T);
+
+impl<'a, 'py, T: FromPyObject<'a, 'py>> FromPyObject<'a, 'py> for Int<T> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        T::extract(obj).map(Int).map_err(|e| {
+            let e: PyErr = e.into();
+            match e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) {
+                true => pyo3::exceptions::PyValueError::new_err(format!(
+                    "{} is out of range for this argument ({e})",
+                    obj.str().map(|s| s.to_string()).unwrap_or_default()
+                )),
+                false => e,
+            }
+        })
+    }
+}
 use std::time::Instant;
 
 /// An array argument of any numeric type (a list, an int array, a uint16
@@ -363,7 +385,7 @@ impl Params {
     fn new(
         model: &Model,
         names: Vec<String>,
-        threads: Option<i64>,
+        threads: Option<Int<i64>>,
         #[allow(non_snake_case)] F: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let grid: Option<In3<'_, f64>> = match F {
@@ -669,7 +691,7 @@ fn configured(
     model: &Model,
     dtype: &str,
     device: &str,
-    threads: Option<i64>,
+    threads: Option<Int<i64>>,
 ) -> PyResult<Invocation> {
     let mut inv = model.inv.clone();
     inv.precision = precision(dtype)?;
@@ -685,7 +707,8 @@ fn configured(
 
 /// `threads` (the model's own when `None`), at most the command line's
 /// `-threads` limit.
-fn thread_count(threads: Option<i64>, model: usize) -> PyResult<usize> {
+fn thread_count(threads: Option<Int<i64>>, model: usize) -> PyResult<usize> {
+    let threads = threads.map(|t| t.0);
     let max = nanobragg_pipeline::flags::MAX_THREADS as usize;
     // (a Python int of any sign: -1 is refused here, not by the conversion)
     match threads.map_or(Some(model), |t| usize::try_from(t).ok()) {
@@ -731,7 +754,7 @@ fn simulate<'py>(
     model: PyRef<'_, Model>,
     dtype: &str,
     device: &str,
-    threads: Option<i64>,
+    threads: Option<Int<i64>>,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let inv = configured(&model, dtype, device, threads)?;
     // (another thread may change the model while this one renders its copy)
@@ -833,11 +856,11 @@ impl Image {
     fn noise_image<'py>(
         &self,
         py: Python<'py>,
-        seed: Option<i64>,
+        seed: Option<Int<i64>>,
         adc: Option<f64>,
     ) -> PyResult<(Bound<'py, PyArray2<u16>>, f64, u64)> {
         let [sp, fp] = self.shape;
-        let idum = seed.map_or(self.noise_idum, |s| -s);
+        let idum = seed.map_or(self.noise_idum, |s| -s.0);
         let adc = adc.unwrap_or(self.adc_offset);
         let mut rng = NoiseRng::new(idum);
         let noise =
@@ -855,7 +878,7 @@ fn render(
     model: PyRef<'_, Model>,
     dtype: &str,
     device: &str,
-    threads: Option<i64>,
+    threads: Option<Int<i64>>,
 ) -> PyResult<Image> {
     let inv = configured(&model, dtype, device, threads)?;
     drop(model);
@@ -982,8 +1005,8 @@ impl Refined {
 /// (with Python's `print`); `min_explained` and
 /// `max_chi2` as the command's flags (the fit check).
 #[pyfunction]
-#[pyo3(signature = (model, observed, params, loss = None, maxiter = 100, gtol = None,
-                    history = 8, skip = None, threads = None, verbose = false,
+#[pyo3(signature = (model, observed, params, loss = None, maxiter = Int(100), gtol = None,
+                    history = Int(8), skip = None, threads = None, verbose = false,
                     prefit = true, min_explained = 0.8, max_chi2 = 4.0))]
 #[allow(clippy::too_many_arguments)]
 fn refine(
@@ -992,11 +1015,11 @@ fn refine(
     observed: In2<'_, f32>,
     params: Vec<String>,
     loss: Option<&str>,
-    maxiter: u64,
+    maxiter: Int<u64>,
     gtol: Option<f64>,
-    history: usize,
+    history: Int<usize>,
     skip: Option<In2<'_, bool>>,
-    threads: Option<i64>,
+    threads: Option<Int<i64>>,
     verbose: bool,
     prefit: bool,
     min_explained: f64,
@@ -1014,6 +1037,7 @@ fn refine(
     if params.is_empty() {
         return Err(error("refine: name at least one parameter"));
     }
+    let (maxiter, history) = (maxiter.0, history.0);
     if gtol.is_some_and(|g| g.is_nan() || g <= 0.0) || history == 0 {
         return Err(error("refine: gtol and history must be > 0"));
     }
@@ -1105,7 +1129,7 @@ fn jacobian<'py>(
     model: PyRef<'_, Model>,
     params: Vec<String>,
     dtype: &str,
-    threads: Option<i64>,
+    threads: Option<Int<i64>>,
 ) -> PyResult<ImageAndDerivatives<'py>> {
     let precision = precision(dtype)?;
     let opts = RenderOptions { threads: thread_count(threads, model.inv.threads)? };
@@ -1133,10 +1157,10 @@ fn jacobian<'py>(
 fn dataset_worker<'py>(
     py: Python<'py>,
     spec: std::path::PathBuf,
-    shard: Option<u64>,
-    shards: Option<u64>,
+    shard: Option<Int<u64>>,
+    shards: Option<Int<u64>>,
     resume: bool,
-    threads: Option<i64>,
+    threads: Option<Int<i64>>,
     device: &str,
     progress: bool,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
@@ -1146,10 +1170,10 @@ fn dataset_worker<'py>(
             let spec = DatasetSpec::read(&spec)?;
             let mut extra = vec!["-device".to_string(), device.to_string()];
             if let Some(t) = threads {
-                extra.extend(["-threads".to_string(), t.to_string()]);
+                extra.extend(["-threads".to_string(), t.0.to_string()]);
             }
             let set = Dataset::new(spec, &extra)?;
-            let shard = match (shard, shards) {
+            let shard = match (shard.map(|i| i.0), shards.map(|k| k.0)) {
                 (Some(i), Some(k)) => (i, k),
                 (None, None) => team::shard_from(None)?,
                 _ => anyhow::bail!("dataset: give shard and shards together"),
@@ -1192,13 +1216,13 @@ fn main(py: Python<'_>, args: Vec<String>) -> i32 {
 /// `saturation` and `underload` where the file gives them. The array is
 /// what `refine` takes as the observation, once the offset is removed.
 #[pyfunction]
-#[pyo3(signature = (path, frame = 0))]
+#[pyo3(signature = (path, frame = Int(0)))]
 fn read_image<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
-    frame: usize,
+    frame: Int<usize>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
-    let img = py.detach(|| nanobragg_io::read_image::read_image(&path, frame)).map_err(error)?;
+    let img = py.detach(|| nanobragg_io::read_image::read_image(&path, frame.0)).map_err(error)?;
     let header = PyDict::new(py);
     header.set_item("format", img.format.name())?;
     header.set_item("frames", img.frames)?;

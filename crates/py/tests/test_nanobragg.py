@@ -581,6 +581,15 @@ def test_bad_arguments_are_refused_with_a_message():
     model = nanobragg.from_args(MODEL)
     with pytest.raises(nanobragg.Error, match="threads = -1"):
         nanobragg.simulate(model, threads=-1)
+    # integers beyond what the argument holds: ValueError, not OverflowError
+    for call in [lambda: nanobragg.simulate(model, threads=2**64),
+                 lambda: nanobragg.read_image("x.img", frame=2**64),
+                 lambda: nanobragg.read_image("x.img", frame=-1),
+                 lambda: nanobragg.refine(model, nanobragg.simulate(model), ["distance"],
+                                          maxiter=-1),
+                 lambda: nanobragg.render(model).noise_image(seed=2**70)]:
+        with pytest.raises(ValueError, match="out of range for this argument"):
+            call()
     image = nanobragg.render(model)
     with pytest.raises(nanobragg.Error, match="scale = -1"):
         image.int_image(scale=-1)

@@ -371,7 +371,10 @@ pub(crate) fn roi_row(plan: &Plan, s: usize) -> Option<(usize, usize)> {
     if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
         return None;
     }
-    Some((roi[0].max(0) as usize, (roi[1] as usize).min(fp - 1)))
+    let (lo, hi) = (roi[0].max(0) as usize, (roi[1] as usize).min(fp - 1));
+    // a ROI whose xmin lies past its xmax or the detector renders nothing
+    // in the row, as in nanoBragg.c
+    (lo <= hi).then_some((lo, hi))
 }
 
 /// A block of adjacent pixels of a row (see [`RowBlocks`]).
