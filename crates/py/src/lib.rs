@@ -1007,7 +1007,10 @@ impl Refined {
 #[pyfunction]
 #[pyo3(signature = (model, observed, params, loss = None, maxiter = Int(100), gtol = None,
                     history = Int(8), skip = None, threads = None, verbose = false,
-                    prefit = true, min_explained = 0.8, max_chi2 = 4.0))]
+                    prefit = true, min_explained = 0.8, max_chi2 = 4.0),
+       text_signature = "(model, observed, params, loss=None, maxiter=100, gtol=None, \
+                         history=8, skip=None, threads=None, verbose=False, prefit=True, \
+                         min_explained=0.8, max_chi2=4.0)")]
 #[allow(clippy::too_many_arguments)]
 fn refine(
     py: Python<'_>,
@@ -1216,7 +1219,7 @@ fn main(py: Python<'_>, args: Vec<String>) -> i32 {
 /// `saturation` and `underload` where the file gives them. The array is
 /// what `refine` takes as the observation, once the offset is removed.
 #[pyfunction]
-#[pyo3(signature = (path, frame = Int(0)))]
+#[pyo3(signature = (path, frame = Int(0)), text_signature = "(path, frame=0)")]
 fn read_image<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,

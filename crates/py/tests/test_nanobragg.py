@@ -577,6 +577,12 @@ def test_the_command_lines_warnings_are_python_warnings(tmp_path):
     assert nanobragg.simulate(model).shape == (32, 32)
 
 
+def test_signatures_show_the_defaults():
+    assert "maxiter=100" in nanobragg.refine.__text_signature__
+    assert "history=8" in nanobragg.refine.__text_signature__
+    assert nanobragg.read_image.__text_signature__ == "(path, frame=0)"
+
+
 def test_bad_arguments_are_refused_with_a_message():
     model = nanobragg.from_args(MODEL)
     with pytest.raises(nanobragg.Error, match="threads = -1"):
