@@ -26,9 +26,10 @@ import time
 COMMON = "-default_F 100 -N 5 -oversample 2 -nonoise -nopgm -floatfile float.bin"
 
 
-def write_expt(path, panels):
-    """An experiment list of `panels`: the bench crystal (100 Å cubic), 1 Å along -z."""
-    cell = [[100.0, 0.0, 0.0], [0.0, 100.0, 0.0], [0.0, 0.0, 100.0]]
+def write_expt(path, panels, abc=(100.0, 100.0, 100.0)):
+    """An experiment list of `panels`: the bench crystal (orthogonal, edges `abc` in Å: 100 Å
+    cubic), 1 Å along -z."""
+    cell = [[abc[0], 0.0, 0.0], [0.0, abc[1], 0.0], [0.0, 0.0, abc[2]]]
     expt = {"__id__": "ExperimentList",
             "experiment": [{"__id__": "Experiment", "beam": 0, "detector": 0, "crystal": 0}],
             "beam": [{"direction": [0.0, 0.0, 1.0], "wavelength": 1.0}],

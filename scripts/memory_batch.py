@@ -16,10 +16,11 @@ do). Every run writes new float files.
 """
 
 import argparse
-import json
 import os
 import subprocess
 import tempfile
+
+from bench_panels import write_expt  # (scripts/ is on the path when run as a script)
 
 MODEL = "-hkl big.hkl -default_F 0 -N 5 -oversample 1 -nonoise -nopgm"
 # the experiment list gives the 32-panel run its crystal, beam and detector
@@ -44,15 +45,7 @@ def write_tiles(path):
                            "origin": [-51.2 + col * 25.6, 51.2 - row * 12.8, -100.0],
                            "fast_axis": [1.0, 0.0, 0.0], "slow_axis": [0.0, -1.0, 0.0],
                            "pixel_size": [0.1, 0.1], "image_size": [256, 128]})
-    cell = [[79.0, 0.0, 0.0], [0.0, 79.0, 0.0], [0.0, 0.0, 38.0]]
-    expt = {"__id__": "ExperimentList",
-            "experiment": [{"__id__": "Experiment", "beam": 0, "detector": 0, "crystal": 0}],
-            "beam": [{"direction": [0.0, 0.0, 1.0], "wavelength": 1.0}],
-            "detector": [{"panels": panels}],
-            "crystal": [{"real_space_a": cell[0], "real_space_b": cell[1],
-                         "real_space_c": cell[2]}]}
-    with open(path, "w") as f:
-        json.dump(expt, f)
+    write_expt(path, panels, abc=(79.0, 79.0, 38.0))
 
 
 def peak_mib(cmd, cwd):

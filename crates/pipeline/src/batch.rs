@@ -240,16 +240,17 @@ pub fn run_batch(
         true => None,
         false => Some(plan_shot(0)?),
     };
-    let header_plan = match (&first_run, &first_plan) {
-        (Some(run), _) => run.whole.clone(),
-        (None, Some(plan)) => plan.clone(),
-        (None, None) => unreachable!("a batch plans its first shot"),
+    let (pixels, smv_len) = {
+        let plan = match (&first_run, &first_plan) {
+            (Some(run), _) => &run.whole,
+            (None, Some(plan)) => plan,
+            (None, None) => unreachable!("a batch plans its first shot"),
+        };
+        let d = &plan.detector;
+        let smv = crate::image_headers::smv_header(plan);
+        ((d.fpixels * d.spixels) as u64, smv.bytes(nanobragg_io::smv::SmvType::U16).len() as u64)
     };
     let mut outputs = BatchOutputs::new(inv)?;
-    let d = &header_plan.detector;
-    let pixels = (d.fpixels * d.spixels) as u64;
-    let smv = crate::image_headers::smv_header(&header_plan);
-    let smv_len = smv.bytes(nanobragg_io::smv::SmvType::U16).len() as u64;
     let sizes: Vec<u64> = outputs
         .list
         .iter()
