@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 
 /// Everything that can go wrong while reading inputs or resolving a plan.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum Error {
     /// A file could not be opened or read.
-    #[error("cannot read {path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -14,7 +13,6 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A file could not be written.
-    #[error("cannot write {path}: {source}")]
     Write {
         /// The file.
         path: PathBuf,
@@ -22,7 +20,6 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A file's contents do not parse.
-    #[error("{path}: {msg}")]
     Malformed {
         /// The file.
         path: PathBuf,
@@ -30,7 +27,6 @@ pub enum Error {
         msg: String,
     },
     /// A parameter value makes no physical sense.
-    #[error("invalid {what}: {msg}")]
     Invalid {
         /// The parameter (named like its flag).
         what: &'static str,
@@ -39,16 +35,41 @@ pub enum Error {
     },
     /// An array would not fit in the memory this process may still allocate
     /// (see [`crate::memory::available_bytes`]).
-    #[error(
-        "{what} needs {}, more memory than this process can allocate (free memory, cgroup and address-space limits)",
-        human_bytes(*bytes)
-    )]
     TooLarge {
         /// What was being allocated.
         what: String,
         /// How many bytes it needs.
         bytes: u128,
     },
+}
+
+// Written out rather than derived: a derive macro would make this crate's
+// build depend on the features of `syn` that the rest of a build enables,
+// so `cargo build -p nanobragg-cli` and `cargo test --workspace` would each
+// compile the kernels again.
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
+            Error::Write { path, source } => write!(f, "cannot write {}: {source}", path.display()),
+            Error::Malformed { path, msg } => write!(f, "{}: {msg}", path.display()),
+            Error::Invalid { what, msg } => write!(f, "invalid {what}: {msg}"),
+            Error::TooLarge { what, bytes } => write!(
+                f,
+                "{what} needs {}, more memory than this process can allocate (free memory, cgroup and address-space limits)",
+                human_bytes(*bytes)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } | Error::Write { source, .. } => Some(source),
+            _ => None,
+        }
+    }
 }
 
 /// A byte count for messages: `512 bytes`, `3.2 GiB`, `1.0e3 TiB`.

@@ -53,9 +53,7 @@ impl<V: Num, const N: usize> Dual<V, N> {
     #[inline(always)]
     fn chain(self, f: V, df: V) -> Self {
         let mut eps = self.eps;
-        for e in eps.iter_mut() {
-            *e *= df;
-        }
+        each(N, |j| eps[j] *= df);
         Dual { re: f, eps }
     }
 
@@ -90,14 +88,30 @@ impl<const N: usize> Dual<f64, N> {
     }
 }
 
+/// Calls `f` with each index below `n` (a constant: `N`, `K`, `LANES`),
+/// without a loop where `n` is 1. The
+/// operations are inlined (`#[inline(always)]`) into the row functions
+/// before LLVM unrolls their loops, and a loop of one trip per operation
+/// costs the loop passes there nonetheless: in a hyper-dual (duals of one
+/// part, nested) row function, thousands of them took half the crate's
+/// optimisation time. The numbers are those of the loop.
+#[inline(always)]
+fn each(n: usize, mut f: impl FnMut(usize)) {
+    if n == 1 {
+        f(0);
+    } else {
+        for j in 0..n {
+            f(j);
+        }
+    }
+}
+
 impl<V: Num, const N: usize> Add for Dual<V, N> {
     type Output = Self;
     #[inline(always)]
     fn add(self, o: Self) -> Self {
         let mut eps = self.eps;
-        for (e, &d) in eps.iter_mut().zip(o.eps.iter()) {
-            *e += d;
-        }
+        each(N, |j| eps[j] += o.eps[j]);
         Dual { re: self.re + o.re, eps }
     }
 }
@@ -107,9 +121,7 @@ impl<V: Num, const N: usize> Sub for Dual<V, N> {
     #[inline(always)]
     fn sub(self, o: Self) -> Self {
         let mut eps = self.eps;
-        for (e, &d) in eps.iter_mut().zip(o.eps.iter()) {
-            *e -= d;
-        }
+        each(N, |j| eps[j] -= o.eps[j]);
         Dual { re: self.re - o.re, eps }
     }
 }
@@ -121,9 +133,7 @@ impl<V: Num, const N: usize> Mul for Dual<V, N> {
     #[inline(always)]
     fn mul(self, o: Self) -> Self {
         let mut eps = self.eps;
-        for (e, &d) in eps.iter_mut().zip(o.eps.iter()) {
-            *e = *e * o.re + self.re * d;
-        }
+        each(N, |j| eps[j] = eps[j] * o.re + self.re * o.eps[j]);
         Dual { re: self.re * o.re, eps }
     }
 }
@@ -136,9 +146,7 @@ impl<V: Num, const N: usize> Div for Dual<V, N> {
         let re = self.re / o.re;
         let inv = V::one() / o.re;
         let mut eps = self.eps;
-        for (e, &d) in eps.iter_mut().zip(o.eps.iter()) {
-            *e = (*e - re * d) * inv;
-        }
+        each(N, |j| eps[j] = (eps[j] - re * o.eps[j]) * inv);
         Dual { re, eps }
     }
 }
@@ -148,9 +156,7 @@ impl<V: Num, const N: usize> Neg for Dual<V, N> {
     #[inline(always)]
     fn neg(self) -> Self {
         let mut eps = self.eps;
-        for e in eps.iter_mut() {
-            *e = -*e;
-        }
+        each(N, |j| eps[j] = -eps[j]);
         Dual { re: -self.re, eps }
     }
 }
@@ -176,29 +182,21 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     #[inline(always)]
     fn splat(x: Self::Scalar) -> Self {
         let mut eps = [V::zero(); N];
-        for (e, &d) in eps.iter_mut().zip(x.eps.iter()) {
-            *e = V::splat(d);
-        }
+        each(N, |j| eps[j] = V::splat(x.eps[j]));
         Dual { re: V::splat(x.re), eps }
     }
     #[inline(always)]
     fn from_fn(mut f: impl FnMut(usize) -> Self::Scalar) -> Self {
         let mut xs = [Self::Scalar::zero(); 16];
-        for (i, x) in xs.iter_mut().enumerate().take(V::LANES) {
-            *x = f(i);
-        }
+        each(V::LANES, |i| xs[i] = f(i));
         let mut eps = [V::zero(); N];
-        for (j, e) in eps.iter_mut().enumerate() {
-            *e = V::from_fn(|i| xs[i].eps[j]);
-        }
+        each(N, |j| eps[j] = V::from_fn(|i| xs[i].eps[j]));
         Dual { re: V::from_fn(|i| xs[i].re), eps }
     }
     #[inline(always)]
     fn lane(self, i: usize) -> Self::Scalar {
         let mut eps = [<V::Scalar as Num>::zero(); N];
-        for (e, v) in eps.iter_mut().zip(self.eps.iter()) {
-            *e = v.lane(i);
-        }
+        each(N, |j| eps[j] = self.eps[j].lane(i));
         Dual { re: self.re.lane(i), eps }
     }
     #[inline(always)]
@@ -233,9 +231,7 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     fn atan2(self, x: Self) -> Self {
         let d = V::one() / (x.re * x.re + self.re * self.re);
         let mut eps = self.eps;
-        for (e, &b) in eps.iter_mut().zip(x.eps.iter()) {
-            *e = (x.re * *e - self.re * b) * d;
-        }
+        each(N, |j| eps[j] = (x.re * eps[j] - self.re * x.eps[j]) * d);
         Dual { re: self.re.atan2(x.re), eps }
     }
     #[inline(always)]
@@ -252,9 +248,7 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
         let root = self.chain(r, V::c(0.5) * inv);
         // the parts of `1 / root`, with 1/r the lanes' reciprocal
         let mut eps = root.eps;
-        for e in eps.iter_mut() {
-            *e = (V::zero() - inv * *e) * inv;
-        }
+        each(N, |j| eps[j] = (V::zero() - inv * eps[j]) * inv);
         (root, Dual { re: inv, eps })
     }
     #[inline(always)]
@@ -307,17 +301,13 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     #[inline(always)]
     fn select(m: V::Mask, t: Self, f: Self) -> Self {
         let mut eps = t.eps;
-        for (e, &b) in eps.iter_mut().zip(f.eps.iter()) {
-            *e = V::select(m, *e, b);
-        }
+        each(N, |j| eps[j] = V::select(m, eps[j], f.eps[j]));
         Dual { re: V::select(m, t.re, f.re), eps }
     }
     #[inline(always)]
     fn negate_if_odd(self, k: Self) -> Self {
         let mut eps = self.eps;
-        for e in eps.iter_mut() {
-            *e = e.negate_if_odd(k.re);
-        }
+        each(N, |j| eps[j] = eps[j].negate_if_odd(k.re));
         Dual { re: self.re.negate_if_odd(k.re), eps }
     }
     #[inline(always)]
@@ -329,11 +319,7 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     fn apply<const K: usize, F: Smooth<K>>(x: [Self; K], f: &F) -> Self {
         let (re, slopes) = f.eval(x.map(|a| a.re), true);
         let mut eps = [V::zero(); N];
-        for (j, e) in eps.iter_mut().enumerate() {
-            for (a, &d) in x.iter().zip(slopes.iter()) {
-                *e += a.eps[j] * d;
-            }
-        }
+        each(N, |j| each(K, |k| eps[j] += x[k].eps[j] * slopes[k]));
         Dual { re, eps }
     }
     #[inline(always)]

@@ -6,14 +6,21 @@ use super::cpu::{self, Precision, RenderInfo, RenderOptions};
 use crate::setup::Plan;
 
 /// Why a backend could not render (the CPU backend never fails).
-#[derive(Debug, thiserror::Error)]
-#[error("{backend}: {msg}")]
+#[derive(Debug)]
 pub struct BackendError {
     /// The backend's name, e.g. "cuda".
     pub backend: &'static str,
     /// What went wrong.
     pub msg: String,
 }
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.backend, self.msg)
+    }
+}
+
+impl std::error::Error for BackendError {}
 
 /// A device that renders the float image of a plan.
 pub trait Backend {
