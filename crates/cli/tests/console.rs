@@ -140,9 +140,11 @@ fn printout_places_the_interpolation_warning_like_nanobragg() {
 #[test]
 fn printout_pixel_outside_the_detector_warns() {
     let dir = scratch("outside");
-    for (pixel, why) in
-        [("12 0", "outside the 12 x 12"), ("0 -3", "outside"), ("5 5 -roi 0 1 0 1", "not rendered")]
-    {
+    for (pixel, why) in [
+        ("12 0", "not on the detector (a 12 x 12 pixel image)"),
+        ("0 -3", "not on the detector"),
+        ("5 5 -roi 0 1 0 1", "not rendered"),
+    ] {
         let out = run(&dir, &format!("{MOSAIC} -printout_pixel {pixel}"));
         assert!(blocks(&String::from_utf8_lossy(&out.stdout)).is_empty());
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -301,7 +301,8 @@ fn printout_psf_and_batch_with_panels() {
     let out = ok(&dir, &words(&format!("{base} -floatfile f.bin -printout")));
     assert_eq!(out.lines().filter(|l| l.contains(": stol =")).count(), 32 * 32);
     let o = run(&dir, &words(&format!("{base} -floatfile f.bin -printout -printout_pixel 40 3")));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("on no panel of the 32 x 32"));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("is not on the detector (a 32 x 32 pixel image)"));
 
     // the PSF spreads light within each panel, reported per panel
     let psf = format!("{base} -floatfile f.bin -noisefile n.img -seed 4 -psf gauss -psf_fwhm 150");

@@ -12,6 +12,7 @@ pub mod config;
 pub mod crystal;
 pub mod diff;
 pub mod error;
+pub mod experiment;
 pub mod geometry;
 pub mod memory;
 pub mod noise;
@@ -31,4 +32,5 @@ pub mod vec3;
 
 pub use config::SimConfig;
 pub use error::Error;
+pub use experiment::Experiment;
 pub use real::Real;

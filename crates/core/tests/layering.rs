@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["physics", "psf", "sf", "amorphous"],
     &["config"],
     &["geometry", "crystal", "source"],
-    &["setup"],
+    &["setup", "experiment"],
     &["render", "stats", "noise", "response"],
     &["diff"],
 ];

@@ -10,11 +10,11 @@
 
 use crate::image_outputs::{write_images, ImageFiles};
 use crate::invocation::Invocation;
-use crate::panels::PanelRun;
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
-use nanobragg_core::render::{cpu, RenderInfo, RenderOptions};
+use nanobragg_core::render::{cpu, RenderInfo};
 use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::Experiment;
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::g;
 use nanobragg_io::image_writer::{self, Image};
@@ -221,31 +221,14 @@ pub fn run_batch(
         cfg.crystal.misset = Misset::Angles(*a);
         cfg
     };
-    let panelled = !inv.config.detector.panels.is_empty();
-    let plan_shot = |i: usize| {
-        Plan::sharing_structure_factors(&shot_config(&angles[i]), seeds, sf_plan)
-            .map_err(|e| crate::render::explain(e, inv))
+    let experiment = |i: usize| {
+        crate::panels::experiment(inv, &shot_config(&angles[i]), seeds, Some(sf_plan))
             .with_context(|| format!("-batch shot {}", i + 1))
     };
-    let panel_run = |i: usize| {
-        PanelRun::new(inv, &shot_config(&angles[i]), seeds, Some(sf_plan))
-            .with_context(|| format!("-batch shot {}", i + 1))
-    };
-    // the first shot's plan gives the outputs' sizes
-    let mut first_run = match panelled {
-        true => Some(panel_run(0)?),
-        false => None,
-    };
-    let mut first_plan = match panelled {
-        true => None,
-        false => Some(plan_shot(0)?),
-    };
+    // the first shot's whole image gives the outputs' sizes
+    let mut first = Some(experiment(0)?);
     let (pixels, smv_len) = {
-        let plan = match (&first_run, &first_plan) {
-            (Some(run), _) => &run.whole,
-            (None, Some(plan)) => plan,
-            (None, None) => unreachable!("a batch plans its first shot"),
-        };
+        let plan = first.as_ref().map(Experiment::whole).expect("a batch plans its first shot");
         let d = &plan.detector;
         let smv = crate::image_headers::smv_header(plan);
         ((d.fpixels * d.spixels) as u64, smv.bytes(nanobragg_io::smv::SmvType::U16).len() as u64)
@@ -279,9 +262,8 @@ pub fn run_batch(
         writeln!(out, "noise seed: {noise_seed} for shot 1, one more for each shot after it")?;
     }
     let start = Instant::now();
-    // (`plan`: the shot's, or its panels' whole image's, `run.whole`)
-    let mut write_shot = |i: usize, image: &[f32], plan: &Plan, run: Option<&PanelRun>| {
-        crate::render::check_finite_image(image, inv, plan)
+    let mut write_shot = |i: usize, image: &[f32], exp: &Experiment, info: RenderInfo| {
+        crate::render::check_finite_image(image, inv, exp.whole())
             .map_err(|e| anyhow!("-batch shot {}: {e}", i + 1))?;
         let names = outputs.shot_files(i + 1);
         let mut owned: Vec<Option<Pending>> = Vec::with_capacity(names.len());
@@ -321,13 +303,9 @@ pub fn run_batch(
             || files.nxmx.is_some()
             || files.cbf.is_some()
         {
-            let info =
-                RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
             let noise_idum = -noise_seed.wrapping_add(i as i64);
             let mut sink = std::io::sink();
-            let detectors = run.map(|r| r.detectors()).unwrap_or_default();
-            let panels = run.map(|r| (&detectors[..], &r.layout));
-            write_images(&mut sink, plan, panels, inv, image, &info, files, noise_idum)?;
+            write_images(&mut sink, exp, inv, image, &info, files, noise_idum)?;
         }
         let files: Vec<(&'static str, Pending)> =
             names.iter().zip(owned).filter_map(|((flag, _), p)| Some((*flag, p?))).collect();
@@ -355,44 +333,39 @@ pub fn run_batch(
         )?;
         Ok(())
     };
-    if panelled {
-        // each shot's panels side by side on the CPU, one after the other on the GPU
-        for i in 0..angles.len() {
-            let run = match first_run.take() {
-                Some(run) => run,
-                None => panel_run(i)?,
-            };
-            write_shot(i, &run.render(inv)?.0, &run.whole, Some(&run))?;
-        }
-    } else if gpu {
-        let plans: Vec<Plan> = (0..angles.len())
-            .map(|i| match (i, first_plan.take()) {
-                (0, Some(plan)) => Ok(plan),
-                _ => plan_shot(i),
+    if gpu && first.as_ref().is_some_and(|e| e.plans.len() == 1) {
+        // the GPU renderer streams the shots of one detector plane, every
+        // shot planned before the first renders
+        let shots: Vec<Experiment> = (0..angles.len())
+            .map(|i| match (i, first.take()) {
+                (0, Some(exp)) => Ok(exp),
+                _ => experiment(i),
             })
             .collect::<Result<_>>()?;
-        let mut renderer = nanobragg_cuda::GpuRenderer::new(&plans[0], inv.precision)
+        let plan = |i: usize| &shots[i].plans[0];
+        let mut renderer = nanobragg_cuda::GpuRenderer::new(plan(0), inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
-        let shots: Vec<nanobragg_cuda::Shot> =
-            plans.iter().map(nanobragg_cuda::Shot::from_plan).collect();
+        let orientations: Vec<nanobragg_cuda::Shot> =
+            (0..shots.len()).map(|i| nanobragg_cuda::Shot::from_plan(plan(i))).collect();
         let mut failure = None;
         // the same for every shot (the orientation does not change it)
-        let background = cpu::background_image(&plans[0]);
+        let background = cpu::background_image(plan(0));
         renderer
-            .render_batch_with(&shots, |i, img| {
+            .render_batch_with(&orientations, |i, img| {
                 if failure.is_none() {
                     // the pixel of C's first phi sweep, where there is one
                     let mut fixed = None;
-                    if plans[i].first_sweep_cells.is_some() || background.is_some() {
+                    if plan(i).first_sweep_cells.is_some() || background.is_some() {
                         let mut copy = img.to_vec();
                         for (v, b) in copy.iter_mut().zip(background.iter().flatten()) {
                             *v = (*v as f64 + b) as f32;
                         }
                         // (which puts the background back on its pixel)
-                        cpu::put_first_sweep(&plans[i], inv.precision, &mut copy, None);
+                        cpu::put_first_sweep(plan(i), inv.precision, &mut copy, None);
                         fixed = Some(copy);
                     }
-                    failure = write_shot(i, fixed.as_deref().unwrap_or(img), &plans[i], None).err();
+                    let info = RenderInfo::default();
+                    failure = write_shot(i, fixed.as_deref().unwrap_or(img), &shots[i], info).err();
                 }
             })
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
@@ -400,14 +373,16 @@ pub fn run_batch(
             return Err(e);
         }
     } else {
-        // (the precision -exact included, which the GPU kernel lacks)
-        let opts = RenderOptions { threads: inv.threads };
+        // each shot planned just before it renders; its panels side by side
+        // on the CPU (the precision -exact included, which the GPU kernel
+        // lacks), one after the other on the GPU
         for i in 0..angles.len() {
-            let plan = match first_plan.take() {
-                Some(plan) => plan,
-                None => plan_shot(i)?,
+            let exp = match first.take() {
+                Some(exp) => exp,
+                None => experiment(i)?,
             };
-            write_shot(i, &cpu::render_precision(&plan, opts, inv.precision).image, &plan, None)?;
+            let (image, infos) = crate::panels::render(inv, &exp)?;
+            write_shot(i, &image, &exp, crate::panels::whole_info(&exp, infos))?;
         }
     }
     let secs = start.elapsed().as_secs_f64();

@@ -2,17 +2,17 @@
 //! (`refine`, `dataset`, `noisify`, `nonbragg`, `add`, and the programs
 //! linked under noisify's and nonBragg's names) each have their own; a
 //! render is refused here for what no driver can do (its plan, a bad
-//! `-gradient`, detector response or file format), then is one image
-//! ([`crate::run::single_panel`]), a multi-panel detector's
-//! ([`crate::run::multi_panel`]) or a batch of shots
-//! ([`crate::batch::run_batch`]); the drivers choose what to write.
+//! `-gradient`, detector response or file format), then is one image of
+//! the experiment ([`crate::run::run`], every panel of the detector) or a
+//! batch of shots ([`crate::batch::run_batch`]); the drivers choose what to
+//! write.
 
 use crate::invocation::Invocation;
-use crate::panels::PanelRun;
-use crate::render::{clock_seed, explain};
+use crate::render::Seeds;
 use anyhow::{anyhow, bail, Result};
 use nanobragg_core::config::SimConfig;
-use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::setup::Plan;
+use nanobragg_core::Experiment;
 use std::io::Write;
 
 /// Runs the program as invoked: under the name `noisify` (a link to the
@@ -53,30 +53,14 @@ pub fn run(inv: Invocation) -> Result<()> {
         // every parallel pass (statistics, conversions) then keeps to -threads
         let _ = rayon::ThreadPoolBuilder::new().num_threads(inv.threads).build_global();
     }
-    let clock = clock_seed();
-    // nanoBragg.c keeps seeds negated; an absent -seed/-misset_seed means the clock
-    let noise_seed = inv.seed.unwrap_or(clock);
-    let noise_idum = -noise_seed;
-    let misset_idum = match inv.config.crystal.misset_seed {
-        Some(s) => -s,
-        None => -clock,
-    };
-    let seeds = SetupSeeds { misset_idum };
-    if !inv.config.detector.panels.is_empty() {
-        let panels = PanelRun::new(&inv, &inv.config, seeds, None)?;
-        check_multi_panel(&inv, &panels)?;
-        return match &inv.batch_path {
-            Some(batch) => {
-                crate::batch::run_batch(&inv, batch, seeds, noise_seed, &panels.plans[0])
-            }
-            None => crate::run::multi_panel(&inv, &panels, seeds, noise_idum),
-        };
-    }
-    let plan = Plan::new(&inv.config, seeds).map_err(|e| explain(e, &inv))?;
-    check_single_panel(&inv, &plan)?;
+    let Seeds { setup: seeds, noise_idum } = inv.seeds();
+    // (nanoBragg.c keeps seeds negated)
+    let noise_seed = noise_idum.wrapping_neg();
+    let exp = crate::panels::experiment(&inv, &inv.config, seeds, None)?;
+    check_experiment(&inv, &exp)?;
     match &inv.batch_path {
-        Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed, &plan),
-        None => crate::run::single_panel(&inv, &plan, seeds, noise_idum),
+        Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed, &exp.plans[0]),
+        None => crate::run::run(&inv, &exp, seeds, noise_idum),
     }
 }
 
@@ -90,10 +74,17 @@ fn check_outputs(inv: &Invocation, cfg: &SimConfig, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// What a one-panel render cannot do: see [`check_outputs`]; NXmx and
-/// miniCBF of a curved detector.
-fn check_single_panel(inv: &Invocation, plan: &Plan) -> Result<()> {
-    check_outputs(inv, &inv.config, plan)?;
+/// What a render of `exp` cannot do: see [`check_outputs`] (for the first
+/// panel's model); miniCBF of more than one panel (a file holds one), and
+/// NXmx and miniCBF of a curved detector.
+fn check_experiment(inv: &Invocation, exp: &Experiment) -> Result<()> {
+    if inv.outputs.cbffile.is_some() && exp.plans.len() > 1 {
+        return Err(anyhow!(
+            "-cbffile: miniCBF holds one panel; this detector has {}: write -nxmxfile",
+            exp.plans.len()
+        ));
+    }
+    check_outputs(inv, &exp.configs[0], &exp.plans[0])?;
     if inv.config.detector.curved {
         // (their geometry is a flat module's: a reader would place the pixels elsewhere)
         for (flag, given) in
@@ -105,16 +96,4 @@ fn check_single_panel(inv: &Invocation, plan: &Plan) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// What a multi-panel render cannot do: miniCBF (one panel a file), and
-/// see [`check_outputs`] (for the first panel's model).
-fn check_multi_panel(inv: &Invocation, panels: &PanelRun) -> Result<()> {
-    if inv.outputs.cbffile.is_some() {
-        return Err(anyhow!(
-            "-cbffile: miniCBF holds one panel; this detector has {}: write -nxmxfile",
-            inv.config.detector.panels.len()
-        ));
-    }
-    check_outputs(inv, &panels.configs[0], &panels.plans[0])
 }

@@ -13,9 +13,9 @@ use anyhow::{anyhow, Result};
 use nanobragg_core::config::SimConfig;
 use nanobragg_core::diff::leaves::{applicable, check_param};
 use nanobragg_core::diff::{hessian_of, jacobian_of, Param};
-use nanobragg_core::geometry::PanelLayout;
 use nanobragg_core::render::RenderOptions;
 use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::Experiment;
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::image_writer::{self, Image};
 use std::io::Write;
@@ -174,32 +174,24 @@ fn panel_images(
 /// Computes the derivative images of `-gradient` and `-curvatures` into
 /// `files` (from [`open`]), reporting each file on `out`; returns them,
 /// keyed by their flag, for the caller to commit with its other outputs.
-/// `panels`: each panel's configuration and plan (one: the run's), placed
-/// in the images by `layout` (`None`: one panel).
+/// Every panel of `exp` in its place of the images.
 pub fn write(
     inv: &Invocation,
-    panels: &[(&SimConfig, &Plan)],
-    layout: Option<&PanelLayout>,
+    exp: &Experiment,
     seeds: SetupSeeds,
     out: &mut impl Write,
     files: GradientFiles,
 ) -> Result<Vec<(&'static str, Pending)>> {
-    let Some(&(cfg0, plan0)) = panels.first() else { return Ok(Vec::new()) };
-    let Some(params) = params(inv, cfg0, plan0)? else { return Ok(Vec::new()) };
+    let Some(params) = params(inv, &exp.configs[0], &exp.plans[0])? else { return Ok(Vec::new()) };
     // in the order of names(), every panel in its place
-    let mut images: Vec<Vec<f32>> = Vec::new();
-    for (k, &(cfg, plan)) in panels.iter().enumerate() {
+    let (layout, mut images) = (&exp.layout, Vec::new());
+    for (k, (cfg, plan)) in exp.configs.iter().zip(&exp.plans).enumerate() {
         let panel = panel_images(inv, cfg, plan, &params, seeds)?;
-        match layout {
-            None => images = panel,
-            Some(layout) => {
-                if images.is_empty() {
-                    images = vec![vec![0.0; layout.width * layout.height]; panel.len()];
-                }
-                for (all, p) in images.iter_mut().zip(&panel) {
-                    layout.put(k, p, all);
-                }
-            }
+        if images.is_empty() {
+            images = vec![vec![0.0; layout.width * layout.height]; panel.len()];
+        }
+        for (all, p) in images.iter_mut().zip(&panel) {
+            layout.put(k, p, all);
         }
     }
     if images.len() != files.0.len() {

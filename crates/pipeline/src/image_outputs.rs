@@ -17,6 +17,7 @@ use nanobragg_core::setup::Plan;
 use nanobragg_core::stats::{
     image_stats, rmsd, rmsd_from_deviations, roi_rows, row_deviation, stats_but_rmsd, ImageStats,
 };
+use nanobragg_core::Experiment;
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::g;
 use nanobragg_io::image_writer::{self, Image, SmvPixels};
@@ -95,19 +96,19 @@ fn statistics_and_int_image(
 
 /// Writes the integer, PGM and noise images into their temporaries and
 /// prints the statistics, as nanoBragg.c does after the float image.
-/// `panels`: a multi-panel detector's panels and where they lie in the
-/// image, for the NXmx file (`None`: the one panel of `plan`).
-#[allow(clippy::too_many_arguments)]
+/// `exp`: the panels and where they lie in the image (the NXmx file has one
+/// module per panel; the PSF spreads light within each), its whole image's
+/// plan the header values of the others.
 pub fn write_images(
     out: &mut impl Write,
-    plan: &Plan,
-    panels: Option<(&[&Detector], &PanelLayout)>,
+    exp: &Experiment,
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
     files: ImageFiles<'_>,
     noise_idum: i64,
 ) -> Result<()> {
+    let plan = exp.whole();
     let (o, d) = (&inv.outputs, &plan.detector);
     let (fp, sp, roi) = (d.fpixels, d.spixels, d.roi);
     let writes_int = files.int.is_some();
@@ -172,24 +173,16 @@ pub fn write_images(
                 let calib_idum = o.response.calib_seed.map_or(NOISIFY_CALIB_IDUM, |s| -s);
                 let mut seeds = SharedSeeds::new(noise_idum, calib_idum);
                 // the PSF spreads light within each panel
-                let whole;
-                let tiles = match panels {
-                    None => {
-                        whole = PanelLayout::whole(fp, sp);
-                        &whole
-                    }
-                    Some((_, layout)) => layout,
-                };
-                let noisy = noisy_image_tiled(image, tiles, &response, &mut seeds);
+                let noisy = noisy_image_tiled(image, &exp.layout, &response, &mut seeds);
                 if let Some(before) = noisy.photons_before_psf {
                     writeln!(
                         out,
                         "{} photons on noise image before PSF",
                         nanobragg_io::cfmt::f(before, 0)
                     )?;
-                    for (k, psf) in noisy.psf.iter().enumerate() {
-                        if panels.is_some() {
-                            writeln!(out, "  panel {}:", inv.config.detector.panels[k].name)?;
+                    for (psf, name) in noisy.psf.iter().zip(&exp.names) {
+                        if let Some(name) = name {
+                            writeln!(out, "  panel {name}:")?;
                         }
                         report_psf(psf, out)?;
                     }
@@ -224,15 +217,9 @@ pub fn write_images(
     }
     if let Some(pixels) = &pixels32 {
         // each panel's pixels in one piece
-        let parts: Vec<Vec<i32>> = panels.map_or(Vec::new(), |(_, layout)| {
-            (0..layout.origins.len()).map(|k| layout.get(k, pixels)).collect()
-        });
-        let with_pixels: Vec<(&Detector, &[i32])> = match panels {
-            None => vec![(d, &pixels[..])],
-            Some((detectors, _)) => {
-                detectors.iter().copied().zip(parts.iter().map(|v| &v[..])).collect()
-            }
-        };
+        let parts = panel_pieces(&exp.layout, pixels);
+        let with_pixels: Vec<(&Detector, &[i32])> =
+            exp.detectors().into_iter().zip(parts.iter().map(|v| &v[..])).collect();
         let img = mx_image(plan, &with_pixels, o);
         if let Some(file) = files.nxmx {
             writeln!(out, "writing {} as NXmx (HDF5) with 4-byte integers", shown(&o.nxmxfile))?;
@@ -245,6 +232,25 @@ pub fn write_images(
         }
     }
     Ok(())
+}
+
+/// Each panel's pixels of `image` in one piece: slices of it where the
+/// panels are stacked in order, else copies.
+fn panel_pieces<'a, T: Copy>(
+    layout: &PanelLayout,
+    image: &'a [T],
+) -> Vec<std::borrow::Cow<'a, [T]>> {
+    use std::borrow::Cow;
+    let stacked = layout.is_stacked();
+    (0..layout.origins.len())
+        .map(|k| {
+            let ([_, y], [f, s]) = (layout.origins[k], layout.sizes[k]);
+            match stacked {
+                true => Cow::Borrowed(&image[y * layout.width..][..f * s]),
+                false => Cow::Owned(layout.get(k, image)),
+            }
+        })
+        .collect()
 }
 
 /// An optional output's name as the run's lines show it.

@@ -15,9 +15,8 @@ use nanobragg_core::config::Misset;
 use nanobragg_core::diff::loss::{self, LossKind};
 use nanobragg_core::diff::Param;
 use nanobragg_core::error::shown;
-use nanobragg_core::geometry::panel_configs;
 use nanobragg_core::render::{Precision, RenderOptions};
-use nanobragg_core::setup::{Plan, SetupSeeds};
+use nanobragg_core::setup::SetupSeeds;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -983,16 +982,15 @@ fn parameters(inv: &Invocation, params: &[Target]) -> Result<Parameters> {
     })
 }
 
-/// The seeds of every render of the fit: `-misset random` must not change.
+/// The seeds of every render of the fit ([`Invocation::seeds`]): `-misset
+/// random` must not change, so it needs its seed.
 fn seeds(inv: &Invocation) -> Result<SetupSeeds> {
-    let misset_idum = match inv.config.crystal.misset_seed {
-        Some(s) => -s,
-        None if inv.config.crystal.misset == Misset::Random => {
-            bail!("refine: -misset random needs -misset_seed (the model must not change between renders)")
-        }
-        None => -1,
-    };
-    Ok(SetupSeeds { misset_idum })
+    if inv.config.crystal.misset_seed.is_none() && inv.config.crystal.misset == Misset::Random {
+        bail!(
+            "refine: -misset random needs -misset_seed (the model must not change between renders)"
+        )
+    }
+    Ok(inv.seeds().setup)
 }
 
 /// Run `nanobragg refine ARGS` (the arguments after `refine`).
@@ -1012,11 +1010,10 @@ pub fn main(args: &[String]) -> Result<()> {
     if req.all {
         // every parameter that applies to this model (its first panel's,
         // with several), saying which are left out
-        let cfg =
-            panel_configs(&inv.config).map_err(|e| crate::render::explain(e, &inv))?.swap_remove(0);
-        let plan = Plan::new(&cfg, seeds(&inv)?).map_err(|e| crate::render::explain(e, &inv))?;
+        let exp = crate::panels::experiment(&inv, &inv.config, seeds(&inv)?, None)?;
+        let (cfg, plan) = (&exp.configs[0], &exp.plans[0]);
         let plain: Vec<Param> = params.iter().map(|t| t.param).collect();
-        let (mut keep, mut skipped) = nanobragg_core::diff::leaves::applicable(&cfg, &plan, &plain);
+        let (mut keep, mut skipped) = nanobragg_core::diff::leaves::applicable(cfg, plan, &plain);
         if !panels.is_empty() {
             let (panel, model): (Vec<Param>, Vec<Param>) =
                 keep.into_iter().partition(|p| crate::parameters::DETECTOR_PARAMS.contains(p));

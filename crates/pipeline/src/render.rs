@@ -4,7 +4,7 @@
 //! calls; tests, benches and bindings stop here.
 
 use anyhow::{anyhow, bail, Result};
-use nanobragg_core::config::SfSource;
+use nanobragg_core::config::{SfSource, SimConfig};
 use nanobragg_core::render::{Backend, Cpu, RenderInfo, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 
@@ -18,6 +18,20 @@ pub struct Seeds {
     pub setup: SetupSeeds,
     /// `-seed` (the noise image).
     pub noise_idum: i64,
+}
+
+/// The seeds of the model `config` with the noise seed `noise_seed`
+/// (`-misset_seed`, `-seed`), `absent` where a flag is not given: nanoBragg.c's
+/// clock for a command's run, a fixed value where every process of a run
+/// must draw the same (a dataset's ranks and resumed runs). The one place a
+/// run's seeds are chosen.
+pub fn seeds_of(config: &SimConfig, noise_seed: Option<i64>, absent: i64) -> Seeds {
+    Seeds {
+        setup: SetupSeeds {
+            misset_idum: config.crystal.misset_seed.unwrap_or(absent).wrapping_neg(),
+        },
+        noise_idum: noise_seed.unwrap_or(absent).wrapping_neg(),
+    }
 }
 
 /// Seconds since the epoch: nanoBragg.c's seed where none is given.
@@ -43,13 +57,10 @@ pub struct Rendered {
 }
 
 impl Invocation {
-    /// The seeds of this run; the clock is read once, for both.
+    /// The seeds of this run (see [`seeds_of`]), an absent flag's from the
+    /// clock, read once for both.
     pub fn seeds(&self) -> Seeds {
-        let clock = clock_seed();
-        Seeds {
-            setup: SetupSeeds { misset_idum: -self.config.crystal.misset_seed.unwrap_or(clock) },
-            noise_idum: -self.seed.unwrap_or(clock),
-        }
+        seeds_of(&self.config, self.seed, clock_seed())
     }
 
     /// The resolved plan and the seeds it used. A setup error names the

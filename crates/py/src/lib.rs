@@ -12,9 +12,8 @@ use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::sf::HklEntry;
 use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
-use nanobragg_pipeline::panels::PanelRun;
+use nanobragg_pipeline::panels;
 use nanobragg_pipeline::parameters::PANEL_PARAMS;
-use nanobragg_pipeline::render::render_plan;
 use nanobragg_pipeline::{Parameters, Target};
 use numpy::{
     AllowTypeChange, PyArray1, PyArray2, PyArray3, PyArrayLike1, PyArrayLike2, PyArrayLike3,
@@ -760,14 +759,9 @@ fn simulate<'py>(
     // (another thread may change the model while this one renders its copy)
     drop(model);
     let (image, (sp, fp)) = interruptible(py, || -> anyhow::Result<_> {
-        if !inv.config.detector.panels.is_empty() {
-            let run = PanelRun::new(&inv, &inv.config, inv.seeds().setup, None)?;
-            let (image, _) = run.render(&inv)?;
-            return Ok((image, (run.layout.height, run.layout.width)));
-        }
-        let (plan, _) = inv.plan()?;
-        let (image, _) = render_plan(&inv, &plan)?;
-        Ok((image, (plan.detector.spixels, plan.detector.fpixels)))
+        let exp = panels::experiment(&inv, &inv.config, inv.seeds().setup, None)?;
+        let (image, _) = panels::render(&inv, &exp)?;
+        Ok((image, (exp.layout.height, exp.layout.width)))
     })?
     .map_err(|e| error(format!("{e:#}")))?;
     numpy::PyArray1::from_vec(py, image).reshape([sp, fp])
@@ -884,18 +878,12 @@ fn render(
     drop(model);
     interruptible(py, || -> anyhow::Result<Image> {
         let t0 = Instant::now();
-        let (plan, image, seeds) = if inv.config.detector.panels.is_empty() {
-            let (plan, seeds) = inv.plan()?;
-            let (image, _) = render_plan(&inv, &plan)?;
-            (plan, image, seeds)
-        } else {
-            // the whole image of the panels, its pixels between panels masked
-            let seeds = inv.seeds();
-            let run = PanelRun::new(&inv, &inv.config, seeds.setup, None)?;
-            let (image, _) = run.render(&inv)?;
-            (run.whole, image, seeds)
-        };
+        let seeds = inv.seeds();
+        let exp = panels::experiment(&inv, &inv.config, seeds.setup, None)?;
+        let (image, _) = panels::render(&inv, &exp)?;
         let seconds = t0.elapsed().as_secs_f64();
+        // the whole image of the panels, its pixels between panels masked
+        let plan = exp.whole();
         let d = &plan.detector;
         let stats = image_stats(&image, d.fpixels, d.roi, plan.mask.as_deref());
         let o = &inv.outputs;

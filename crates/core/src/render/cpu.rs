@@ -49,7 +49,7 @@ pub struct RenderOutput {
 }
 
 /// What a render into a caller's buffer ([`render_into`]) reports.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RenderInfo {
     /// Sum of solid angles over all sub-pixel evaluations.
     pub omega_sum: f64,

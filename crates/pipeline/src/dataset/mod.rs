@@ -18,16 +18,16 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::{Misset, SimConfig};
-use nanobragg_core::geometry::panel_configs;
 use nanobragg_core::response::{noisy_image, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
-use nanobragg_core::setup::{plan_panels, Plan, SetupSeeds};
+use nanobragg_core::setup::Plan;
+use nanobragg_core::Experiment;
 use nanobragg_io::image_writer;
 use nanobragg_io::shot_record::ShotRecord;
 
 use crate::detector_response::NOISIFY_CALIB_IDUM;
 use crate::invocation::Invocation;
-use crate::render::{check_finite_image, explain, render_plan};
+use crate::render::{check_finite_image, render_plan};
 use shot::ShotDraw;
 pub use spec::DatasetSpec;
 use team::Team;
@@ -111,7 +111,7 @@ impl Dataset {
         };
         let mut set = Dataset { spec, inv, spectra, header: Vec::new(), response: None };
         // the model's own errors (geometry, files, response) before any shot
-        set.header = set.plans(&set.config(&set.draw(0)))?;
+        set.header = set.experiment(&set.config(&set.draw(0)))?.plans;
         let pixel_m = set.header[0].detector.pixel_size_m;
         set.response = crate::detector_response::response(&set.inv.outputs, pixel_m)?;
         Ok(set)
@@ -155,16 +155,11 @@ impl Dataset {
         c
     }
 
-    /// The plans of a shot's model, one per panel.
-    fn plans(&self, c: &SimConfig) -> Result<Vec<Plan>> {
-        let seeds = SetupSeeds { misset_idum: -c.crystal.misset_seed.unwrap_or(1) };
-        let configs = panel_configs(c).map_err(|e| explain(e, &self.inv))?;
-        let plans = plan_panels(&configs, seeds, None).map_err(|e| explain(e, &self.inv))?;
-        let px = plans[0].detector.pixel_size_m;
-        if plans.iter().any(|p| p.detector.pixel_size_m != px) {
-            bail!("dataset: the panels have pixels of different sizes (one image needs one)");
-        }
-        Ok(plans)
+    /// A shot's model, planned: every panel of its detector. Absent seeds
+    /// are 1, not the clock: every rank and resumed run draws the same.
+    fn experiment(&self, c: &SimConfig) -> Result<Experiment> {
+        let seeds = crate::render::seeds_of(c, None, 1).setup;
+        crate::panels::experiment(&self.inv, c, seeds, None)
     }
 
     /// Renders shot `i`: the float image of every panel, then noise and the
@@ -172,9 +167,10 @@ impl Dataset {
     pub fn render(&self, i: u64) -> Result<Shot> {
         let d = self.draw(i);
         let config = self.config(&d);
-        let plans = self.plans(&config)?;
+        let exp = self.experiment(&config)?;
+        let plans = &exp.plans;
         let mut noiseless = Vec::with_capacity(plans.len());
-        for plan in &plans {
+        for plan in plans {
             let (image, _) = render_plan(&self.inv, plan)?;
             check_finite_image(&image, &self.inv, plan)?;
             noiseless.push(image);
