@@ -15,8 +15,10 @@ use nanobragg_core::diff::loss::{self, loss_gradient, LossEval, LossKind};
 use nanobragg_core::diff::{jacobian_of, jvp_of, sf_vjp_of, vjp_of, Param, SfProducts, Weights};
 use nanobragg_core::geometry::{panel_configs, PanelLayout};
 use nanobragg_core::render::{render_f64, Precision, RenderOptions};
+use nanobragg_core::setup::plan_panels;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::vec3::dot;
+use nanobragg_core::Experiment;
 use nanobragg_core::SimConfig;
 use std::borrow::Cow;
 
@@ -197,17 +199,18 @@ pub fn check_value(t: Target, value: f64) -> Result<()> {
 
 /// Chosen parameters of a model as numbers, and the configuration they give.
 ///
-/// A multi-panel detector is rendered panel by panel ([`panel_configs`]);
-/// the model's parameters move every panel, a panel's own (`Xbeam@3`) that
-/// panel alone, by moving its origin in the model's panel list.
+/// The model is rendered panel by panel (its [`Experiment`]; a detector of
+/// flags is one panel); the model's parameters move every panel, a panel's
+/// own (`Xbeam@3`, of a detector with a panel list) that panel alone, by
+/// moving its origin in the model's panel list.
 #[derive(Debug, Clone)]
 pub struct Parameters {
     pub(crate) cfg0: SimConfig,
     /// The plan of the model (of its first panel, with several).
     pub(crate) plan0: Plan,
-    /// With several panels: where their pixels lie in the image, and each
-    /// panel's engine parameters and automatic oversampling.
-    panels: Option<Panels>,
+    /// Where the panels' pixels lie in the image, and each panel's engine
+    /// parameters and automatic oversampling.
+    panels: Panels,
     seeds: SetupSeeds,
     pub(crate) params: Vec<Target>,
     pub(crate) start: Vec<f64>,
@@ -216,7 +219,7 @@ pub struct Parameters {
     query: Vec<Param>,
 }
 
-/// The panels of a multi-panel model.
+/// The panels of a model.
 #[derive(Debug, Clone)]
 struct Panels {
     layout: PanelLayout,
@@ -247,41 +250,35 @@ impl Parameters {
         {
             bail!("{t} is named twice");
         }
-        if cfg0.detector.panels.is_empty() {
-            let plan0 = Plan::new(&cfg0, seeds)?;
+        let mut exp = Experiment::new(&cfg0, seeds, None)?;
+        let oversample: Vec<Option<i64>> =
+            exp.plans.iter().map(|p| p.oversample_auto.then_some(p.oversample as i64)).collect();
+        // (a detector of panels that move each on its own: -expt, -geom)
+        let listed = !cfg0.detector.panels.is_empty();
+        if let (false, Some(n)) = (listed, oversample[0]) {
             // The automatic oversampling is a whole number that jumps with the
-            // geometry (distance, cell, N): the fit keeps the starting model's.
-            if plan0.oversample_auto {
-                cfg0.sampling.oversample = plan0.oversample as i64;
-            }
-            let mut start = Vec::new();
-            for &t in &params {
-                if t.panel.is_some() {
-                    bail!("{t}: the detector is a single panel: name the parameter without @");
-                }
-                check_param(&cfg0, &plan0, t.param).map_err(|e| anyhow!("{}", message(&e)))?;
-                start.push(start_value(&cfg0, &plan0, t.param)?);
-            }
-            return Ok(Parameters { cfg0, plan0, panels: None, seeds, params, start, query });
+            // geometry (distance, cell, N): the fit keeps the starting model's
+            // (the model's own, where it is the one panel's configuration).
+            cfg0.sampling.oversample = n;
+            exp.configs[0] = cfg0.clone();
         }
-        let layout = PanelLayout::new(&cfg0.detector)?;
-        let configs = panel_configs(&cfg0)?;
-        let plans = nanobragg_core::setup::plan_panels(&configs, seeds, None)?;
-        let oversample = plans.iter().map(|p| p.oversample_auto.then_some(p.oversample as i64));
-        let oversample: Vec<Option<i64>> = oversample.collect();
+        let (configs, plans) = (&exp.configs, &exp.plans);
         let mut start = Vec::new();
         for &t in &params {
             let p = t.param;
             let k = match t.panel {
+                Some(_) if !listed => {
+                    bail!("{t}: the detector is a single panel: name the parameter without @")
+                }
                 Some(k) if PANEL_PARAMS.contains(&p) => k,
                 Some(_) => bail!(
                     "{t}: a panel's parameters are {} (its shifts along its normal, fast and slow axes)",
                     PANEL_PARAMS.map(|p| p.name()).join(", ")
                 ),
-                None if PANEL_PARAMS.contains(&p) => bail!(
+                None if listed && PANEL_PARAMS.contains(&p) => bail!(
                     "{p}: the panels of a multi-panel detector move each on its own: name a panel, {p}@K (K its index or name), or {p}@* for every panel"
                 ),
-                None if DETECTOR_PARAMS.contains(&p) => bail!(
+                None if listed && DETECTOR_PARAMS.contains(&p) => bail!(
                     "{p}: a multi-panel detector is placed by its panels' vectors: refine its panels' {} (NAME@K)",
                     PANEL_PARAMS.map(|p| p.name()).join(", ")
                 ),
@@ -297,9 +294,13 @@ impl Parameters {
             let own = params.iter().filter(|t| t.panel == Some(k)).map(|t| t.param);
             query.iter().copied().chain(own).collect()
         };
-        let panels = Panels { query: (0..plans.len()).map(query_of).collect(), layout, oversample };
-        let plan0 = plans.into_iter().next().expect("a panel");
-        Ok(Parameters { cfg0, plan0, panels: Some(panels), seeds, params, start, query })
+        let panels = Panels {
+            query: (0..plans.len()).map(query_of).collect(),
+            layout: exp.layout.clone(),
+            oversample,
+        };
+        let plan0 = exp.plans.swap_remove(0);
+        Ok(Parameters { cfg0, plan0, panels, seeds, params, start, query })
     }
 
     /// The configuration with the parameters at `values` (with several
@@ -382,9 +383,8 @@ impl Parameters {
     /// Each panel's configuration at `values` (one: the model's).
     fn configs_at(&self, values: &[f64]) -> Result<Vec<SimConfig>> {
         let cfg = self.config(values)?;
-        let Some(panels) = &self.panels else { return Ok(vec![cfg]) };
         let mut out = panel_configs(&cfg)?;
-        for (c, oversample) in out.iter_mut().zip(&panels.oversample) {
+        for (c, oversample) in out.iter_mut().zip(&self.panels.oversample) {
             if let Some(n) = oversample {
                 c.sampling.oversample = *n;
             }
@@ -394,12 +394,10 @@ impl Parameters {
 
     /// Each panel's configuration and plan at `values` (one: the model's).
     fn panels_at(&self, values: &[f64]) -> Result<Vec<(SimConfig, Plan)>> {
-        let mut out = Vec::new();
-        for c in self.configs_at(values)? {
-            let plan = Plan::new(&c, self.seeds)?;
-            out.push((c, plan));
-        }
-        Ok(out)
+        let configs = self.configs_at(values)?;
+        // (one structure-factor grid for every panel)
+        let plans = plan_panels(&configs, self.seeds, None)?;
+        Ok(configs.into_iter().zip(plans).collect())
     }
 
     /// The plan at `values` (the geometry a set of values gives; of the
@@ -416,49 +414,47 @@ impl Parameters {
     /// Where each panel's pixels lie in the image: origin (fast, slow) and
     /// size (fast, slow) per panel.
     pub fn panel_boxes(&self) -> Vec<([usize; 2], [usize; 2])> {
-        match &self.panels {
-            Some(p) => {
-                p.layout.origins.iter().copied().zip(p.layout.sizes.iter().copied()).collect()
-            }
-            None => {
-                let d = &self.plan0.detector;
-                vec![([0, 0], [d.fpixels, d.spixels])]
-            }
-        }
+        let l = &self.panels.layout;
+        l.origins.iter().copied().zip(l.sizes.iter().copied()).collect()
     }
 
-    /// The image's pixels along fast and slow (all panels').
-    /// Where each panel's pixels lie in the image of the whole detector
-    /// (`None`: one panel, the image itself).
-    pub fn layout(&self) -> Option<&nanobragg_core::geometry::PanelLayout> {
-        self.panels.as_ref().map(|p| &p.layout)
+    /// Where each panel's pixels lie in the image of the whole detector.
+    pub fn layout(&self) -> &nanobragg_core::geometry::PanelLayout {
+        &self.panels.layout
     }
 
     /// The image's pixels (fast, slow): the detector's, or with several
     /// panels the whole layout's.
     pub fn image_size(&self) -> [usize; 2] {
-        match &self.panels {
-            Some(p) => [p.layout.width, p.layout.height],
-            None => [self.plan0.detector.fpixels, self.plan0.detector.spixels],
-        }
+        [self.panels.layout.width, self.panels.layout.height]
     }
 
-    /// Panel `k`'s pixels of an image of the whole detector (the image
-    /// itself for a single panel: a backward pass's weights are the size of
-    /// the image, and copying them cost more than a tenth of a 1024² `Jᵀv`).
+    /// Panel `k`'s pixels of an image of the whole detector: a piece of it
+    /// where the panels are stacked in order (a backward pass's weights are
+    /// the size of the image, and copying them cost more than a tenth of a
+    /// 1024² `Jᵀv`), else a copy.
     pub fn panel_pixels<'a, T: Copy>(&self, k: usize, image: &'a [T]) -> Cow<'a, [T]> {
-        match &self.panels {
-            Some(p) => Cow::Owned(p.layout.get(k, image)),
-            None => Cow::Borrowed(image),
+        let l = &self.panels.layout;
+        let ([_, y], [f, s]) = (l.origins[k], l.sizes[k]);
+        match l.is_stacked() && image.len() == l.width * l.height {
+            true => Cow::Borrowed(&image[y * l.width..][..f * s]),
+            false => Cow::Owned(l.get(k, image)),
         }
     }
 
     /// The image of the whole detector from each panel's (gaps 0).
-    fn stacked<T: Copy + Default>(&self, parts: Vec<Vec<T>>) -> Vec<T> {
-        let Some(p) = &self.panels else { return parts.into_iter().next().unwrap_or_default() };
-        let mut image = vec![T::default(); p.layout.width * p.layout.height];
+    fn stacked<T: Copy + Default>(&self, mut parts: Vec<Vec<T>>) -> Vec<T> {
+        let l = &self.panels.layout;
+        if l.is_stacked() {
+            // (the panels' pieces in order are the image)
+            return match parts.len() {
+                1 => parts.pop().unwrap_or_default(),
+                _ => parts.concat(),
+            };
+        }
+        let mut image = vec![T::default(); l.width * l.height];
         for (k, part) in parts.iter().enumerate() {
-            p.layout.put(k, part, &mut image);
+            l.put(k, part, &mut image);
         }
         image
     }
@@ -477,8 +473,8 @@ impl Parameters {
     /// image (with several panels: the panels' pieces are cut from it).
     fn check_len(&self, what: &str, len: usize) -> Result<()> {
         let [w, h] = self.image_size();
-        if self.panels.is_some() && len != w * h {
-            bail!("{what} has {len} pixels, the detector's image {w} x {h}");
+        if len != w * h {
+            bail!("{what} has {len} pixels but the detector has {} ({w} x {h})", w * h);
         }
         Ok(())
     }
@@ -486,23 +482,17 @@ impl Parameters {
     /// Panel `k`'s automatic oversampling, held fixed in the fit (`None`
     /// where the flag gave it).
     pub fn auto_oversample(&self) -> Vec<Option<i64>> {
-        match &self.panels {
-            Some(p) => p.oversample.clone(),
-            None => vec![self.plan0.oversample_auto.then_some(self.plan0.oversample as i64)],
-        }
+        self.panels.oversample.clone()
     }
 
     /// Panel `k`'s engine parameters.
     fn query_of(&self, k: usize) -> &[Param] {
-        match &self.panels {
-            Some(p) => &p.query[k],
-            None => &self.query,
-        }
+        &self.panels.query[k]
     }
 
     /// [`Parameters::chain`] to panel `k`'s engine parameters.
     fn chain_of(&self, values: &[f64], k: usize) -> Vec<f64> {
-        self.chain_to(values, self.query_of(k), self.panels.as_ref().map(|_| k))
+        self.chain_to(values, self.query_of(k), Some(k))
     }
 
     /// Derivatives by a panel's engine parameters turned into derivatives
@@ -647,10 +637,8 @@ impl Parameters {
         opts: RenderOptions,
     ) -> Result<LossEval> {
         let np = self.params.len();
-        if self.panels.is_some() {
-            self.check_len("the observed image", observed.len())?;
-            self.check_len("skip", skip.map_or(observed.len(), |s| s.len()))?;
-        }
+        self.check_len("the observed image", observed.len())?;
+        self.check_len("skip", skip.map_or(observed.len(), |s| s.len()))?;
         let mut evals = Vec::new();
         for (k, cfg) in self.configs_at(values)?.iter().enumerate() {
             let query = self.query_of(k);

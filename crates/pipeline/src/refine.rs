@@ -222,19 +222,13 @@ fn read_observed(
         _ => read_image(path, frame).map_err(|e| anyhow!("refine: -observed: {e}"))?,
     };
     // each of the model's panels where its image has them
-    let sizes = match model.layout() {
-        Some(l) => l.sizes.clone(),
-        None => vec![[fp, sp]],
-    };
+    let layout = model.layout();
+    let sizes = &layout.sizes;
     // one image of the whole detector (its panels where the layout puts
     // them), or a multi-panel NXmx frame of one slab per panel
     let fits = match img.panels {
         1 => [img.fpixels, img.spixels] == [fp, sp],
-        k => {
-            k == sizes.len()
-                && model.layout().is_some()
-                && sizes.iter().all(|&[f, s]| f <= img.fpixels && s <= img.spixels)
-        }
+        k => k == sizes.len() && sizes.iter().all(|&[f, s]| f <= img.fpixels && s <= img.spixels),
     };
     if !fits {
         let file = match img.panels {
@@ -259,7 +253,7 @@ fn read_observed(
             .flat_map(|row| block[row * img.fpixels..row * img.fpixels + f].iter().copied())
             .collect()
     };
-    let (raw, skip) = match model.layout().filter(|_| img.panels > 1) {
+    let (raw, skip) = match Some(layout).filter(|_| img.panels > 1) {
         None => (img.pixels.clone(), img.pixels.iter().map(|&v| bad(v)).collect::<Vec<bool>>()),
         Some(layout) => {
             // a gap between panels is no pixel: skipped
