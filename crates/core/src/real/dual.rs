@@ -53,7 +53,7 @@ impl<V: Num, const N: usize> Dual<V, N> {
     #[inline(always)]
     fn chain(self, f: V, df: V) -> Self {
         let mut eps = self.eps;
-        each(N, |j| eps[j] *= df);
+        each_mut(&mut eps, |e| *e *= df);
         Dual { re: f, eps }
     }
 
@@ -88,20 +88,34 @@ impl<const N: usize> Dual<f64, N> {
     }
 }
 
-/// Calls `f` with each index below `n` (a constant: `N`, `K`, `LANES`),
-/// without a loop where `n` is 1. The
+/// `f` on each part of `a`, without a loop where there is one part. The
 /// operations are inlined (`#[inline(always)]`) into the row functions
 /// before LLVM unrolls their loops, and a loop of one trip per operation
 /// costs the loop passes there nonetheless: in a hyper-dual (duals of one
 /// part, nested) row function, thousands of them took half the crate's
-/// optimisation time. The numbers are those of the loop.
+/// optimisation time. The numbers are those of the loop, which the other
+/// sizes keep.
 #[inline(always)]
-fn each(n: usize, mut f: impl FnMut(usize)) {
-    if n == 1 {
-        f(0);
-    } else {
-        for j in 0..n {
-            f(j);
+fn each_mut<V, const N: usize>(a: &mut [V; N], mut f: impl FnMut(&mut V)) {
+    match N {
+        1 => f(&mut a[0]),
+        _ => {
+            for x in a.iter_mut() {
+                f(x);
+            }
+        }
+    }
+}
+
+/// `f` on each part of `a` with the same part of `b` (see [`each_mut`]).
+#[inline(always)]
+fn each_zip<V, W: Copy, const N: usize>(a: &mut [V; N], b: &[W; N], mut f: impl FnMut(&mut V, W)) {
+    match N {
+        1 => f(&mut a[0], b[0]),
+        _ => {
+            for (x, &y) in a.iter_mut().zip(b.iter()) {
+                f(x, y);
+            }
         }
     }
 }
@@ -111,7 +125,7 @@ impl<V: Num, const N: usize> Add for Dual<V, N> {
     #[inline(always)]
     fn add(self, o: Self) -> Self {
         let mut eps = self.eps;
-        each(N, |j| eps[j] += o.eps[j]);
+        each_zip(&mut eps, &o.eps, |e, d| *e += d);
         Dual { re: self.re + o.re, eps }
     }
 }
@@ -121,7 +135,7 @@ impl<V: Num, const N: usize> Sub for Dual<V, N> {
     #[inline(always)]
     fn sub(self, o: Self) -> Self {
         let mut eps = self.eps;
-        each(N, |j| eps[j] -= o.eps[j]);
+        each_zip(&mut eps, &o.eps, |e, d| *e -= d);
         Dual { re: self.re - o.re, eps }
     }
 }
@@ -133,7 +147,7 @@ impl<V: Num, const N: usize> Mul for Dual<V, N> {
     #[inline(always)]
     fn mul(self, o: Self) -> Self {
         let mut eps = self.eps;
-        each(N, |j| eps[j] = eps[j] * o.re + self.re * o.eps[j]);
+        each_zip(&mut eps, &o.eps, |e, d| *e = *e * o.re + self.re * d);
         Dual { re: self.re * o.re, eps }
     }
 }
@@ -146,7 +160,7 @@ impl<V: Num, const N: usize> Div for Dual<V, N> {
         let re = self.re / o.re;
         let inv = V::one() / o.re;
         let mut eps = self.eps;
-        each(N, |j| eps[j] = (eps[j] - re * o.eps[j]) * inv);
+        each_zip(&mut eps, &o.eps, |e, d| *e = (*e - re * d) * inv);
         Dual { re, eps }
     }
 }
@@ -156,7 +170,7 @@ impl<V: Num, const N: usize> Neg for Dual<V, N> {
     #[inline(always)]
     fn neg(self) -> Self {
         let mut eps = self.eps;
-        each(N, |j| eps[j] = -eps[j]);
+        each_mut(&mut eps, |e| *e = -*e);
         Dual { re: -self.re, eps }
     }
 }
@@ -182,21 +196,35 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     #[inline(always)]
     fn splat(x: Self::Scalar) -> Self {
         let mut eps = [V::zero(); N];
-        each(N, |j| eps[j] = V::splat(x.eps[j]));
+        each_zip(&mut eps, &x.eps, |e, d| *e = V::splat(d));
         Dual { re: V::splat(x.re), eps }
     }
     #[inline(always)]
     fn from_fn(mut f: impl FnMut(usize) -> Self::Scalar) -> Self {
         let mut xs = [Self::Scalar::zero(); 16];
-        each(V::LANES, |i| xs[i] = f(i));
+        match V::LANES {
+            1 => xs[0] = f(0),
+            _ => {
+                for (i, x) in xs.iter_mut().enumerate().take(V::LANES) {
+                    *x = f(i);
+                }
+            }
+        }
         let mut eps = [V::zero(); N];
-        each(N, |j| eps[j] = V::from_fn(|i| xs[i].eps[j]));
+        match N {
+            1 => eps[0] = V::from_fn(|i| xs[i].eps[0]),
+            _ => {
+                for (j, e) in eps.iter_mut().enumerate() {
+                    *e = V::from_fn(|i| xs[i].eps[j]);
+                }
+            }
+        }
         Dual { re: V::from_fn(|i| xs[i].re), eps }
     }
     #[inline(always)]
     fn lane(self, i: usize) -> Self::Scalar {
         let mut eps = [<V::Scalar as Num>::zero(); N];
-        each(N, |j| eps[j] = self.eps[j].lane(i));
+        each_zip(&mut eps, &self.eps, |e, v| *e = v.lane(i));
         Dual { re: self.re.lane(i), eps }
     }
     #[inline(always)]
@@ -231,7 +259,7 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     fn atan2(self, x: Self) -> Self {
         let d = V::one() / (x.re * x.re + self.re * self.re);
         let mut eps = self.eps;
-        each(N, |j| eps[j] = (x.re * eps[j] - self.re * x.eps[j]) * d);
+        each_zip(&mut eps, &x.eps, |e, b| *e = (x.re * *e - self.re * b) * d);
         Dual { re: self.re.atan2(x.re), eps }
     }
     #[inline(always)]
@@ -248,7 +276,7 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
         let root = self.chain(r, V::c(0.5) * inv);
         // the parts of `1 / root`, with 1/r the lanes' reciprocal
         let mut eps = root.eps;
-        each(N, |j| eps[j] = (V::zero() - inv * eps[j]) * inv);
+        each_mut(&mut eps, |e| *e = (V::zero() - inv * *e) * inv);
         (root, Dual { re: inv, eps })
     }
     #[inline(always)]
@@ -301,13 +329,13 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     #[inline(always)]
     fn select(m: V::Mask, t: Self, f: Self) -> Self {
         let mut eps = t.eps;
-        each(N, |j| eps[j] = V::select(m, eps[j], f.eps[j]));
+        each_zip(&mut eps, &f.eps, |e, b| *e = V::select(m, *e, b));
         Dual { re: V::select(m, t.re, f.re), eps }
     }
     #[inline(always)]
     fn negate_if_odd(self, k: Self) -> Self {
         let mut eps = self.eps;
-        each(N, |j| eps[j] = eps[j].negate_if_odd(k.re));
+        each_mut(&mut eps, |e| *e = e.negate_if_odd(k.re));
         Dual { re: self.re.negate_if_odd(k.re), eps }
     }
     #[inline(always)]
@@ -319,7 +347,23 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
     fn apply<const K: usize, F: Smooth<K>>(x: [Self; K], f: &F) -> Self {
         let (re, slopes) = f.eval(x.map(|a| a.re), true);
         let mut eps = [V::zero(); N];
-        each(N, |j| each(K, |k| eps[j] += x[k].eps[j] * slopes[k]));
+        // (no loop of one trip: see [`each_mut`])
+        let part = |j: usize, e: &mut V| match K {
+            1 => *e += x[0].eps[j] * slopes[0],
+            _ => {
+                for (a, &d) in x.iter().zip(slopes.iter()) {
+                    *e += a.eps[j] * d;
+                }
+            }
+        };
+        match N {
+            1 => part(0, &mut eps[0]),
+            _ => {
+                for (j, e) in eps.iter_mut().enumerate() {
+                    part(j, e);
+                }
+            }
+        }
         Dual { re, eps }
     }
     #[inline(always)]
