@@ -296,10 +296,11 @@ impl Model {
 
     /// The model, planned (every panel's, with several), or why it cannot be.
     fn check(&self) -> Result<Parameters, String> {
-        if self.inv.config.detector.panels.is_empty() {
-            self.inv.plan().map_err(|e| format!("{e:#}"))?;
-        }
-        Parameters::of_targets(self.inv.config.clone(), self.inv.seeds().setup, Vec::new())
+        let seeds = self.inv.seeds().setup;
+        // (a setup error naming the flag or file it comes from)
+        panels::experiment(&self.inv, &self.inv.config, seeds, None)
+            .map_err(|e| format!("{e:#}"))?;
+        Parameters::of_targets(self.inv.config.clone(), seeds, Vec::new())
             .map_err(|e| format!("{e:#}"))
     }
 
