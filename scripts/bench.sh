@@ -14,14 +14,19 @@
 # Cases: the bench crystal at each size,
 #   -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels N
 #   -nonoise -nopgm -floatfile float.bin
-# and the golden case `comprehensive` (its arguments are read from tests/golden/cases.toml).
+# the golden case `comprehensive` (its arguments are read from tests/golden/cases.toml), and
+# `sources`, the dataset's load: structure factors from an -hkl table, 100 wavelengths x 25
+# mosaic domains per pixel (f32 should take well under f64's time on it),
+#   -hkl tests/golden/inputs/p1_tric.hkl -cell 67.2 59.8 47.2 90 110.3 90 -N 20 -lambda 1.3
+#   -distance 150 -detpixels 256 -pixel 0.11 -oversample 1 -dispersion 0.3 -dispsteps 100
+#   -mosaic 0.05 -mosaic_domains 25 -nonoise -nopgm -floatfile float.bin
 #
 # Knobs (environment):
 #   NB_C_BIN       C binary to compare with (unset: nanobragg only)
 #   NB_BASE_BIN    a previous nanobragg binary to time side by side (unset: none)
 #   NB_BIN         nanobragg binary (default: target/release/nanobragg, built if missing)
 #   BENCH_SIZES    detector sizes (default "512 1024 2048 4096")
-#   BENCH_CASES    "bench comprehensive" (default both)
+#   BENCH_CASES    "bench comprehensive sources" (default all three)
 #   BENCH_THREADS  threads for both programs (default: all cores; OMP_NUM_THREADS for C)
 #   BENCH_RUNS     timed runs per command (default 5; one warm-up run is added)
 #   BENCH_JSON     where to write the JSON (default target/bench/bench.json)
@@ -54,7 +59,7 @@ fi
 nb="$(cd "$(dirname "$nb")" && pwd)/$(basename "$nb")"
 
 sizes="${BENCH_SIZES:-512 1024 2048 4096}"
-cases="${BENCH_CASES:-bench comprehensive}"
+cases="${BENCH_CASES:-bench comprehensive sources}"
 runs="${BENCH_RUNS:-5}"
 threads="${BENCH_THREADS:-$(nproc)}"
 json="${BENCH_JSON:-$root/target/bench/bench.json}"
@@ -138,6 +143,13 @@ for c in $cases; do
         bench_case comprehensive $a
         order+=(comprehensive)
         ;;
+    sources)
+        bench_case sources -hkl "$root/tests/golden/inputs/p1_tric.hkl" \
+            -cell 67.2 59.8 47.2 90 110.3 90 -N 20 -lambda 1.3 -distance 150 -detpixels 256 \
+            -pixel 0.11 -oversample 1 -dispersion 0.3 -dispsteps 100 -mosaic 0.05 \
+            -mosaic_domains 25 -nonoise -nopgm -floatfile float.bin
+        order+=(sources)
+        ;;
     *)
         echo "bench.sh: unknown case '$c'" >&2
         exit 1
@@ -211,5 +223,9 @@ for r in rows:
         + f"{mb(r['peak_rss_kib'])} | {mb(r.get('c_peak_rss_kib'))} | "
         + (f"{r['rss_ratio']:.2f} |" if r.get("rss_ratio") else "- |")
     )
+# single precision against double, per case: the f32 kernels carry twice the lanes
+for name in order:
+    t = {r["dtype"]: r["median_s"] for r in rows if r["case"] == name}
+    print(f"{name}: f32/f64 = {t['f32'] / t['f64']:.2f}")
 print(f"\nJSON: {out}")
 PY
