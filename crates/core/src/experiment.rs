@@ -3,14 +3,14 @@
 //! the panels holding one structure-factor grid, and where each panel's
 //! pixels lie in the one image a run writes.
 //!
-//! The command's render, `-batch`, `-gradient`, refine, the dataset and the
-//! Python binding all take one; no caller plans panels itself.
+//! The command's render, `-batch`, `-gradient`, the dataset and the Python
+//! binding take one; refine's parameter model starts from one (and plans its
+//! panels again at each set of values).
 
 use crate::config::SimConfig;
 use crate::error::{Error, Result};
 use crate::geometry::{panel_configs, Detector, PanelLayout};
 use crate::setup::{plan_panels, Plan, SetupSeeds};
-use std::borrow::Cow;
 
 /// Every panel of a configuration, planned (see the module docs).
 #[derive(Debug, Clone)]
@@ -103,18 +103,5 @@ impl Experiment {
         let (f, s) = (f.checked_sub(x as i64)?, s.checked_sub(y as i64)?);
         ((0..fp as i64).contains(&f) && (0..sp as i64).contains(&s))
             .then_some((f as usize, s as usize))
-    }
-
-    /// Panel `k`'s pixels of the whole image, as a slice where the panels
-    /// are stacked in order.
-    pub fn panel<'a>(&self, k: usize, image: &'a [f32]) -> Cow<'a, [f32]> {
-        let [f, s] = self.layout.sizes[k];
-        match self.layout.is_stacked() {
-            true => {
-                let start = self.layout.origins[k][1] * self.layout.width;
-                Cow::Borrowed(&image[start..start + f * s])
-            }
-            false => Cow::Owned(self.layout.get(k, image)),
-        }
     }
 }

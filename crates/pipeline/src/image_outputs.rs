@@ -9,7 +9,7 @@ use crate::image_headers::{mx_image, smv_header};
 use crate::invocation::{Invocation, Outputs};
 use crate::output_files::write_error;
 use anyhow::Result;
-use nanobragg_core::geometry::{Detector, PanelLayout};
+use nanobragg_core::geometry::Detector;
 use nanobragg_core::render::RenderInfo;
 use nanobragg_core::response::{noisy_image_tiled, Bits, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
@@ -217,7 +217,7 @@ pub fn write_images(
     }
     if let Some(pixels) = &pixels32 {
         // each panel's pixels in one piece
-        let parts = panel_pieces(&exp.layout, pixels);
+        let parts: Vec<_> = (0..exp.plans.len()).map(|k| exp.layout.piece(k, pixels)).collect();
         let with_pixels: Vec<(&Detector, &[i32])> =
             exp.detectors().into_iter().zip(parts.iter().map(|v| &v[..])).collect();
         let img = mx_image(plan, &with_pixels, o);
@@ -232,25 +232,6 @@ pub fn write_images(
         }
     }
     Ok(())
-}
-
-/// Each panel's pixels of `image` in one piece: slices of it where the
-/// panels are stacked in order, else copies.
-fn panel_pieces<'a, T: Copy>(
-    layout: &PanelLayout,
-    image: &'a [T],
-) -> Vec<std::borrow::Cow<'a, [T]>> {
-    use std::borrow::Cow;
-    let stacked = layout.is_stacked();
-    (0..layout.origins.len())
-        .map(|k| {
-            let ([_, y], [f, s]) = (layout.origins[k], layout.sizes[k]);
-            match stacked {
-                true => Cow::Borrowed(&image[y * layout.width..][..f * s]),
-                false => Cow::Owned(layout.get(k, image)),
-            }
-        })
-        .collect()
 }
 
 /// An optional output's name as the run's lines show it.

@@ -85,7 +85,7 @@ pub fn render(inv: &Invocation, exp: &Experiment) -> Result<(Vec<f32>, Vec<Rende
 /// solid angles summed, the first interpolation fallback, and the rows'
 /// statistics where the panels' rows are the image's (stacked in order).
 pub fn whole_info(exp: &Experiment, infos: Vec<RenderInfo>) -> RenderInfo {
-    let mut info = RenderInfo { omega_sum: 0.0, interpolation_fallback: None, rows: Vec::new() };
+    let mut info = RenderInfo::default();
     for panel in infos {
         info.omega_sum += panel.omega_sum;
         info.interpolation_fallback = info.interpolation_fallback.or(panel.interpolation_fallback);

@@ -429,17 +429,10 @@ impl Parameters {
         [self.panels.layout.width, self.panels.layout.height]
     }
 
-    /// Panel `k`'s pixels of an image of the whole detector: a piece of it
-    /// where the panels are stacked in order (a backward pass's weights are
-    /// the size of the image, and copying them cost more than a tenth of a
-    /// 1024² `Jᵀv`), else a copy.
+    /// Panel `k`'s pixels of an image of the whole detector
+    /// ([`PanelLayout::piece`]).
     pub fn panel_pixels<'a, T: Copy>(&self, k: usize, image: &'a [T]) -> Cow<'a, [T]> {
-        let l = &self.panels.layout;
-        let ([_, y], [f, s]) = (l.origins[k], l.sizes[k]);
-        match l.is_stacked() && image.len() == l.width * l.height {
-            true => Cow::Borrowed(&image[y * l.width..][..f * s]),
-            false => Cow::Owned(l.get(k, image)),
-        }
+        self.panels.layout.piece(k, image)
     }
 
     /// The image of the whole detector from each panel's (gaps 0).

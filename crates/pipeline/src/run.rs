@@ -136,7 +136,7 @@ pub fn run(inv: &Invocation, exp: &Experiment, seeds: SetupSeeds, noise_idum: i6
     })?;
     let image: &[f32] = image;
     for (k, (name, panel_info)) in exp.names.iter().zip(&rendered).enumerate() {
-        let (plan, panel) = (&plans[k], exp.panel(k, image));
+        let (plan, panel) = (&plans[k], exp.layout.piece(k, image));
         let d = &plan.detector;
         if let Some(name) = name {
             writeln!(

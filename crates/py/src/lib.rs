@@ -297,11 +297,13 @@ impl Model {
     /// The model, planned (every panel's, with several), or why it cannot be.
     fn check(&self) -> Result<Parameters, String> {
         let seeds = self.inv.seeds().setup;
-        // (a setup error naming the flag or file it comes from)
-        panels::experiment(&self.inv, &self.inv.config, seeds, None)
-            .map_err(|e| format!("{e:#}"))?;
-        Parameters::of_targets(self.inv.config.clone(), seeds, Vec::new())
-            .map_err(|e| format!("{e:#}"))
+        Parameters::of_targets(self.inv.config.clone(), seeds, Vec::new()).map_err(|e| {
+            match e.downcast::<nanobragg_core::Error>() {
+                // a setup error, named by the flag or file it comes from
+                Ok(e) => format!("{:#}", nanobragg_pipeline::render::explain(e, &self.inv)),
+                Err(e) => format!("{e:#}"),
+            }
+        })
     }
 
     /// `names` of this model as numbers.

@@ -203,6 +203,19 @@ impl PanelLayout {
         (0..s).flat_map(|row| &image[(y + row) * self.width + x..][..f]).copied().collect()
     }
 
+    /// Panel `k`'s pixels of `image` (the whole image) in one piece: a slice
+    /// of it where the panels are stacked in order ([`Self::is_stacked`]),
+    /// else a copy ([`Self::get`]). Images are large (a backward pass's
+    /// weights, a 16-megapixel frame): a copy of each panel's pixels costs
+    /// more than a tenth of a 1024² `Jᵀv`.
+    pub fn piece<'a, T: Copy>(&self, k: usize, image: &'a [T]) -> std::borrow::Cow<'a, [T]> {
+        let ([_, y], [f, s]) = (self.origins[k], self.sizes[k]);
+        match self.is_stacked() && image.len() == self.width * self.height {
+            true => std::borrow::Cow::Borrowed(&image[y * self.width..][..f * s]),
+            false => std::borrow::Cow::Owned(self.get(k, image)),
+        }
+    }
+
     /// The image's pixels that belong to a panel (1) or to none (0); `None`
     /// where the panels cover the whole image.
     pub fn coverage(&self) -> Option<Vec<u16>> {

@@ -107,6 +107,19 @@ fn each_mut<V, const N: usize>(a: &mut [V; N], mut f: impl FnMut(&mut V)) {
     }
 }
 
+/// `f` on each part of `a` with its index (see [`each_mut`]).
+#[inline(always)]
+fn each_indexed<V, const N: usize>(a: &mut [V; N], mut f: impl FnMut(usize, &mut V)) {
+    match N {
+        1 => f(0, &mut a[0]),
+        _ => {
+            for (j, x) in a.iter_mut().enumerate() {
+                f(j, x);
+            }
+        }
+    }
+}
+
 /// `f` on each part of `a` with the same part of `b` (see [`each_mut`]).
 #[inline(always)]
 fn each_zip<V, W: Copy, const N: usize>(a: &mut [V; N], b: &[W; N], mut f: impl FnMut(&mut V, W)) {
@@ -211,14 +224,7 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
             }
         }
         let mut eps = [V::zero(); N];
-        match N {
-            1 => eps[0] = V::from_fn(|i| xs[i].eps[0]),
-            _ => {
-                for (j, e) in eps.iter_mut().enumerate() {
-                    *e = V::from_fn(|i| xs[i].eps[j]);
-                }
-            }
-        }
+        each_indexed(&mut eps, |j, e| *e = V::from_fn(|i| xs[i].eps[j]));
         Dual { re: V::from_fn(|i| xs[i].re), eps }
     }
     #[inline(always)]
@@ -356,14 +362,7 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
                 }
             }
         };
-        match N {
-            1 => part(0, &mut eps[0]),
-            _ => {
-                for (j, e) in eps.iter_mut().enumerate() {
-                    part(j, e);
-                }
-            }
-        }
+        each_indexed(&mut eps, part);
         Dual { re, eps }
     }
     #[inline(always)]
