@@ -178,6 +178,22 @@ pub trait Num:
     fn negate_if_odd(self, k: Self) -> Self;
     /// `self * 2^n` for whole `n` with `2^n` a normal number of the lane type.
     fn mul_pow2(self, n: Self) -> Self;
+    /// Lane `i`: `table[(o₀·s₀ + o₁)·s₁ + o₂]`, rounded to the lane type,
+    /// where `m` is set, else `otherwise`'s lane; `[o₀, o₁, o₂]` are
+    /// `offsets`' lanes and `[s₀, s₁]` the `strides`. In the lanes of `m`
+    /// the offsets must be whole and non-negative. A lane whose index falls
+    /// outside `table` reads `otherwise`. The vector types read all lanes
+    /// with one masked gather (see [`gather_lanes`] for the others).
+    #[inline(always)]
+    fn gather(
+        table: &[f64],
+        offsets: [Self; 3],
+        strides: [usize; 2],
+        m: Self::Mask,
+        otherwise: Self,
+    ) -> Self {
+        gather_lanes(table, offsets, strides, m, otherwise)
+    }
     /// `f(x)`: `f`'s value; on dual numbers the derivative parts come from
     /// `f`'s own partial derivatives at the values (the chain rule), not
     /// from differentiating the formula of its value step by step.
@@ -211,6 +227,26 @@ pub trait Num:
         debug_assert_eq!(o, 0, "a plain number has one part");
         self.lane(i).val()
     }
+}
+
+/// [`Num::gather`] lane by lane: what every type computes.
+#[inline(always)]
+pub fn gather_lanes<V: Num>(
+    table: &[f64],
+    offsets: [V; 3],
+    [s0, s1]: [usize; 2],
+    m: V::Mask,
+    otherwise: V,
+) -> V {
+    let m = m.bits();
+    V::from_fn(|i| {
+        let [a, b, c] = offsets.map(|o| o.lane(i).val() as usize);
+        let at = a.checked_mul(s0).and_then(|x| x.checked_add(b)?.checked_mul(s1)?.checked_add(c));
+        match at.and_then(|j| table.get(j)) {
+            Some(&x) if m >> i & 1 != 0 => V::Scalar::c(x),
+            _ => otherwise.lane(i),
+        }
+    })
 }
 
 /// A function of `K` numbers that states its partial derivatives, for
@@ -540,6 +576,19 @@ impl<V: Num> Num for X2<V> {
     #[inline(always)]
     fn apply<const K: usize, F: Smooth<K>>(x: [Self; K], f: &F) -> Self {
         X2(V::apply(x.map(|a| a.0), f), V::apply(x.map(|a| a.1), f))
+    }
+    #[inline(always)]
+    fn gather(
+        table: &[f64],
+        offsets: [Self; 3],
+        strides: [usize; 2],
+        m: Self::Mask,
+        otherwise: Self,
+    ) -> Self {
+        X2(
+            V::gather(table, offsets.map(|o| o.0), strides, m.0, otherwise.0),
+            V::gather(table, offsets.map(|o| o.1), strides, m.1, otherwise.1),
+        )
     }
     #[inline(always)]
     fn write_f32(self, out: &mut [f32]) {

@@ -338,6 +338,20 @@ impl<V: Num, const N: usize> Num for Dual<V, N> {
         each_zip(&mut eps, &f.eps, |e, b| *e = V::select(m, *e, b));
         Dual { re: V::select(m, t.re, f.re), eps }
     }
+    /// The table holds constants: the lanes read have no derivative part.
+    #[inline(always)]
+    fn gather(
+        table: &[f64],
+        offsets: [Self; 3],
+        strides: [usize; 2],
+        m: V::Mask,
+        otherwise: Self,
+    ) -> Self {
+        let re = V::gather(table, offsets.map(|o| o.re), strides, m, otherwise.re);
+        let mut eps = otherwise.eps;
+        each_mut(&mut eps, |e| *e = V::select(m, V::zero(), *e));
+        Dual { re, eps }
+    }
     #[inline(always)]
     fn negate_if_odd(self, k: Self) -> Self {
         let mut eps = self.eps;

@@ -444,6 +444,23 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
         }
     }
 
+    /// [`Kernel::f_nearest`] at whole `hkl0` in the lanes of `hit` (one
+    /// gather on the vector types), 0 in the others. The grid has values.
+    #[inline(always)]
+    fn f_nearest_lanes(&self, g: &HklGrid, hkl0: [V; 3], hit: V::Mask) -> V {
+        let lo = [g.h_min, g.k_min, g.l_min];
+        let span = [g.h_max - g.h_min, g.k_max - g.k_min, g.l_max - g.l_min];
+        let mut inside = hit;
+        let offsets = std::array::from_fn(|a| {
+            let o = hkl0[a] - V::c(lo[a] as f64);
+            inside = inside & o.cmp_ge(V::zero()) & o.cmp_le(V::c(span[a] as f64));
+            o
+        });
+        let strides = [(g.k_range() + 1) as usize, (g.l_range() + 1) as usize];
+        let off_grid = V::select(hit, V::splat(self.default_f), V::zero());
+        V::gather(&g.data, offsets, strides, inside, off_grid)
+    }
+
     /// The grid index the nearest-neighbour lookup reads at whole (h0, k0,
     /// l0), or `None` where it returns `default_F`.
     #[inline(always)]
@@ -1026,6 +1043,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             return V::splat(self.default_f);
         };
         let hkl0 = nearest_hkl(hkl);
+        let hit_lanes = hit;
         let hit = hit.bits();
         let tricubic = *interp & hit;
         let nearest = |i: usize| {
@@ -1039,7 +1057,7 @@ impl<'p, V: Num, M: MathMode> Kernel<'p, V, M> {
             if self.hkls == 0 {
                 return V::splat(self.default_f);
             }
-            return V::from_fn(|i| if hit >> i & 1 != 0 { nearest(i) } else { V::Scalar::zero() });
+            return self.f_nearest_lanes(g, hkl0, hit_lanes);
         }
         V::from_fn(|i| {
             if hit >> i & 1 == 0 {

@@ -29,6 +29,14 @@ macro_rules! intrinsics {
     };
 }
 
+/// The strides and table length of a gather as i32 (the index type of the
+/// gather instructions), or `None` where they do not fit and the lanes are
+/// read one by one.
+#[inline(always)]
+fn gather_dims(table: &[f64], [s0, s1]: [usize; 2]) -> Option<(i32, i32, i32)> {
+    Some((i32::try_from(s0).ok()?, i32::try_from(s1).ok()?, i32::try_from(table.len()).ok()?))
+}
+
 macro_rules! lanewise_libm {
     ($s:ty) => {
         #[inline(always)]
@@ -171,7 +179,7 @@ macro_rules! bit_mask_ops {
 
 /// AVX2 + FMA vectors: [`avx2::F64x4`] and [`avx2::F32x8`].
 pub(crate) mod avx2 {
-    use crate::real::{Mask, Num};
+    use crate::real::{gather_lanes, Mask, Num};
     use std::arch::x86_64::*;
 
     /// Four f64 lanes.
@@ -406,6 +414,37 @@ pub(crate) mod avx2 {
             }
         }
         #[inline(always)]
+        fn gather(
+            table: &[f64],
+            [a, b, c]: [Self; 3],
+            strides: [usize; 2],
+            m: M64x4,
+            otherwise: Self,
+        ) -> Self {
+            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+                return gather_lanes(table, [a, b, c], strides, m, otherwise);
+            };
+            let (idx, read) = intrinsics! {
+                let o = [a, b, c].map(|x| _mm256_cvttpd_epi32(x.0));
+                let idx = _mm_add_epi32(
+                    _mm_mullo_epi32(
+                        _mm_add_epi32(_mm_mullo_epi32(o[0], _mm_set1_epi32(s0)), o[1]),
+                        _mm_set1_epi32(s1),
+                    ),
+                    o[2],
+                );
+                let inside = _mm_and_si128(
+                    _mm_cmpgt_epi32(idx, _mm_set1_epi32(-1)),
+                    _mm_cmpgt_epi32(_mm_set1_epi32(len), idx),
+                );
+                (idx, _mm256_and_pd(m.0, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(inside))))
+            };
+            // SAFETY: the lanes of `read` hold indices in 0..table.len()
+            // (checked above); the others are not read. AVX2 is enabled
+            // wherever an `F64x4` exists (module docs).
+            unsafe { F64x4(_mm256_mask_i32gather_pd::<8>(otherwise.0, table.as_ptr(), idx, read)) }
+        }
+        #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
             assert!(out.len() >= 4);
             // SAFETY: an unaligned store of 4 values; `out` holds at least 4
@@ -516,6 +555,52 @@ pub(crate) mod avx2 {
             }
         }
         #[inline(always)]
+        fn gather(
+            table: &[f64],
+            [a, b, c]: [Self; 3],
+            strides: [usize; 2],
+            m: M32x8,
+            otherwise: Self,
+        ) -> Self {
+            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+                return gather_lanes(table, [a, b, c], strides, m, otherwise);
+            };
+            let (idx, read) = intrinsics! {
+                let o = [a, b, c].map(|x| _mm256_cvttps_epi32(x.0));
+                let idx = _mm256_add_epi32(
+                    _mm256_mullo_epi32(
+                        _mm256_add_epi32(_mm256_mullo_epi32(o[0], _mm256_set1_epi32(s0)), o[1]),
+                        _mm256_set1_epi32(s1),
+                    ),
+                    o[2],
+                );
+                let inside = _mm256_and_si256(
+                    _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
+                    _mm256_cmpgt_epi32(_mm256_set1_epi32(len), idx),
+                );
+                (idx, _mm256_and_si256(_mm256_castps_si256(m.0), inside))
+            };
+            // the table is f64: two gathers of four, each rounded to f32
+            let half = |idx: __m128i, read: __m128i| {
+                // SAFETY: the lanes of `read` hold indices in
+                // 0..table.len() (checked above); the others are not read.
+                // AVX2 is enabled wherever an `F32x8` exists (module docs).
+                unsafe {
+                    let read = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(read));
+                    let x = _mm256_setzero_pd();
+                    _mm256_cvtpd_ps(_mm256_mask_i32gather_pd::<8>(x, table.as_ptr(), idx, read))
+                }
+            };
+            intrinsics! {
+                let lo = half(_mm256_castsi256_si128(idx), _mm256_castsi256_si128(read));
+                let hi = half(
+                    _mm256_extracti128_si256::<1>(idx),
+                    _mm256_extracti128_si256::<1>(read),
+                );
+                F32x8(_mm256_blendv_ps(otherwise.0, _mm256_set_m128(hi, lo), _mm256_castsi256_ps(read)))
+            }
+        }
+        #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
             assert!(out.len() >= 8);
             // SAFETY: an unaligned store of 8 values; `out` holds at least 8
@@ -527,7 +612,7 @@ pub(crate) mod avx2 {
 
 /// AVX-512F vectors: [`avx512::F64x8`] and [`avx512::F32x16`].
 pub(crate) mod avx512 {
-    use crate::real::{Mask, Num};
+    use crate::real::{gather_lanes, Mask, Num};
     use std::arch::x86_64::*;
 
     /// Eight f64 lanes.
@@ -768,6 +853,37 @@ pub(crate) mod avx512 {
             intrinsics! { F64x8(_mm512_scalef_pd(self.0, n.0)) }
         }
         #[inline(always)]
+        fn gather(
+            table: &[f64],
+            [a, b, c]: [Self; 3],
+            strides: [usize; 2],
+            m: M8,
+            otherwise: Self,
+        ) -> Self {
+            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+                return gather_lanes(table, [a, b, c], strides, m, otherwise);
+            };
+            let (idx, read) = intrinsics! {
+                let o = [a, b, c].map(|x| _mm512_cvttpd_epi32(x.0));
+                let idx = _mm256_add_epi32(
+                    _mm256_mullo_epi32(
+                        _mm256_add_epi32(_mm256_mullo_epi32(o[0], _mm256_set1_epi32(s0)), o[1]),
+                        _mm256_set1_epi32(s1),
+                    ),
+                    o[2],
+                );
+                let inside = _mm256_and_si256(
+                    _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
+                    _mm256_cmpgt_epi32(_mm256_set1_epi32(len), idx),
+                );
+                (idx, m.0 & _mm256_movemask_ps(_mm256_castsi256_ps(inside)) as u8)
+            };
+            // SAFETY: the lanes of `read` hold indices in 0..table.len()
+            // (checked above); the others are not read. AVX-512F and AVX2
+            // are enabled wherever an `F64x8` exists (module docs).
+            unsafe { F64x8(_mm512_mask_i32gather_pd::<8>(otherwise.0, read, idx, table.as_ptr())) }
+        }
+        #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
             assert!(out.len() >= 8);
             // SAFETY: an unaligned store of 8 values; `out` holds at least 8
@@ -871,6 +987,55 @@ pub(crate) mod avx512 {
         #[inline(always)]
         fn mul_pow2(self, n: Self) -> Self {
             intrinsics! { F32x16(_mm512_scalef_ps(self.0, n.0)) }
+        }
+        #[inline(always)]
+        fn gather(
+            table: &[f64],
+            [a, b, c]: [Self; 3],
+            strides: [usize; 2],
+            m: M16,
+            otherwise: Self,
+        ) -> Self {
+            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+                return gather_lanes(table, [a, b, c], strides, m, otherwise);
+            };
+            let (idx, read) = intrinsics! {
+                let o = [a, b, c].map(|x| _mm512_cvttps_epi32(x.0));
+                let idx = _mm512_add_epi32(
+                    _mm512_mullo_epi32(
+                        _mm512_add_epi32(_mm512_mullo_epi32(o[0], _mm512_set1_epi32(s0)), o[1]),
+                        _mm512_set1_epi32(s1),
+                    ),
+                    o[2],
+                );
+                // unsigned: a negative index is above any length
+                (idx, m.0 & _mm512_cmplt_epu32_mask(idx, _mm512_set1_epi32(len)))
+            };
+            // the table is f64: two gathers of eight, each rounded to f32
+            // SAFETY: the lanes of `read` hold indices in 0..table.len()
+            // (checked above); the others are not read. AVX-512F is enabled
+            // wherever an `F32x16` exists (module docs).
+            let (lo, hi) = unsafe {
+                let x = _mm512_setzero_pd();
+                let p = table.as_ptr();
+                (
+                    _mm512_mask_i32gather_pd::<8>(x, read as u8, _mm512_castsi512_si256(idx), p),
+                    _mm512_mask_i32gather_pd::<8>(
+                        x,
+                        (read >> 8) as u8,
+                        _mm512_extracti64x4_epi64::<1>(idx),
+                        p,
+                    ),
+                )
+            };
+            intrinsics! {
+                let lo = _mm512_castps256_ps512(_mm512_cvtpd_ps(lo));
+                let both = _mm512_insertf64x4::<1>(
+                    _mm512_castps_pd(lo),
+                    _mm256_castps_pd(_mm512_cvtpd_ps(hi)),
+                );
+                F32x16(_mm512_mask_blend_ps(read, otherwise.0, _mm512_castpd_ps(both)))
+            }
         }
         #[inline(always)]
         fn write_f32(self, out: &mut [f32]) {
@@ -988,6 +1153,33 @@ mod tests {
             a.write_f32(&mut out);
             for (i, o) in out.iter().enumerate() {
                 assert!(o.to_bits() == (la(i).val() as f32).to_bits() || o.is_nan());
+            }
+            // a gather reads what the lanes read one by one, rounded alike:
+            // inside the table, past its end (whole offsets too large) and
+            // in lanes outside the mask (NaN offsets)
+            let table: Vec<f64> = (0..5 * 6 * 7).map(|j| 1.0 + j as f64 * 1.000_000_3).collect();
+            let mut state = 0x2545_f491_4f6c_dd1du64 ^ off as u64;
+            let mut next = |n: u64| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state % n
+            };
+            for _ in 0..50 {
+                let offsets: [V; 3] = std::array::from_fn(|_| {
+                    V::from_fn(|_| match next(10) {
+                        0 => s(f64::NAN),
+                        1 => s(6.0),
+                        _ => s(next(5) as f64),
+                    })
+                });
+                let m = V::Mask::from_bits(next(1 << 16) as u32);
+                let nan =
+                    (0..V::LANES).filter(|&i| offsets.iter().any(|o| o.lane(i).val().is_nan()));
+                let m = V::Mask::from_bits(nan.fold(m.bits(), |b, i| b & !(1 << i)));
+                let got = V::gather(&table, offsets, [6, 7], m, a);
+                let want = crate::real::gather_lanes(&table, offsets, [6, 7], m, a);
+                same(got, &|i| want.lane(i), "gather");
             }
             // the fast functions give the same lanes as on scalars, up to fusing
             let t = V::from_fn(|i| s(((i + off) as f64 * 0.37) % 3.0 - 1.5));
