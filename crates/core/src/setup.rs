@@ -1081,7 +1081,7 @@ mod tests {
     #[test]
     fn a_rotated_plan_is_the_plan_of_the_turned_crystal() {
         use crate::config::Misset;
-        use crate::render::{render_exact, RenderOptions};
+        use crate::render::{render, Precision, RenderOptions};
         use crate::vec3::rotate_xyz;
         let plan_of = |misset: Misset| {
             let mut cfg = SimConfig::default();
@@ -1123,14 +1123,14 @@ mod tests {
         assert!(close(turned.leaves.recip.as_flattened(), want.leaves.recip.as_flattened()));
         assert!(close(&turned.cell.a_star, &want.cell.a_star));
         let (a, b) = (
-            render_exact(&turned, RenderOptions::default()),
-            render_exact(&want, RenderOptions::default()),
+            render::<f32>(&turned, RenderOptions::new(Precision::Exact64)),
+            render::<f32>(&want, RenderOptions::new(Precision::Exact64)),
         );
         let peak = b.image.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         let worst = a.image.iter().zip(&b.image).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
         assert!(peak > 0.0 && worst <= 1e-6 * peak, "{worst} of {peak}");
         // (and the unrotated plan's image is another)
-        let other = render_exact(&start, RenderOptions::default()).image;
+        let other = render::<f32>(&start, RenderOptions::new(Precision::Exact64)).image;
         assert!(other.iter().zip(&b.image).any(|(x, y)| (x - y).abs() > 1e-3 * peak));
         // the identity leaves every number as it was
         let same = start.rotated(&[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);

@@ -22,7 +22,7 @@
 
 use nanobragg_core::config::{CrystalShape, SfSource, SimConfig};
 use nanobragg_core::render::kernel::{Exact, Fast, Kernel};
-use nanobragg_core::render::{render_f64, render_on, Precision, RenderOptions, SimdLevel};
+use nanobragg_core::render::{render, Precision, RenderOptions, SimdLevel};
 use nanobragg_core::setup::{Interpolation, Plan, SetupSeeds};
 use nanobragg_core::sf::HklEntry;
 use std::f64::consts::PI;
@@ -200,12 +200,12 @@ fn corrected_pixels_are_the_brute_force_sum() {
     let fast: Vec<f64> =
         (0..fp * sp).map(|i| fast.pixel(i % fp, i / fp, &mut false).value).collect();
     assert!(rel_max(&fast, &want) < 1e-12);
-    let opts = RenderOptions { threads: 2 };
+    let opts = RenderOptions::default().threads(2);
     for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
         for (precision, tol) in
             [(Precision::Exact64, 1e-7), (Precision::Fast64, 1e-7), (Precision::Fast32, 2e-5)]
         {
-            let img = render_on(&p, opts, precision, level).image;
+            let img = render::<f32>(&p, RenderOptions { precision, ..opts }.simd(level)).image;
             let img: Vec<f64> = img.iter().map(|&x| x as f64).collect();
             let e = rel_max(&img, &want);
             assert!(e < tol, "{level:?} {precision:?}: {e:e}");
@@ -216,14 +216,19 @@ fn corrected_pixels_are_the_brute_force_sum() {
     flags.sampling.oversample_omega = true;
     flags.sampling.oversample_polar = true;
     flags.sampling.oversample_thick = true;
-    let (with_flags, _) = render_f64(&plan(&flags), opts, Precision::Exact64);
-    let (without, _) = render_f64(&p, opts, Precision::Exact64);
+    let (with_flags, _) =
+        render::<f64>(&plan(&flags), RenderOptions { precision: Precision::Exact64, ..opts })
+            .into_parts();
+    let (without, _) =
+        render::<f64>(&p, RenderOptions { precision: Precision::Exact64, ..opts }).into_parts();
     assert_eq!(with_flags, without);
     assert!(rel_max(&without, &want) < 1e-12);
     // nanoBragg.c's factors (first sub-pixel, compounding flags) differ visibly
     let mut c = cfg.clone();
     c.sampling.corrected = false;
-    let (quirky, _) = render_f64(&plan(&c), opts, Precision::Exact64);
+    let (quirky, _) =
+        render::<f64>(&plan(&c), RenderOptions { precision: Precision::Exact64, ..opts })
+            .into_parts();
     assert!(rel_max(&quirky, &want) > 1e-2);
 }
 
@@ -472,12 +477,15 @@ fn interpolation_falls_back_per_point() {
     cfg.sampling.corrected = true;
     let p = plan(&cfg);
     let g = p.grid.as_ref().expect("a grid");
-    let opts = RenderOptions { threads: 2 };
-    let (image, info) = render_f64(&p, opts, Precision::Exact64);
+    let opts = RenderOptions::default().threads(2);
+    let (image, info) =
+        render::<f64>(&p, RenderOptions { precision: Precision::Exact64, ..opts }).into_parts();
     assert!(info.interpolation_fallback.is_some(), "the test should leave the grid");
     let mut nn_cfg = cfg.clone();
     nn_cfg.sf.interpolate = Some(false);
-    let (nearest, _) = render_f64(&plan(&nn_cfg), opts, Precision::Exact64);
+    let (nearest, _) =
+        render::<f64>(&plan(&nn_cfg), RenderOptions { precision: Precision::Exact64, ..opts })
+            .into_parts();
     let m = &p.cells_m[0];
     let abc = [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]];
     let src = &p.sources.list[0];
@@ -529,9 +537,13 @@ fn interpolation_falls_back_per_point() {
     // nanoBragg.c: nearest-neighbour after its first fallback
     let mut c = cfg.clone();
     c.sampling.corrected = false;
-    let (quirky, _) = render_f64(&plan(&c), opts, Precision::Exact64);
+    let (quirky, _) =
+        render::<f64>(&plan(&c), RenderOptions { precision: Precision::Exact64, ..opts })
+            .into_parts();
     c.sf.interpolate = Some(false);
-    let (quirky_nearest, _) = render_f64(&plan(&c), opts, Precision::Exact64);
+    let (quirky_nearest, _) =
+        render::<f64>(&plan(&c), RenderOptions { precision: Precision::Exact64, ..opts })
+            .into_parts();
     let after = first_out.expect("a fallback") + 1;
     assert_eq!(quirky[after..], quirky_nearest[after..]);
     assert_ne!(image[after..], nearest[after..]);
@@ -593,11 +605,11 @@ fn spot_radius_is_the_rotated_cells() {
 /// Max |Δ|/max, correlation and sum ratio of the `-corrected` image
 /// against the default one.
 fn change(cfg: &SimConfig) -> (f64, f64, f64) {
-    let opts = RenderOptions { threads: 2 };
-    let a = render_f64(&plan(cfg), opts, Precision::Fast64).0;
+    let opts = RenderOptions::default().threads(2);
+    let a = render::<f64>(&plan(cfg), RenderOptions { precision: Precision::Fast64, ..opts }).image;
     let mut c = cfg.clone();
     c.sampling.corrected = true;
-    let b = render_f64(&plan(&c), opts, Precision::Fast64).0;
+    let b = render::<f64>(&plan(&c), RenderOptions { precision: Precision::Fast64, ..opts }).image;
     let top = a.iter().fold(0.0f64, |m, x| m.max(x.abs()));
     let d = a.iter().zip(&b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs())) / top;
     let n = a.len() as f64;
@@ -694,9 +706,12 @@ fn water_background_does_not_depend_on_the_sampling() {
     cfg.detector.distance_mm = 100.0;
     cfg.detector.pixel_mm = 0.1;
     (cfg.detector.fpixels, cfg.detector.spixels) = (16, 16);
-    let opts = RenderOptions { threads: 1 };
+    let opts = RenderOptions::default().threads(1);
     let sum = |cfg: &SimConfig| -> f64 {
-        render_f64(&plan(cfg), opts, Precision::Exact64).0.iter().sum()
+        render::<f64>(&plan(cfg), RenderOptions { precision: Precision::Exact64, ..opts })
+            .image
+            .iter()
+            .sum()
     };
     let mut c = cfg.clone();
     c.sampling.oversample = 1;

@@ -9,7 +9,7 @@ use nanobragg_core::diff::{
 };
 use nanobragg_core::real::Real;
 use nanobragg_core::render::kernel::{Exact, Kernel};
-use nanobragg_core::render::{render_exact, Precision, RenderOptions};
+use nanobragg_core::render::{render, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use std::path::Path;
 
@@ -227,7 +227,8 @@ fn check_curvatures(
         worst = worst.max(err);
     }
     for &(a, b) in pairs {
-        let hm = hessian_with(cfg, &[a, b], SEEDS, RenderOptions { threads: 1 }, true).unwrap();
+        let hm =
+            hessian_with(cfg, &[a, b], SEEDS, RenderOptions::default().threads(1), true).unwrap();
         assert_eq!((hm.mixed.len(), hm.mixed[0].0, hm.mixed[0].1), (1, 0, 1));
         // the diagonal does not depend on the other parameters asked for
         let i = params.iter().position(|&p| p == a).unwrap();
@@ -237,7 +238,8 @@ fn check_curvatures(
         // and it is symmetric: the pair asked for the other way round (the
         // finite differences the other way round are limited by rounding
         // at these steps: up to 1e-4 for cell_alpha and twotheta)
-        let ba = hessian_with(cfg, &[b, a], SEEDS, RenderOptions { threads: 1 }, true).unwrap();
+        let ba =
+            hessian_with(cfg, &[b, a], SEEDS, RenderOptions::default().threads(1), true).unwrap();
         let mixed: Vec<f64> = hm.mixed[0].2.iter().map(|&x| x as f64).collect();
         let sym = rel_l2(&ba.mixed[0].2, &mixed);
         assert!(sym < 1e-12, "{name} {a} {b}: not symmetric ({sym:e})");
@@ -289,7 +291,7 @@ fn check_images(name: &str, cfg: &SimConfig, skip: &[Param], step_scale: f64, to
     let params = image_params(cfg, skip);
     let j = jacobian(cfg, &params, SEEDS).unwrap();
     // the image is the exact render's (the duals' values to rounding)
-    let exact = render_exact(&plan, RenderOptions::default()).image;
+    let exact = render::<f32>(&plan, RenderOptions::new(Precision::Exact64)).image;
     assert!(exact.iter().any(|&v| v > 0.0));
     for (a, b) in j.image.iter().zip(&exact) {
         assert!((a - b).abs() <= 1e-6 * b.abs(), "value {a} vs {b}");

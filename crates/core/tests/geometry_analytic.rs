@@ -4,7 +4,7 @@
 
 use nanobragg_core::config::{Convention, DetectorConfig, Pivot, SimConfig};
 use nanobragg_core::geometry::Detector;
-use nanobragg_core::render::{render_exact, RenderOptions};
+use nanobragg_core::render::{render, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
@@ -140,12 +140,12 @@ fn plan(f: impl FnOnce(&mut SimConfig)) -> Plan {
 fn solid_angle_with_and_without_point_pixel() {
     // N = 1, no polarization: the image is fluence * r_e^2 * F^2 * 0.5(1+cos^2 2θ) * omega
     let p = plan(|c| c.beam.nopolar = true);
-    let img = render_exact(&p, RenderOptions::default()).image;
+    let img = render::<f32>(&p, RenderOptions::new(Precision::Exact64)).image;
     let q = plan(|c| {
         c.beam.nopolar = true;
         c.detector.point_pixel = true;
     });
-    let img_pp = render_exact(&q, RenderOptions::default()).image;
+    let img_pp = render::<f32>(&q, RenderOptions::new(Precision::Exact64)).image;
     let d = &p.detector;
     let scale = nanobragg_core::units::R_E_SQR * p.fluence * 100.0 * 100.0;
     for (fp, sp) in [(16usize, 16usize), (0, 0), (30, 5)] {
@@ -167,7 +167,7 @@ fn intensity_is_normalised_by_the_number_of_steps() {
     // N = 1 and a flat structure factor make every sample of a pixel equal
     // up to the small variation across the pixel
     let base = plan(|c| c.beam.nopolar = true);
-    let one = render_exact(&base, RenderOptions::default()).image;
+    let one = render::<f32>(&base, RenderOptions::new(Precision::Exact64)).image;
     let more = plan(|c| {
         c.beam.nopolar = true;
         c.crystal.phisteps = 4;
@@ -175,7 +175,7 @@ fn intensity_is_normalised_by_the_number_of_steps() {
         c.crystal.mosaic_deg = 0.0;
     });
     assert_eq!(more.steps, base.steps * 4);
-    let four = render_exact(&more, RenderOptions::default()).image;
+    let four = render::<f32>(&more, RenderOptions::new(Precision::Exact64)).image;
     for (a, b) in one.iter().zip(&four) {
         assert!(close(*a as f64, *b as f64, 1e-6), "{a} vs {b}");
     }

@@ -3,7 +3,7 @@
 //! nanoBragg.c, rather than failing.
 
 use nanobragg_core::config::SimConfig;
-use nanobragg_core::render::{render_f64, Precision, RenderOptions};
+use nanobragg_core::render::{render, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 
 fn image_with_roi(roi: Option<[i64; 4]>) -> Vec<f64> {
@@ -16,8 +16,11 @@ fn image_with_roi(roi: Option<[i64; 4]>) -> Vec<f64> {
     cfg.detector.roi = roi;
     let plan = Plan::new(&cfg, SetupSeeds { misset_idum: -1 }).unwrap();
     let opts = RenderOptions::default();
-    let mut image = render_f64(&plan, opts, Precision::Fast64).0;
-    image.extend(render_f64(&plan, opts, Precision::Exact64).0);
+    let mut image =
+        render::<f64>(&plan, RenderOptions { precision: Precision::Fast64, ..opts }).image;
+    image.extend(
+        render::<f64>(&plan, RenderOptions { precision: Precision::Exact64, ..opts }).image,
+    );
     image
 }
 

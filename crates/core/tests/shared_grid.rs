@@ -4,7 +4,7 @@
 
 use nanobragg_core::config::{Convention, Misset, PanelConfig, SfSource, SimConfig};
 use nanobragg_core::geometry::panel_configs;
-use nanobragg_core::render::{render_f64, Precision, RenderOptions};
+use nanobragg_core::render::{render, Precision, RenderOptions};
 use nanobragg_core::setup::{plan_panels, Plan, SetupSeeds};
 use nanobragg_core::sf::HklEntry;
 use std::sync::Arc;
@@ -49,7 +49,8 @@ fn a_shot_planned_with_anothers_structure_factors_shares_its_grid_and_renders_th
     assert_eq!(shared.hkls, own.hkls);
     assert_eq!(grid_data(&shared), grid_data(&own));
     let opts = RenderOptions::default();
-    let render = |p: &Plan| render_f64(p, opts, Precision::Exact64).0;
+    let render =
+        |p: &Plan| render::<f64>(p, RenderOptions { precision: Precision::Exact64, ..opts }).image;
     let (a, b) = (render(&own), render(&shared));
     assert!(a.iter().any(|&v| v > 0.0), "the shot scatters");
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -87,7 +88,7 @@ fn every_panel_of_a_detector_holds_one_grid() {
     let plans = plan_panels(&configs, SEEDS, Some(&other)).unwrap();
     assert!(plans.iter().all(|p| Arc::ptr_eq(grid_data(p), grid_data(&other))));
     // and each renders as a plan of its own does
-    let render = |p: &Plan| render_f64(p, RenderOptions::default(), Precision::Exact64).0;
+    let render = |p: &Plan| render::<f64>(p, RenderOptions::new(Precision::Exact64)).image;
     for (c, p) in configs.iter().zip(&plans) {
         let own = Plan::new(c, SEEDS).unwrap();
         assert_eq!(render(&own), render(p));

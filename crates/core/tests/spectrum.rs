@@ -3,7 +3,7 @@
 //! wavelengths is the weight-normalised sum of single-wavelength images.
 
 use nanobragg_core::config::SimConfig;
-use nanobragg_core::render::{render_f64, Precision, RenderOptions};
+use nanobragg_core::render::{render, Precision, RenderOptions};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 
 const SEEDS: SetupSeeds = SetupSeeds { misset_idum: -5 };
@@ -23,7 +23,7 @@ fn model() -> SimConfig {
 
 fn image(cfg: &SimConfig, precision: Precision) -> Vec<f64> {
     let plan = Plan::new(cfg, SEEDS).unwrap();
-    render_f64(&plan, RenderOptions::default(), precision).0
+    render::<f64>(&plan, RenderOptions::new(precision)).image
 }
 
 /// `got` against Σ wᵢ Iᵢ / Σ wᵢ pixel by pixel, relative to each pixel (and

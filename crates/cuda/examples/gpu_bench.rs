@@ -19,13 +19,13 @@
 //! * ExaFEL-style load: 4096², `-dispersion 10 -dispsteps 100 -mosaic 0.5
 //!   -mosaic_domains 25` (2500 source × domain samples per pixel), images/s;
 //! * the CPU paths (`nanobragg_core::render::render`, fast f64, and
-//!   `render_exact`, all cores) on the same cases for reference (ExaFEL
+//!   `Precision::Exact64`, all cores) on the same cases for reference (ExaFEL
 //!   extrapolated from a band of 16 rows).
 
 use nanobragg_core::config::SimConfig;
 use nanobragg_core::crystal::mosaic::mosaic_rotation_umat;
 use nanobragg_core::render::Precision;
-use nanobragg_core::render::{render as cpu_render, render_exact, RenderOptions};
+use nanobragg_core::render::{render, RenderOptions};
 use nanobragg_core::rng::Ran1;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_cuda::{device_info, kernel_type_name, GpuRenderer, Shot};
@@ -179,10 +179,22 @@ fn main() {
         }
         if !no_cpu {
             let opts = RenderOptions::default();
-            cpu_render(&p, opts);
-            let t = median((0..3).map(|_| time(|| cpu_render(&p, opts)).1).collect());
+            render::<f32>(&p, opts);
+            let t = median((0..3).map(|_| time(|| render::<f32>(&p, opts)).1).collect());
             push("CPU latency, fast64 (all cores)", "f64", n, t * 1e3, "ms");
-            let t = median((0..3).map(|_| time(|| render_exact(&p, opts)).1).collect());
+            let t = median(
+                (0..3)
+                    .map(|_| {
+                        time(|| {
+                            render::<f32>(
+                                &p,
+                                RenderOptions { precision: Precision::Exact64, ..opts },
+                            )
+                        })
+                        .1
+                    })
+                    .collect(),
+            );
             push("CPU latency, exact64 (all cores)", "f64", n, t * 1e3, "ms");
         }
     }
@@ -237,9 +249,9 @@ fn main() {
         c.detector.roi = Some([0, n as i64 - 1, (n / 2) as i64, (n / 2 + band - 1) as i64]);
         let pb = plan(&c);
         let scale = n as f64 / band as f64;
-        let (_, t) = time(|| cpu_render(&pb, RenderOptions::default()));
+        let (_, t) = time(|| render::<f32>(&pb, RenderOptions::default()));
         push("CPU ExaFEL-style fast64 (extrap.)", "f64", n, t * scale, "s/img");
-        let (_, t) = time(|| render_exact(&pb, RenderOptions::default()));
+        let (_, t) = time(|| render::<f32>(&pb, RenderOptions::new(Precision::Exact64)));
         push("CPU ExaFEL-style exact64 (extrap.)", "f64", n, t * scale, "s/img");
     }
 

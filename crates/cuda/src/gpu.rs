@@ -9,7 +9,7 @@ use cudarc::driver::{
     LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
-use nanobragg_core::render::{Precision, RenderOutput};
+use nanobragg_core::render::{Precision, RenderInfo, Rendered};
 use nanobragg_core::setup::{Interpolation, Plan};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -275,7 +275,7 @@ fn module(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Arc<CudaModule>, C
 /// (f64) or `render_as::<f32>`'s (f32) up to the rounding of the device's
 /// math library, before the amorphous background and nanoBragg.c's first phi
 /// sweep ([`crate::Cuda`]'s `render_into` adds both).
-pub fn render(plan: &Plan, precision: Precision) -> Result<RenderOutput, CudaError> {
+pub fn render(plan: &Plan, precision: Precision) -> Result<Rendered<f32>, CudaError> {
     let mut r = GpuRenderer::new(plan, precision)?;
     // one image: no page-locked buffer (pinning 4 bytes per pixel costs more
     // than it saves); the host vector is faulted in while the GPU computes
@@ -569,12 +569,12 @@ impl GpuRenderer {
         Ok(())
     }
 
-    /// Render the plan's own orientation: the full [`RenderOutput`].
-    pub fn render(&mut self) -> Result<RenderOutput, CudaError> {
+    /// Render the plan's own orientation: the full [`Rendered`].
+    pub fn render(&mut self) -> Result<Rendered<f32>, CudaError> {
         self.render_full(true)
     }
 
-    fn render_full(&mut self, pinned: bool) -> Result<RenderOutput, CudaError> {
+    fn render_full(&mut self, pinned: bool) -> Result<Rendered<f32>, CudaError> {
         guarded(|| {
             let shot = self.plan_shot.clone();
             self.enqueue(0, &shot, true)?;
@@ -589,7 +589,10 @@ impl GpuRenderer {
             slot.stream.synchronize().map_err(drv)?;
             let omega_sum = rows.iter().sum();
             let interpolation_fallback = fallback_from_info(self.interpolate, &info);
-            Ok(RenderOutput { image, omega_sum, interpolation_fallback })
+            Ok(Rendered {
+                image,
+                info: RenderInfo { omega_sum, interpolation_fallback, rows: Vec::new() },
+            })
         })
     }
 

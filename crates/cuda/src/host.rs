@@ -10,11 +10,11 @@
 //! With `-ffp-contract=off` every f64 product and sum is rounded on its own,
 //! as in NVRTC's `--fmad=false` build and in the CPU's exact path, and libm
 //! is the one Rust calls: the f64 image equals
-//! `nanobragg_core::render::render_exact` bit for bit.
+//! the CPU's `Precision::Exact64` render bit for bit.
 
 use crate::params::{base_params, kernel_names, pack_cells, pack_static, single};
 use crate::{check_plan, fallback_from_info, finish, CudaError};
-use nanobragg_core::render::{Backend, BackendError, Precision, RenderInfo, RenderOutput};
+use nanobragg_core::render::{Backend, BackendError, Precision, RenderInfo, Rendered};
 use nanobragg_core::setup::Plan;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -102,7 +102,7 @@ impl Backend for HostKernel {
 /// Renders `plan` with the host build of the kernel, as
 /// [`crate::render`] does on a GPU (the same kernels, passes and packing):
 /// Fast32 runs the f32 kernel, Fast64 and Exact64 the f64 one.
-pub fn render(plan: &Plan, precision: Precision) -> Result<RenderOutput, CudaError> {
+pub fn render(plan: &Plan, precision: Precision) -> Result<Rendered<f32>, CudaError> {
     check_plan(plan)?;
     let single = single(precision);
     let params = base_params(plan);
@@ -152,10 +152,13 @@ pub fn render(plan: &Plan, precision: Precision) -> Result<RenderOutput, CudaErr
     let f64s: Vec<f64> =
         rest.chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().unwrap())).collect();
     let (rows, info) = f64s.split_at(d.spixels);
-    Ok(RenderOutput {
+    Ok(Rendered {
         image,
-        omega_sum: rows.iter().sum(),
-        interpolation_fallback: fallback_from_info(params.interpolate != 0, info),
+        info: RenderInfo {
+            omega_sum: rows.iter().sum(),
+            interpolation_fallback: fallback_from_info(params.interpolate != 0, info),
+            rows: Vec::new(),
+        },
     })
 }
 
@@ -163,7 +166,7 @@ pub fn render(plan: &Plan, precision: Precision) -> Result<RenderOutput, CudaErr
 mod tests {
     use super::*;
     use nanobragg_core::config::SimConfig;
-    use nanobragg_core::render::{render_exact, RenderOptions};
+    use nanobragg_core::render::{self as cpu, RenderOptions};
     use nanobragg_core::setup::SetupSeeds;
 
     #[test]
@@ -177,11 +180,11 @@ mod tests {
         cfg.detector.spixels = 20;
         let plan = Plan::new(&cfg, SetupSeeds { misset_idum: -1 }).unwrap();
         let host = render(&plan, Precision::Exact64).unwrap();
-        let cpu = render_exact(&plan, RenderOptions::default());
+        let cpu = cpu::render::<f32>(&plan, RenderOptions::new(Precision::Exact64));
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&host.image), bits(&cpu.image));
         assert!(host.image.iter().any(|&v| v > 0.0));
-        assert_eq!(host.omega_sum.to_bits(), cpu.omega_sum.to_bits());
+        assert_eq!(host.info.omega_sum.to_bits(), cpu.info.omega_sum.to_bits());
     }
 
     /// A two-line weighted spectrum with divergence: the f64 kernel equals
@@ -204,7 +207,7 @@ mod tests {
         let plan = Plan::new(&spec, SetupSeeds { misset_idum: -1 }).unwrap();
         assert!(plan.sources.weighted);
         let host = render(&plan, Precision::Exact64).unwrap();
-        let cpu = render_exact(&plan, RenderOptions::default());
+        let cpu = cpu::render::<f32>(&plan, RenderOptions::new(Precision::Exact64));
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&host.image), bits(&cpu.image));
         let singles: Vec<Vec<f32>> = lines
@@ -228,11 +231,7 @@ mod tests {
         // f32: the grouped-source path
         assert!(kernel_names(&base_params(&plan), true).0.is_some());
         let host32 = render(&plan, Precision::Fast32).unwrap();
-        let cpu32 = nanobragg_core::render::render_precision(
-            &plan,
-            RenderOptions::default(),
-            Precision::Fast32,
-        );
+        let cpu32 = cpu::render::<f32>(&plan, RenderOptions::new(Precision::Fast32));
         let rel = |a: &[f32], b: &[f32]| {
             let (mut num, mut den) = (0.0f64, 0.0f64);
             for (x, y) in a.iter().zip(b) {

@@ -9,7 +9,7 @@
 //! return [`CudaError::NotBuilt`].
 //!
 //! * [`render`] renders one [`Plan`] and returns the same
-//!   [`RenderOutput`] as the CPU path (image, solid-angle sum, interpolation
+//!   [`Rendered`] as the CPU path (image, solid-angle sum, interpolation
 //!   fallback point), including nanoBragg.c's interpolation fallback rule.
 //! * [`GpuRenderer`] keeps a context, the compiled module and the plan's static
 //!   arrays on the device and renders many shots that differ only in crystal
@@ -17,13 +17,13 @@
 //! * [`Cuda`] is the [`Backend`] the pipeline renders through.
 //! * With the `host-kernel` feature, [`host::render`] compiles the same
 //!   kernel source as C++ with the system compiler and runs it on the CPU
-//!   (no GPU, no CUDA): the tests hold it to `render_exact` bit for bit.
+//!   (no GPU, no CUDA): the tests hold it to the CPU's exact render bit for bit.
 #![warn(missing_docs)]
 
 use nanobragg_core::render::{put_first_sweep, Backend, BackendError, Precision, RenderInfo};
 use nanobragg_core::setup::Plan;
 
-pub use nanobragg_core::render::RenderOutput;
+pub use nanobragg_core::render::Rendered;
 
 #[cfg(feature = "host-kernel")]
 pub mod host;
@@ -76,7 +76,7 @@ impl Backend for Cuda {
 /// ([`put_first_sweep`]), which the kernel does not render.
 pub(crate) fn finish(
     backend: &'static str,
-    rendered: Result<RenderOutput, CudaError>,
+    rendered: Result<Rendered<f32>, CudaError>,
     plan: &Plan,
     precision: Precision,
     image: &mut [f32],

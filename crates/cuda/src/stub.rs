@@ -2,7 +2,7 @@
 //! [`CudaError::NotBuilt`].
 
 use crate::{CudaError, DeviceInfo, Shot};
-use nanobragg_core::render::{Precision, RenderOutput};
+use nanobragg_core::render::{Precision, Rendered};
 use nanobragg_core::setup::Plan;
 use std::convert::Infallible;
 
@@ -15,7 +15,7 @@ pub fn device_info() -> Result<DeviceInfo, CudaError> {
 }
 
 /// Render a plan on the GPU (always [`CudaError::NotBuilt`] in this build).
-pub fn render(_plan: &Plan, _precision: Precision) -> Result<RenderOutput, CudaError> {
+pub fn render(_plan: &Plan, _precision: Precision) -> Result<Rendered<f32>, CudaError> {
     Err(CudaError::NotBuilt)
 }
 
@@ -42,7 +42,7 @@ impl GpuRenderer {
     }
 
     /// Render the plan's own orientation.
-    pub fn render(&mut self) -> Result<RenderOutput, CudaError> {
+    pub fn render(&mut self) -> Result<Rendered<f32>, CudaError> {
         match self.never {}
     }
 

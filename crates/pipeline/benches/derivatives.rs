@@ -12,7 +12,7 @@
 
 use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::{jacobian_in, Param};
-use nanobragg_core::render::{render, render_exact, simd_level, Precision, RenderOptions};
+use nanobragg_core::render::{render, simd_level, Precision, RenderOptions};
 use std::time::Instant;
 
 /// The case's command line: `cubic` or `triclinic`, SIZE² pixels.
@@ -72,7 +72,7 @@ fn main() {
     let inv = nanobragg_pipeline::parse_args(&case_args(&case, size)).expect("bench arguments");
     let (plan, seeds) = inv.plan().expect("bench plan");
     let cfg = &inv.config;
-    let opts = RenderOptions { threads };
+    let opts = RenderOptions::default().threads(threads);
     let params: Vec<Param> =
         Param::ALL.into_iter().filter(|&p| check_param(cfg, &plan, p).is_ok()).collect();
     let threads_used = if threads == 0 {
@@ -81,8 +81,14 @@ fn main() {
         threads
     };
     println!("{case}, {size}², {threads_used} threads, {:?}, best of {reps}", simd_level());
-    let fast = best(reps, || drop(render(&plan, opts)));
-    let exact = if no_exact { f64::NAN } else { best(reps, || drop(render_exact(&plan, opts))) };
+    let fast = best(reps, || drop(render::<f32>(&plan, opts)));
+    let exact = if no_exact {
+        f64::NAN
+    } else {
+        best(reps, || {
+            drop(render::<f32>(&plan, RenderOptions { precision: Precision::Exact64, ..opts }))
+        })
+    };
     println!("{:<22} {fast:9.3} s", "image, fast f64");
     println!("{:<22} {exact:9.3} s", "image, exact f64");
     let counts = counts.unwrap_or(vec![1, 8, params.len()]);

@@ -13,7 +13,7 @@
 //! nanoBragg.c use `scripts/bench.sh`. Plans come from argument lists
 //! through the pipeline's parser, as the binary's do.
 
-use nanobragg_core::render::{render_on, simd_level, Precision, RenderOptions, SimdLevel};
+use nanobragg_core::render::{render, simd_level, Precision, RenderOptions, SimdLevel};
 use nanobragg_core::setup::Plan;
 use std::time::Instant;
 
@@ -76,7 +76,7 @@ fn main() {
     if sizes.is_empty() {
         sizes = vec![512, 1024, 2048];
     }
-    let opts = RenderOptions { threads };
+    let opts = RenderOptions::default().threads(threads);
     println!("level {level:?} (best on this CPU: {:?}), threads {threads} (0 = all)", simd_level());
     println!(
         "{:>6} {:>9} {:>10} {:>10} {:>12}",
@@ -104,7 +104,7 @@ fn main() {
             let mut times: Vec<f64> = (0..reps)
                 .map(|_| {
                     let t = Instant::now();
-                    let out = render_on(&plan, opts, precision, level);
+                    let out = render::<f32>(&plan, RenderOptions { precision, ..opts }.simd(level));
                     std::hint::black_box(&out.image);
                     t.elapsed().as_secs_f64()
                 })

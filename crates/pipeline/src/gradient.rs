@@ -153,7 +153,7 @@ fn panel_images(
     params: &[Param],
     seeds: SetupSeeds,
 ) -> Result<Vec<Vec<f32>>> {
-    let opts = RenderOptions { threads: inv.threads };
+    let opts = RenderOptions::default().threads(inv.threads);
     let mut images: Vec<Vec<f32>> = Vec::new();
     if inv.curvatures == Curvatures::None {
         let j = jacobian_of(cfg, plan, params, seeds, opts, inv.precision)?;

@@ -14,7 +14,7 @@ use nanobragg_core::diff::leaves::check_param;
 use nanobragg_core::diff::loss::{self, loss_gradient, LossEval, LossKind};
 use nanobragg_core::diff::{jacobian_of, jvp_of, sf_vjp_of, vjp_of, Param, SfProducts, Weights};
 use nanobragg_core::geometry::{panel_configs, PanelLayout};
-use nanobragg_core::render::{render_f64, Precision, RenderOptions};
+use nanobragg_core::render::{render, Precision, RenderOptions};
 use nanobragg_core::setup::plan_panels;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::vec3::dot;
@@ -520,8 +520,12 @@ impl Parameters {
         precision: Precision,
     ) -> Result<Vec<f64>> {
         let parts = self.panels_at(values)?;
-        Ok(self
-            .stacked(parts.iter().map(|(_, plan)| render_f64(plan, opts, precision).0).collect()))
+        Ok(self.stacked(
+            parts
+                .iter()
+                .map(|(_, plan)| render::<f64>(plan, RenderOptions { precision, ..opts }).image)
+                .collect(),
+        ))
     }
 
     /// `Jᵀv` at `values`: `Σ v · d pixel / d parameter` for each parameter

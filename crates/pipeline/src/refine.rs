@@ -663,7 +663,7 @@ fn fit(
         settings.loss.unwrap_or(if observed.counts { LossKind::Poisson } else { LossKind::Sse });
     let used = model.pixels_used(&observed.skip)?;
     loss::check_observed(kind, &observed.values, &used).map_err(|e| anyhow!("refine: {e}"))?;
-    let job = Job { kind, observed, opts: RenderOptions { threads: inv.threads } };
+    let job = Job { kind, observed, opts: RenderOptions::default().threads(inv.threads) };
     say(&report, || {
         format!(
             "refining {} against {}, {} loss",

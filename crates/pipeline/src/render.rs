@@ -111,8 +111,8 @@ pub fn render_plan(inv: &Invocation, plan: &Plan) -> Result<(Vec<f32>, RenderInf
     if !inv.uses_gpu() {
         // (a new image zeroed by the render's threads; only `-device cuda`
         // has a device to check)
-        let opts = RenderOptions { threads: inv.threads };
-        return Ok(nanobragg_core::render::render_image(plan, opts, inv.precision));
+        let opts = RenderOptions::new(inv.precision).threads(inv.threads).row_stats();
+        return Ok(nanobragg_core::render::render::<f32>(plan, opts).into_parts());
     }
     let mut image = vec![0.0f32; plan.detector.fpixels * plan.detector.spixels];
     let info = render_plan_into(inv, plan, &mut image)?;
@@ -129,7 +129,7 @@ pub fn render_plan_into(inv: &Invocation, plan: &Plan, image: &mut [f32]) -> Res
             .render_into(plan, inv.precision, image)
             .map_err(|e| anyhow!("-device cuda: {}", e.msg));
     }
-    let cpu = Cpu { opts: RenderOptions { threads: inv.threads } };
+    let cpu = Cpu { opts: RenderOptions::default().threads(inv.threads) };
     Ok(cpu.render_into(plan, inv.precision, image)?)
 }
 

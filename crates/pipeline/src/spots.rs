@@ -1004,7 +1004,8 @@ mod tests {
         let inv = parse_args(&a).unwrap();
         let model =
             Parameters::new(inv.config, SetupSeeds { misset_idum: -1 }, PARAMS.to_vec()).unwrap();
-        let image = model.image(model.start(), RenderOptions { threads: 2 }, Precision::Fast64);
+        let image =
+            model.image(model.start(), RenderOptions::default().threads(2), Precision::Fast64);
         (model, image.unwrap().iter().map(|&x| x as f32).collect())
     }
 
@@ -1039,7 +1040,7 @@ mod tests {
             .into_iter()
             .chain([t[5] + 0.4, t[6] - 0.4, t[7] + 0.4])
             .collect::<Vec<_>>();
-        let opts = RenderOptions { threads: 2 };
+        let opts = RenderOptions::default().threads(2);
         let sse = |v: &[f64]| -> Result<f64> {
             let model = truth.image(v, opts, Precision::Fast64)?;
             Ok(model.iter().zip(&image).map(|(m, &o)| (m - o as f64).powi(2)).sum())

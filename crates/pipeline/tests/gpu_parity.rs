@@ -1,6 +1,6 @@
 //! GPU vs CPU parity on representative plans mirroring the golden cases.
 //!
-//! The reference is the CPU's exact path (`render_exact`: nanoBragg.c's
+//! The reference is the CPU's exact path (`Precision::Exact64`: nanoBragg.c's
 //! formulas in f64, bit-identical to the C program), which the GPU f64 kernel
 //! mirrors operation by operation; the GPU f32 kernel is held to the f32
 //! tolerances against the same reference.
@@ -10,14 +10,17 @@
 
 mod parity;
 
-use nanobragg_core::render::{
-    render as cpu_fast, render_exact as cpu_render, Precision, RenderOptions,
-};
+use nanobragg_core::render::{render, Precision, RenderOptions, Rendered};
 use nanobragg_core::setup::Interpolation;
 use nanobragg_cuda::{device_info, kernel_type_name, render as gpu_render, GpuRenderer, Shot};
 use parity::{check, compare, plan, tolerances, CASES};
 
 const PRECISIONS: [Precision; 2] = [Precision::Exact64, Precision::Fast32];
+
+/// The CPU's exact render (nanoBragg.c's image), the reference.
+fn cpu_render(p: &nanobragg_core::setup::Plan, opts: RenderOptions) -> Rendered<f32> {
+    render(p, RenderOptions { precision: Precision::Exact64, ..opts })
+}
 
 fn gpu_usable() -> bool {
     match device_info() {
@@ -54,7 +57,7 @@ fn gpu_matches_cpu_on_representative_plans() {
             let gpu = gpu_render(&p, precision).unwrap_or_else(|e| panic!("{name}: {e}"));
             check(name, precision, &gpu, &cpu);
             if precision == Precision::Exact64 {
-                let fast = cpu_fast(&p, opts);
+                let fast = render::<f32>(&p, opts);
                 let (corr, rel) = compare(&gpu.image, &fast.image);
                 println!(
                     "parity {name:<26} f64 vs CPU fast64: corr {corr:.12} max|d|/max {rel:.3e}"
@@ -62,14 +65,14 @@ fn gpu_matches_cpu_on_representative_plans() {
             }
         }
         if *name == "hkl-fallback" {
-            assert!(cpu.interpolation_fallback.is_some());
-            let cpu32 = nanobragg_core::render::render_as::<f32>(&p, opts);
+            assert!(cpu.info.interpolation_fallback.is_some());
+            let cpu32 = render::<f32>(&p, RenderOptions::new(Precision::Fast32));
             let gpu32 = gpu_render(&p, Precision::Fast32).expect("f32");
             let (corr, rel) = compare(&gpu32.image, &cpu32.image);
             println!(
                 "parity {name:<26} f32 vs CPU fast32: corr {corr:.12} max|d|/max {rel:.3e} fallback gpu {:?} cpu {:?}",
-                gpu32.interpolation_fallback.map(|f| f.1),
-                cpu32.interpolation_fallback.map(|f| f.1)
+                gpu32.info.interpolation_fallback.map(|f| f.1),
+                cpu32.info.interpolation_fallback.map(|f| f.1)
             );
         }
     }

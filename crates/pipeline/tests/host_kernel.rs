@@ -6,7 +6,7 @@
 
 mod parity;
 
-use nanobragg_core::render::{render_exact, Precision, RenderOptions};
+use nanobragg_core::render::{render, Precision, RenderOptions};
 use parity::{check, plan, CASES};
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -18,14 +18,21 @@ fn host_kernel_matches_render_exact_on_every_parity_plan() {
     let opts = RenderOptions::default();
     for (name, args) in CASES {
         let p = plan(name, args);
-        let cpu = render_exact(&p, opts);
+        let cpu = render::<f32>(&p, RenderOptions { precision: Precision::Exact64, ..opts });
         assert!(cpu.image.iter().any(|&v| v > 0.0), "{name}: empty image");
         let f64_kernel = nanobragg_cuda::host::render(&p, Precision::Exact64)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         check(name, Precision::Exact64, &f64_kernel, &cpu);
         assert!(bits(&f64_kernel.image) == bits(&cpu.image), "{name}: f64 image not bit-identical");
-        assert_eq!(f64_kernel.omega_sum.to_bits(), cpu.omega_sum.to_bits(), "{name}: omega_sum");
-        assert_eq!(f64_kernel.interpolation_fallback, cpu.interpolation_fallback, "{name}");
+        assert_eq!(
+            f64_kernel.info.omega_sum.to_bits(),
+            cpu.info.omega_sum.to_bits(),
+            "{name}: omega_sum"
+        );
+        assert_eq!(
+            f64_kernel.info.interpolation_fallback, cpu.info.interpolation_fallback,
+            "{name}"
+        );
         let f32_kernel = nanobragg_cuda::host::render(&p, Precision::Fast32)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         check(name, Precision::Fast32, &f32_kernel, &cpu);
@@ -46,10 +53,11 @@ fn host_kernel_matches_render_exact_on_rotated_plans() {
     for name in ["triclinic-misset", "mosaic-nabc", "gauss-fudge"] {
         let (_, args) = CASES.iter().find(|(n, _)| *n == name).expect("a parity case");
         let p = plan(name, args);
-        let unturned = render_exact(&p, opts).image;
+        let unturned =
+            render::<f32>(&p, RenderOptions { precision: Precision::Exact64, ..opts }).image;
         for t in [0.05, -0.3] {
             let q = p.rotated(&rot(t));
-            let cpu = render_exact(&q, opts);
+            let cpu = render::<f32>(&q, RenderOptions { precision: Precision::Exact64, ..opts });
             let peak = cpu.image.iter().fold(0.0f32, |m, &v| m.max(v));
             let moved = cpu.image.iter().zip(&unturned).any(|(a, b)| (a - b).abs() > 1e-3 * peak);
             assert!(moved, "{name} turned by {t}: the image did not change");
@@ -75,7 +83,7 @@ fn the_host_backend_puts_the_first_phi_sweep_in() {
     use nanobragg_core::render::Backend;
     let p = plan("phi-from-zero", PHI_FROM_ZERO);
     assert!(p.first_sweep_cells.is_some());
-    let cpu = render_exact(&p, RenderOptions::default());
+    let cpu = render::<f32>(&p, RenderOptions::new(Precision::Exact64));
     let raw = nanobragg_cuda::host::render(&p, Precision::Exact64).expect("render");
     assert!(bits(&raw.image) != bits(&cpu.image), "the kernel alone renders the first sweep");
     let mut image = vec![0.0f32; cpu.image.len()];
@@ -146,11 +154,11 @@ fn host_kernel_renders_every_panel_of_a_multi_panel_detector() {
     let seeds = nanobragg_core::setup::SetupSeeds { misset_idum: -1 };
     for (k, c) in configs.iter().enumerate() {
         let p = nanobragg_core::setup::Plan::new(c, seeds).expect("plan");
-        let cpu = render_exact(&p, RenderOptions::default());
+        let cpu = render::<f32>(&p, RenderOptions::new(Precision::Exact64));
         assert!(cpu.image.iter().any(|&v| v > 0.0), "panel {k}: empty");
         let kernel = nanobragg_cuda::host::render(&p, Precision::Exact64).expect("render");
         assert!(bits(&kernel.image) == bits(&cpu.image), "panel {k}: not bit-identical");
-        assert_eq!(kernel.omega_sum.to_bits(), cpu.omega_sum.to_bits(), "panel {k}");
+        assert_eq!(kernel.info.omega_sum.to_bits(), cpu.info.omega_sum.to_bits(), "panel {k}");
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -364,7 +364,7 @@ struct MadeFrom {
 
 impl Params {
     fn opts(&self) -> RenderOptions {
-        RenderOptions { threads: self.threads }
+        RenderOptions::default().threads(self.threads)
     }
     fn shape(&self) -> [usize; 2] {
         let [f, s] = self.p.image_size();
@@ -1126,7 +1126,7 @@ fn jacobian<'py>(
     threads: Option<Int<i64>>,
 ) -> PyResult<ImageAndDerivatives<'py>> {
     let precision = precision(dtype)?;
-    let opts = RenderOptions { threads: thread_count(threads, model.inv.threads)? };
+    let opts = RenderOptions::default().threads(thread_count(threads, model.inv.threads)?);
     let p = model.chosen(&params)?;
     drop(model);
     let (image, derivatives) =

@@ -7,7 +7,7 @@ use super::leaves::{check_param, Leaves};
 use super::param::{Deltas, Param};
 use crate::config::SimConfig;
 use crate::error::Result;
-use crate::render::cpu::{in_pool, RenderOptions};
+use crate::render::cpu::{in_pool, Precision, RenderOptions};
 use crate::render::kernel::{Exact, Kernel};
 use crate::render::rows::{render_images, KernelRows};
 use crate::setup::{Plan, SetupSeeds};
@@ -76,7 +76,13 @@ pub fn hessian_of(
         }
         let image = match image {
             Some(i) => i,
-            None => crate::render::render_exact(plan, RenderOptions { threads: 0 }).image,
+            None => {
+                crate::render::render::<f32>(
+                    plan,
+                    RenderOptions::new(Precision::Exact64).threads(0),
+                )
+                .image
+            }
         };
         debug_assert_eq!(image.len(), fp * sp);
         Ok(Hessian { image, params: params.to_vec(), gradient, diagonal, mixed: pairs })

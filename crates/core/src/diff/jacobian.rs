@@ -8,7 +8,7 @@ use super::leaves::{check_param, Leaves};
 use super::param::Param;
 use crate::config::SimConfig;
 use crate::error::{Error, Result};
-use crate::render::cpu::{in_pool, render_exact, Precision, RenderOptions};
+use crate::render::cpu::{in_pool, render, Precision, RenderOptions};
 use crate::setup::{Plan, SetupSeeds};
 use Precision::Fast64;
 
@@ -81,7 +81,7 @@ pub fn jacobian_of(
         let image = match image {
             Some(i) => i,
             None if n == 0 => Vec::new(),
-            None => render_exact(plan, RenderOptions { threads: 0 }).image,
+            None => render::<f32>(plan, RenderOptions::new(Precision::Exact64).threads(0)).image,
         };
         Ok(Jacobian { image, params: params.to_vec(), derivatives })
     })
@@ -185,7 +185,9 @@ pub fn jvp_of(
     }
     let image = match image {
         Some(i) => i,
-        None => in_pool(opts.threads, || render_exact(plan, RenderOptions::default()).image),
+        None => in_pool(opts.threads, || {
+            render::<f32>(plan, RenderOptions::new(Precision::Exact64)).image
+        }),
     };
     Ok(Products { image, values })
 }
@@ -280,8 +282,9 @@ mod tests {
         cfg.sf.default_f = 10.0;
         let seeds = SetupSeeds { misset_idum: -1 };
         let params = [Param::Distance, Param::CellB, Param::Lambda];
-        let one = jacobian_with(&cfg, &params, seeds, RenderOptions { threads: 1 }).unwrap();
-        let three = jacobian_with(&cfg, &params, seeds, RenderOptions { threads: 3 }).unwrap();
+        let one = jacobian_with(&cfg, &params, seeds, RenderOptions::default().threads(1)).unwrap();
+        let three =
+            jacobian_with(&cfg, &params, seeds, RenderOptions::default().threads(3)).unwrap();
         assert_eq!(one.image, three.image);
         assert_eq!(one.derivatives, three.derivatives);
         assert_eq!(one.derivatives.len(), 3);
@@ -292,7 +295,7 @@ mod tests {
         assert_eq!(none.image.len(), 24 * 20);
         // the values are the exact render's
         let plan = Plan::new(&cfg, seeds).unwrap();
-        let exact = render_exact(&plan, RenderOptions::default()).image;
+        let exact = render::<f32>(&plan, RenderOptions::new(Precision::Exact64)).image;
         for (a, b) in one.image.iter().zip(&exact) {
             assert!((a - b).abs() <= 1e-6 * b.abs());
         }
@@ -455,9 +458,9 @@ mod tests {
                     .map(|i| if used[i] { ((i * 7919) % 13) as f64 - 6.0 } else { f64::NAN })
                     .collect();
                 let t: Vec<f64> = (0..params.len()).map(|p| 0.5 - (p % 3) as f64).collect();
-                let one = RenderOptions { threads: 1 };
+                let one = RenderOptions::default().threads(1);
                 let vjp = vjp_of(&cfg, &plan, &params, SEEDS, one, PerPixel(&v)).unwrap();
-                let two = RenderOptions { threads: 2 };
+                let two = RenderOptions::default().threads(2);
                 let two = vjp_of(&cfg, &plan, &params, SEEDS, two, PerPixel(&v));
                 assert_eq!(vjp, two.unwrap(), "threads");
                 // one weight for every pixel: the same sums as that weight in each

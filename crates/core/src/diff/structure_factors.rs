@@ -226,7 +226,7 @@ impl Scatter {
 mod tests {
     use super::*;
     use crate::config::{SfSource, SimConfig};
-    use crate::render::{render_f64, Precision};
+    use crate::render::{render, Precision};
     use crate::setup::SetupSeeds;
 
     fn config(interpolate: bool) -> SimConfig {
@@ -247,7 +247,7 @@ mod tests {
 
     /// `Σ v·image` of `plan` in f64.
     fn weighted(plan: &Plan, v: &[f64]) -> f64 {
-        let (image, _) = render_f64(plan, RenderOptions::default(), Precision::Fast64);
+        let (image, _) = render::<f64>(plan, RenderOptions::new(Precision::Fast64)).into_parts();
         image.iter().zip(v).map(|(a, b)| a * b).sum()
     }
 
@@ -258,10 +258,10 @@ mod tests {
         let plan = Plan::new(cfg, SetupSeeds { misset_idum: -1 }).unwrap();
         let n = plan.detector.fpixels * plan.detector.spixels;
         let v: Vec<f64> = (0..n).map(|i| 1.0 + ((i * 37) % 11) as f64 / 5.0).collect();
-        let one = sf_vjp_of(&plan, RenderOptions { threads: 1 }, &v).unwrap();
-        let two = sf_vjp_of(&plan, RenderOptions { threads: 2 }, &v).unwrap();
+        let one = sf_vjp_of(&plan, RenderOptions::default().threads(1), &v).unwrap();
+        let two = sf_vjp_of(&plan, RenderOptions::default().threads(2), &v).unwrap();
         assert_eq!(one.gradient, two.gradient);
-        let (want, _) = render_f64(&plan, RenderOptions::default(), Precision::Fast64);
+        let (want, _) = render::<f64>(&plan, RenderOptions::new(Precision::Fast64)).into_parts();
         for (a, b) in one.image.iter().zip(&want) {
             assert!((a - b).abs() <= 1e-10 * b.abs(), "image {a} vs {b}");
         }
@@ -295,9 +295,8 @@ mod tests {
         cfg.sampling.oversample_omega = true;
         cfg.sampling.oversample_polar = true;
         let plan = Plan::new(&cfg, SetupSeeds { misset_idum: -1 }).unwrap();
-        let out =
-            crate::render::render_precision(&plan, RenderOptions::default(), Precision::Fast64);
-        assert!(out.interpolation_fallback.is_some(), "the grid is small enough to leave");
+        let out = crate::render::render::<f32>(&plan, RenderOptions::new(Precision::Fast64));
+        assert!(out.info.interpolation_fallback.is_some(), "the grid is small enough to leave");
         check(&cfg);
     }
 

@@ -41,7 +41,8 @@ pub trait Backend {
 /// The CPU backend: SIMD kernels chosen at run time, on `threads` threads.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu {
-    /// Render options (thread count).
+    /// Render options (threads, SIMD level; the precision and row
+    /// statistics are the caller's).
     pub opts: RenderOptions,
 }
 
@@ -56,6 +57,6 @@ impl Backend for Cpu {
         precision: Precision,
         image: &mut [f32],
     ) -> Result<RenderInfo, BackendError> {
-        Ok(cpu::render_into(plan, self.opts, precision, image))
+        Ok(cpu::render_into(plan, RenderOptions { precision, row_stats: true, ..self.opts }, image))
     }
 }

@@ -29,26 +29,61 @@ pub enum Precision {
     Fast32,
 }
 
-/// Options that do not change the image.
+/// How to render a plan: the precision, and what does not change the image
+/// (threads, SIMD level, whether rows report their statistics).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RenderOptions {
+    /// How the image is computed.
+    pub precision: Precision,
     /// Threads to use (0 = rayon's default, all cores).
     pub threads: usize,
+    /// The most SIMD the render may use (`None`: the best of this CPU;
+    /// a level the CPU lacks falls back to the best it has).
+    pub simd: Option<SimdLevel>,
+    /// Gather each row's statistics into [`RenderInfo::rows`] (they cost a
+    /// tenth of a fast 1024² render; the image statistics of a run use
+    /// them, a caller that wants the image alone does not).
+    pub row_stats: bool,
 }
 
-/// A rendered float image and what the C program reports about it.
+impl RenderOptions {
+    /// Render in `precision`, on all cores and the best SIMD level, without
+    /// row statistics.
+    pub fn new(precision: Precision) -> Self {
+        RenderOptions { precision, ..Self::default() }
+    }
+    /// The same on `threads` threads (0: all cores).
+    pub fn threads(self, threads: usize) -> Self {
+        RenderOptions { threads, ..self }
+    }
+    /// The same on at most `level`.
+    pub fn simd(self, level: SimdLevel) -> Self {
+        RenderOptions { simd: Some(level), ..self }
+    }
+    /// The same, gathering each row's statistics.
+    pub fn row_stats(self) -> Self {
+        RenderOptions { row_stats: true, ..self }
+    }
+}
+
+/// A rendered image (photons per pixel, fast index fastest) and what the
+/// render reports.
 #[derive(Debug, Clone)]
-pub struct RenderOutput {
-    /// Photons per pixel, fast index fastest.
-    pub image: Vec<f32>,
-    /// Sum of solid angles over all sub-pixel evaluations.
-    pub omega_sum: f64,
-    /// First point where tricubic interpolation left the grid (raster order):
-    /// (h, k, l) and (h0, k0, l0).
-    pub interpolation_fallback: Option<([f64; 3], [i64; 3])>,
+pub struct Rendered<T> {
+    /// The image: f32 as written, or f64 before that rounding.
+    pub image: Vec<T>,
+    /// What the C program reports about it, and the row statistics.
+    pub info: RenderInfo,
 }
 
-/// What a render into a caller's buffer ([`render_into`]) reports.
+impl<T> Rendered<T> {
+    /// The image and the report.
+    pub fn into_parts(self) -> (Vec<T>, RenderInfo) {
+        (self.image, self.info)
+    }
+}
+
+/// What a render reports besides the image.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RenderInfo {
     /// Sum of solid angles over all sub-pixel evaluations.
@@ -57,30 +92,9 @@ pub struct RenderInfo {
     /// (h, k, l) and (h0, k0, l0).
     pub interpolation_fallback: Option<([f64; 3], [i64; 3])>,
     /// Each row's contribution to the image statistics, gathered while the
-    /// row was rendered (see [`crate::stats::stats_from_rows`]); empty from
-    /// [`render_f64`].
+    /// row was rendered where [`RenderOptions::row_stats`] (see
+    /// [`crate::stats::stats_from_rows`]); empty otherwise.
     pub rows: Vec<RowStats>,
-}
-
-impl RenderOutput {
-    fn from_info(image: Vec<f32>, info: RenderInfo) -> Self {
-        RenderOutput {
-            image,
-            omega_sum: info.omega_sum,
-            interpolation_fallback: info.interpolation_fallback,
-        }
-    }
-
-    /// The image and the rest as a [`RenderInfo`] (without row statistics:
-    /// renders that return an image, such as the GPU's, do not gather them).
-    pub fn into_parts(self) -> (Vec<f32>, RenderInfo) {
-        let info = RenderInfo {
-            omega_sum: self.omega_sum,
-            interpolation_fallback: self.interpolation_fallback,
-            rows: Vec::new(),
-        };
-        (self.image, info)
-    }
 }
 
 /// The SIMD instruction sets the CPU backend can use.
@@ -228,96 +242,55 @@ pub fn add_background(plan: &Plan, image: &mut [f32]) {
     }
 }
 
-/// Render the float image of a plan with a chosen precision, on the best
-/// SIMD level of this CPU.
-pub fn render_precision(plan: &Plan, opts: RenderOptions, precision: Precision) -> RenderOutput {
-    render_on(plan, opts, precision, simd_level())
-}
-
-/// [`render_precision`] on a given SIMD level (levels this CPU lacks fall
-/// back to the best one it has).
-pub fn render_on(
-    plan: &Plan,
-    opts: RenderOptions,
-    precision: Precision,
-    level: SimdLevel,
-) -> RenderOutput {
-    // (no row statistics: a RenderOutput does not keep them)
-    let (image, info) = render_new(plan, opts, precision, level, false);
-    RenderOutput::from_info(image, info)
+/// Render `plan` into a new image, zeroed by the render's threads. In an
+/// `f64` image, the f32 image before its rounding.
+pub fn render<T: Pixel>(plan: &Plan, opts: RenderOptions) -> Rendered<T> {
+    in_pool(opts.threads, || {
+        let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
+        let info = render_on_into(plan, opts, &mut image);
+        Rendered { image, info }
+    })
 }
 
 /// Render into a caller's buffer of `fpixels * spixels` values, for example a
 /// memory-mapped output file. Every pixel is written (those outside the ROI
 /// or masked with 0), so `image` may hold anything, such as an old image.
-/// Same image as [`render_precision`]; in an `f64` buffer, the same image
-/// before its rounding to f32.
+/// Same image as [`render`].
 ///
 /// Panics if `image` has another length.
-pub fn render_into<T: Pixel>(
-    plan: &Plan,
-    opts: RenderOptions,
-    precision: Precision,
-    image: &mut [T],
-) -> RenderInfo {
-    render_on_into(plan, opts, precision, simd_level(), image, true)
+pub fn render_into<T: Pixel>(plan: &Plan, opts: RenderOptions, image: &mut [T]) -> RenderInfo {
+    in_pool(opts.threads, || render_on_into(plan, opts, image))
 }
 
-/// The image of [`render_precision`] before its rounding to f32, without
-/// the row statistics (`rows` is empty: a caller that wants the f64 image
-/// as such, such as the Python package, has no use for them, and they cost
-/// a tenth of a fast 1024² render).
-pub fn render_f64(
-    plan: &Plan,
-    opts: RenderOptions,
-    precision: Precision,
-) -> (Vec<f64>, RenderInfo) {
-    render_new(plan, opts, precision, simd_level(), false)
-}
-
-/// [`render_into`] into a new f32 image, zeroed by the render's threads:
-/// the image and what the render reports, row statistics included.
-pub fn render_image(
-    plan: &Plan,
-    opts: RenderOptions,
-    precision: Precision,
-) -> (Vec<f32>, RenderInfo) {
-    render_new(plan, opts, precision, simd_level(), true)
-}
-
-/// Render into a new image, zeroed by the render's threads.
-fn render_new<T: Pixel>(
-    plan: &Plan,
-    opts: RenderOptions,
-    precision: Precision,
-    level: SimdLevel,
-    stats: bool,
-) -> (Vec<T>, RenderInfo) {
+/// Render in a scalar type of the caller's (dual numbers; fast mode, the
+/// portable kernel): f64 and f32 are [`render`] in [`Precision::Fast64`]
+/// and [`Precision::Fast32`], whatever `opts.precision` says.
+pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> Rendered<f32> {
+    if TypeId::of::<R>() == TypeId::of::<f32>() {
+        return render(plan, RenderOptions { precision: Precision::Fast32, ..opts });
+    }
+    if TypeId::of::<R>() == TypeId::of::<f64>() {
+        return render(plan, RenderOptions { precision: Precision::Fast64, ..opts });
+    }
     in_pool(opts.threads, || {
         let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
-        let info = render_on_into(plan, opts, precision, level, &mut image, stats);
-        (image, info)
+        let info = render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image, opts.row_stats);
+        Rendered { image, info }
     })
 }
 
-/// Render into `image`, with each row's statistics where `stats`.
-fn render_on_into<T: Pixel>(
-    plan: &Plan,
-    opts: RenderOptions,
-    precision: Precision,
-    level: SimdLevel,
-    image: &mut [T],
-    stats: bool,
-) -> RenderInfo {
+/// Render into `image` in the current pool.
+fn render_on_into<T: Pixel>(plan: &Plan, opts: RenderOptions, image: &mut [T]) -> RenderInfo {
     let n = plan.detector.fpixels * plan.detector.spixels;
     assert_eq!(image.len(), n, "render_into: the image must hold fpixels * spixels values");
-    let level = level.min(detect());
-    let mut info = in_pool(opts.threads, || {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(info) = x86::render(plan, precision, level, image, stats) {
-            return info;
-        }
-        let _ = level;
+    let (precision, stats) = (opts.precision, opts.row_stats);
+    let level = opts.simd.unwrap_or_else(simd_level).min(detect());
+    #[cfg(target_arch = "x86_64")]
+    let simd = x86::render(plan, precision, level, image, stats);
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = None;
+    let _ = level;
+    let mut info = simd.unwrap_or_else(|| {
         // Portable code: several scalars per call, which LLVM partly
         // vectorises with the baseline SSE2 (about 2x over plain scalars).
         match precision {
@@ -399,35 +372,6 @@ pub(crate) fn first_sweep<R: Real, M: MathMode>(plan: &Plan) -> Option<(usize, R
     None
 }
 
-/// Render the float image of a plan in f64 (the default precision,
-/// [`Precision::Fast64`]).
-pub fn render(plan: &Plan, opts: RenderOptions) -> RenderOutput {
-    render_precision(plan, opts, Precision::default())
-}
-
-/// Render the float image bit-identical to nanoBragg.c ([`Precision::Exact64`]).
-pub fn render_exact(plan: &Plan, opts: RenderOptions) -> RenderOutput {
-    render_precision(plan, opts, Precision::Exact64)
-}
-
-/// Render in a chosen scalar type: f64 and f32 take the SIMD kernels
-/// ([`Precision::Fast64`], [`Precision::Fast32`]); any other [`Real`] (dual
-/// numbers) runs the scalar kernel in fast mode.
-pub fn render_as<R: Real>(plan: &Plan, opts: RenderOptions) -> RenderOutput {
-    if TypeId::of::<R>() == TypeId::of::<f32>() {
-        return render_precision(plan, opts, Precision::Fast32);
-    }
-    if TypeId::of::<R>() == TypeId::of::<f64>() {
-        return render_precision(plan, opts, Precision::Fast64);
-    }
-    let (image, info) = in_pool(opts.threads, || {
-        let mut image = zeroed_plane(plan.detector.fpixels * plan.detector.spixels);
-        let info = render_portable(plan, Kernel::<R, Fast>::new(plan), &mut image, false);
-        (image, info)
-    });
-    RenderOutput::from_info(image, info)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,7 +435,7 @@ mod tests {
             // one sweep over the phi steps per pixel
             cfg.sampling.oversample = 1;
             let plan = Plan::new(&cfg, SetupSeeds { misset_idum: 0 }).unwrap();
-            render_f64(&plan, RenderOptions { threads: t }, p).0
+            render::<f64>(&plan, RenderOptions::new(p).threads(t)).image
         };
         for p in [Precision::Fast64, Precision::Exact64] {
             let pair = image(10.0, 20.0, 2, false, p, 1);
@@ -596,7 +540,8 @@ mod tests {
         let plan = plan(0);
         let n = plan.detector.fpixels * plan.detector.spixels;
         let mut image = vec![0.0f32; n];
-        let info = render_into(&plan, RenderOptions::default(), Precision::Fast64, &mut image);
+        let info =
+            render_into(&plan, RenderOptions::new(Precision::Fast64).row_stats(), &mut image);
         assert!(info.interpolation_fallback.is_some());
         let (fp, roi, mask) = (plan.detector.fpixels, plan.detector.roi, plan.mask.as_deref());
         let rows: Vec<RowStats> =
@@ -611,25 +556,37 @@ mod tests {
     fn every_level_and_precision_agrees_with_exact() {
         for shape in 0..4 {
             let plan = plan(shape);
-            let opts = RenderOptions { threads: 2 };
-            let exact = render_on(&plan, opts, Precision::Exact64, SimdLevel::Scalar);
+            let opts = RenderOptions::default().threads(2);
+            let exact = render::<f32>(
+                &plan,
+                RenderOptions { precision: Precision::Exact64, ..opts }.simd(SimdLevel::Scalar),
+            );
             assert!(exact.image.iter().any(|&v| v > 0.0));
-            assert!(exact.interpolation_fallback.is_some(), "the test should leave the grid");
+            assert!(exact.info.interpolation_fallback.is_some(), "the test should leave the grid");
             for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512] {
                 // the exact path is one code on every level
-                let e = render_on(&plan, opts, Precision::Exact64, level);
+                let e = render::<f32>(
+                    &plan,
+                    RenderOptions { precision: Precision::Exact64, ..opts }.simd(level),
+                );
                 assert_eq!(e.image, exact.image, "shape {shape} {level:?}");
-                let f64 = render_on(&plan, opts, Precision::Fast64, level);
-                let f32 = render_on(&plan, opts, Precision::Fast32, level);
+                let f64 = render::<f32>(
+                    &plan,
+                    RenderOptions { precision: Precision::Fast64, ..opts }.simd(level),
+                );
+                let f32 = render::<f32>(
+                    &plan,
+                    RenderOptions { precision: Precision::Fast32, ..opts }.simd(level),
+                );
                 assert!(worst(&f64.image, &exact.image) < 1e-12, "shape {shape} {level:?}");
                 assert!(worst(&f32.image, &exact.image) < 2e-4, "shape {shape} {level:?}");
-                assert_eq!(e.interpolation_fallback, exact.interpolation_fallback);
+                assert_eq!(e.info.interpolation_fallback, exact.info.interpolation_fallback);
                 for out in [&e, &f64, &f32] {
-                    let (hkl, hkl0) = out.interpolation_fallback.unwrap();
-                    let (want, want0) = exact.interpolation_fallback.unwrap();
+                    let (hkl, hkl0) = out.info.interpolation_fallback.unwrap();
+                    let (want, want0) = exact.info.interpolation_fallback.unwrap();
                     assert_eq!(hkl0, want0);
                     assert!(hkl.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-4));
-                    assert!((out.omega_sum / exact.omega_sum - 1.0).abs() < 1e-6);
+                    assert!((out.info.omega_sum / exact.info.omega_sum - 1.0).abs() < 1e-6);
                 }
                 // pixels outside the region of interest or masked stay 0
                 let fp = plan.detector.fpixels;
@@ -648,11 +605,11 @@ mod tests {
     #[test]
     fn render_into_overwrites_every_pixel() {
         let plan = plan(0);
-        let opts = RenderOptions { threads: 2 };
+        let opts = RenderOptions::default().threads(2);
         for precision in [Precision::Exact64, Precision::Fast64, Precision::Fast32] {
-            let fresh = render_precision(&plan, opts, precision);
+            let fresh = render::<f32>(&plan, RenderOptions { precision, ..opts });
             let mut old = vec![f32::NAN; fresh.image.len()];
-            render_into(&plan, opts, precision, &mut old);
+            render_into(&plan, RenderOptions { precision, ..opts }.row_stats(), &mut old);
             assert!(old.iter().zip(&fresh.image).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
     }
@@ -661,8 +618,8 @@ mod tests {
     fn an_f64_image_rounds_to_the_f32_one() {
         let plan = plan(2);
         for precision in [Precision::Fast64, Precision::Exact64, Precision::Fast32] {
-            let want = render_precision(&plan, RenderOptions::default(), precision).image;
-            let (wide, info) = render_f64(&plan, RenderOptions::default(), precision);
+            let want = render::<f32>(&plan, RenderOptions::new(precision)).image;
+            let (wide, info) = render::<f64>(&plan, RenderOptions::new(precision)).into_parts();
             let rounded: Vec<f32> = wide.iter().map(|&x| x as f32).collect();
             assert_eq!(rounded, want, "{precision:?}");
             // f32 lanes have no more digits to give
@@ -677,10 +634,10 @@ mod tests {
     fn threads_do_not_change_the_image() {
         let plan = plan(0);
         for precision in [Precision::Exact64, Precision::Fast64, Precision::Fast32] {
-            let one = render_precision(&plan, RenderOptions { threads: 1 }, precision);
-            let three = render_precision(&plan, RenderOptions { threads: 3 }, precision);
+            let one = render::<f32>(&plan, RenderOptions::new(precision).threads(1));
+            let three = render::<f32>(&plan, RenderOptions::new(precision).threads(3));
             assert_eq!(one.image, three.image, "{precision:?}");
-            assert_eq!(one.omega_sum.to_bits(), three.omega_sum.to_bits());
+            assert_eq!(one.info.omega_sum.to_bits(), three.info.omega_sum.to_bits());
         }
     }
 }

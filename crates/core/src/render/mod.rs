@@ -12,8 +12,7 @@ pub mod trace;
 
 pub use backend::{Backend, BackendError, Cpu};
 pub use cpu::{
-    put_first_sweep, render, render_as, render_exact, render_f64, render_image, render_into,
-    render_on, render_precision, simd_level, Precision, RenderInfo, RenderOptions, RenderOutput,
-    SimdLevel,
+    put_first_sweep, render, render_as, render_into, simd_level, Precision, RenderInfo,
+    RenderOptions, Rendered, SimdLevel,
 };
 pub use rows::Pixel;

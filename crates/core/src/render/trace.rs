@@ -253,7 +253,7 @@ mod tests {
 
     /// Every rendered pixel's traced value is the rendered value.
     fn check(plan: &Plan) {
-        let image = render(plan, RenderOptions::default()).image;
+        let image = render::<f32>(plan, RenderOptions::default()).image;
         let cutoff = interpolation_cutoff(plan);
         let fp = plan.detector.fpixels;
         let traces = trace_range(plan, 0..image.len(), cutoff);

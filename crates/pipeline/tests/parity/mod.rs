@@ -2,7 +2,7 @@
 //! the CPU by host_kernel.rs), built from nanoBragg arguments by the
 //! pipeline's parser, and the comparisons both use.
 
-use nanobragg_core::render::{Precision, RenderOutput};
+use nanobragg_core::render::{Precision, Rendered};
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_pipeline::parse::parse_args;
 use std::path::Path;
@@ -153,7 +153,7 @@ pub fn compare(gpu: &[f32], cpu: &[f32]) -> (f64, f64) {
 }
 
 /// Minimum correlation, max |d| / max and omega_sum tolerance of a kernel
-/// precision against `render_exact` (f64: the GPU's libm may round its
+/// precision against the CPU's exact render (f64: the GPU's libm may round its
 /// transcendental functions differently from the CPU's).
 pub fn tolerances(precision: Precision) -> (f64, f64, f64) {
     match precision {
@@ -162,20 +162,20 @@ pub fn tolerances(precision: Precision) -> (f64, f64, f64) {
     }
 }
 
-/// Holds `got` (a kernel's render) to `want` (`render_exact`) within
+/// Holds `got` (a kernel's render) to `want` (the CPU's exact render) within
 /// [`tolerances`], with the same fallback point in f64; prints the figures.
-pub fn check(name: &str, precision: Precision, got: &RenderOutput, want: &RenderOutput) {
+pub fn check(name: &str, precision: Precision, got: &Rendered<f32>, want: &Rendered<f32>) {
     let (corr, rel) = compare(&got.image, &want.image);
-    let omega_rel =
-        (got.omega_sum - want.omega_sum).abs() / want.omega_sum.abs().max(f64::MIN_POSITIVE);
+    let omega_rel = (got.info.omega_sum - want.info.omega_sum).abs()
+        / want.info.omega_sum.abs().max(f64::MIN_POSITIVE);
     let identical =
         got.image.iter().zip(&want.image).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
     let kind = nanobragg_cuda::kernel_type_name(precision);
     println!(
         "parity {name:<26} {kind:<4} corr {corr:.12} max|d|/max {rel:.3e} omega_rel {omega_rel:.3e} bit-identical {:.2}% fallback {:?} cpu {:?}",
         100.0 * identical as f64 / want.image.len() as f64,
-        got.interpolation_fallback.map(|f| f.1),
-        want.interpolation_fallback.map(|f| f.1),
+        got.info.interpolation_fallback.map(|f| f.1),
+        want.info.interpolation_fallback.map(|f| f.1),
     );
     let (min_corr, max_rel, omega_tol) = tolerances(precision);
     assert!(corr >= min_corr, "{name} {kind}: correlation {corr}");
@@ -183,13 +183,13 @@ pub fn check(name: &str, precision: Precision, got: &RenderOutput, want: &Render
     assert!(
         omega_rel <= omega_tol,
         "{name} {kind}: omega_sum {} vs {}",
-        got.omega_sum,
-        want.omega_sum
+        got.info.omega_sum,
+        want.info.omega_sum
     );
     if precision != Precision::Fast32 {
         assert_eq!(
-            got.interpolation_fallback.map(|f| f.1),
-            want.interpolation_fallback.map(|f| f.1),
+            got.info.interpolation_fallback.map(|f| f.1),
+            want.info.interpolation_fallback.map(|f| f.1),
             "{name}: interpolation fallback point"
         );
     }
