@@ -34,8 +34,22 @@ impl Experiment {
     /// Panels of several pixel sizes are refused: they are written as one
     /// image.
     pub fn new(config: &SimConfig, seeds: SetupSeeds, with: Option<&Plan>) -> Result<Experiment> {
+        Self::new_adjusted(config, seeds, with, |_, _| {})
+    }
+
+    /// [`Experiment::new`], with `adjust(k, config)` applied to panel `k`'s
+    /// configuration before it is planned (refine holds each panel's
+    /// automatic oversampling at its value for the start geometry, so that
+    /// a small step of the geometry cannot change the sampling).
+    pub fn new_adjusted(
+        config: &SimConfig,
+        seeds: SetupSeeds,
+        with: Option<&Plan>,
+        adjust: impl Fn(usize, &mut SimConfig),
+    ) -> Result<Experiment> {
         // (a panel's own error first)
-        let configs = panel_configs(config)?;
+        let mut configs = panel_configs(config)?;
+        configs.iter_mut().enumerate().for_each(|(k, c)| adjust(k, c));
         let plans = plan_panels(&configs, seeds, with)?;
         let panels = &config.detector.panels;
         let d0 = &plans[0].detector;

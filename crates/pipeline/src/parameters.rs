@@ -15,7 +15,6 @@ use nanobragg_core::diff::loss::{self, loss_gradient, LossEval, LossKind};
 use nanobragg_core::diff::{jacobian_of, jvp_of, sf_vjp_of, vjp_of, Param, SfProducts, Weights};
 use nanobragg_core::geometry::{panel_configs, PanelLayout};
 use nanobragg_core::render::{render, Precision, RenderOptions};
-use nanobragg_core::setup::plan_panels;
 use nanobragg_core::setup::{Plan, SetupSeeds};
 use nanobragg_core::vec3::dot;
 use nanobragg_core::Experiment;
@@ -380,24 +379,29 @@ impl Parameters {
         m
     }
 
-    /// Each panel's configuration at `values` (one: the model's).
-    fn configs_at(&self, values: &[f64]) -> Result<Vec<SimConfig>> {
-        let cfg = self.config(values)?;
-        let mut out = panel_configs(&cfg)?;
-        for (c, oversample) in out.iter_mut().zip(&self.panels.oversample) {
-            if let Some(n) = oversample {
-                c.sampling.oversample = *n;
+    /// Holds panel `k`'s automatic oversampling at its start value.
+    fn fixed_sampling(&self) -> impl Fn(usize, &mut SimConfig) + '_ {
+        |k, c| {
+            if let Some(n) = self.panels.oversample[k] {
+                c.sampling.oversample = n;
             }
         }
+    }
+
+    /// Each panel's configuration at `values` (one: the model's).
+    fn configs_at(&self, values: &[f64]) -> Result<Vec<SimConfig>> {
+        let mut out = panel_configs(&self.config(values)?)?;
+        let fix = self.fixed_sampling();
+        out.iter_mut().enumerate().for_each(|(k, c)| fix(k, c));
         Ok(out)
     }
 
-    /// Each panel's configuration and plan at `values` (one: the model's).
+    /// Each panel's configuration and plan at `values` (one: the model's),
+    /// the panels holding one structure-factor grid.
     fn panels_at(&self, values: &[f64]) -> Result<Vec<(SimConfig, Plan)>> {
-        let configs = self.configs_at(values)?;
-        // (one structure-factor grid for every panel)
-        let plans = plan_panels(&configs, self.seeds, None)?;
-        Ok(configs.into_iter().zip(plans).collect())
+        let cfg = self.config(values)?;
+        let exp = Experiment::new_adjusted(&cfg, self.seeds, None, self.fixed_sampling())?;
+        Ok(exp.configs.into_iter().zip(exp.plans).collect())
     }
 
     /// The plan at `values` (the geometry a set of values gives; of the
