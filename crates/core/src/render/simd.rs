@@ -212,6 +212,28 @@ pub(crate) mod avx2 {
         _mm256_castsi256_ps(_mm256_set1_epi32(-1))
     );
 
+    /// The table indices `(o₀·s₀ + o₁)·s₁ + o₂` of eight lanes' whole
+    /// offsets `o` (wrapping i32 arithmetic) and the lanes, all ones, whose
+    /// index lies in `0..len`: the index of [`Num::gather`] on `F32x8` and
+    /// on AVX-512's `F64x8` (eight i32 indices too).
+    #[inline(always)]
+    pub(crate) fn table_index8(o: [__m256i; 3], s0: i32, s1: i32, len: i32) -> (__m256i, __m256i) {
+        intrinsics! {
+            let idx = _mm256_add_epi32(
+                _mm256_mullo_epi32(
+                    _mm256_add_epi32(_mm256_mullo_epi32(o[0], _mm256_set1_epi32(s0)), o[1]),
+                    _mm256_set1_epi32(s1),
+                ),
+                o[2],
+            );
+            let inside = _mm256_and_si256(
+                _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
+                _mm256_cmpgt_epi32(_mm256_set1_epi32(len), idx),
+            );
+            (idx, inside)
+        }
+    }
+
     impl Mask for M64x4 {
         const LANES: usize = 4;
         #[inline(always)]
@@ -421,7 +443,7 @@ pub(crate) mod avx2 {
             m: M64x4,
             otherwise: Self,
         ) -> Self {
-            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+            let Some((s0, s1, len)) = super::gather_dims(table, strides) else {
                 return gather_lanes(table, [a, b, c], strides, m, otherwise);
             };
             let (idx, read) = intrinsics! {
@@ -562,22 +584,12 @@ pub(crate) mod avx2 {
             m: M32x8,
             otherwise: Self,
         ) -> Self {
-            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+            let Some((s0, s1, len)) = super::gather_dims(table, strides) else {
                 return gather_lanes(table, [a, b, c], strides, m, otherwise);
             };
             let (idx, read) = intrinsics! {
-                let o = [a, b, c].map(|x| _mm256_cvttps_epi32(x.0));
-                let idx = _mm256_add_epi32(
-                    _mm256_mullo_epi32(
-                        _mm256_add_epi32(_mm256_mullo_epi32(o[0], _mm256_set1_epi32(s0)), o[1]),
-                        _mm256_set1_epi32(s1),
-                    ),
-                    o[2],
-                );
-                let inside = _mm256_and_si256(
-                    _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
-                    _mm256_cmpgt_epi32(_mm256_set1_epi32(len), idx),
-                );
+                let (idx, inside) =
+                    table_index8([a, b, c].map(|x| _mm256_cvttps_epi32(x.0)), s0, s1, len);
                 (idx, _mm256_and_si256(_mm256_castps_si256(m.0), inside))
             };
             // the table is f64: two gathers of four, each rounded to f32
@@ -860,22 +872,12 @@ pub(crate) mod avx512 {
             m: M8,
             otherwise: Self,
         ) -> Self {
-            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+            let Some((s0, s1, len)) = super::gather_dims(table, strides) else {
                 return gather_lanes(table, [a, b, c], strides, m, otherwise);
             };
             let (idx, read) = intrinsics! {
                 let o = [a, b, c].map(|x| _mm512_cvttpd_epi32(x.0));
-                let idx = _mm256_add_epi32(
-                    _mm256_mullo_epi32(
-                        _mm256_add_epi32(_mm256_mullo_epi32(o[0], _mm256_set1_epi32(s0)), o[1]),
-                        _mm256_set1_epi32(s1),
-                    ),
-                    o[2],
-                );
-                let inside = _mm256_and_si256(
-                    _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
-                    _mm256_cmpgt_epi32(_mm256_set1_epi32(len), idx),
-                );
+                let (idx, inside) = super::avx2::table_index8(o, s0, s1, len);
                 (idx, m.0 & _mm256_movemask_ps(_mm256_castsi256_ps(inside)) as u8)
             };
             // SAFETY: the lanes of `read` hold indices in 0..table.len()
@@ -996,7 +998,7 @@ pub(crate) mod avx512 {
             m: M16,
             otherwise: Self,
         ) -> Self {
-            let Some((s0, s1, len)) = crate::render::simd::gather_dims(table, strides) else {
+            let Some((s0, s1, len)) = super::gather_dims(table, strides) else {
                 return gather_lanes(table, [a, b, c], strides, m, otherwise);
             };
             let (idx, read) = intrinsics! {
