@@ -10,7 +10,7 @@
 //! plain data and helpers ([`cli_error`], [`memory`], [`progress`],
 //! [`output_files`]); the command line ([`expt`] ← [`invocation`] ←
 //! [`flags`] ← [`parse`]); a model and its render ([`parameters`],
-//! [`render`], [`spots`], [`panels`]); what a render writes
+//! [`render`], its command line ([`command_line`]), [`spots`], [`panels`]); what a render writes
 //! ([`detector_response`], [`image_headers`], [`report`], [`traces`],
 //! [`image_outputs`]); the drivers, which choose what to write
 //! ([`gradient`]; then [`run`], [`batch`], [`dataset`], [`refine`],
@@ -21,6 +21,7 @@
 pub mod add;
 pub mod batch;
 pub mod cli_error;
+pub mod command_line;
 pub mod dataset;
 pub mod detector_response;
 pub mod dispatch;

@@ -2,8 +2,7 @@
 //! flags to an observed image, by L-BFGS (argmin) on the loss gradient of
 //! [`nanobragg_core::diff::loss`]. See docs/refine.md.
 
-use crate::flags::{self, Arity};
-use crate::parameters::{misset_angles, Parameters, Target, MISSETS};
+use crate::parameters::{Parameters, Target, MISSETS};
 use crate::spots::{self, CentroidFit, Spot};
 use crate::{parse_args, Invocation};
 use anyhow::{anyhow, bail, Result};
@@ -11,7 +10,7 @@ use argmin::core::observers::{Observe, ObserverMode};
 use argmin::core::{CostFunction, Error as ArgminError, Executor, Gradient, IterState, State, KV};
 use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
-use nanobragg_core::config::Misset;
+use nanobragg_core::config::{Misset, SfSource};
 use nanobragg_core::diff::loss::{self, LossKind};
 use nanobragg_core::diff::Param;
 use nanobragg_core::error::shown;
@@ -635,24 +634,22 @@ pub struct FitCheck {
 /// Fewest spots for the centroid prefit and the spot check.
 const MIN_SPOTS: usize = 6;
 
-/// Fit `settings.params` of the model `inv` (its command line `model_args`)
+/// Fit `settings.params` of the model `inv`
 /// to `observed` by L-BFGS on the loss gradient, saying what it does to
 /// `report`.
 pub fn refine(
     inv: &Invocation,
-    model_args: &[String],
     observed: Observed,
     settings: &Settings,
     report: Option<Report>,
 ) -> Result<Refined> {
-    fit(inv, model_args, observed, settings, report, false)
+    fit(inv, observed, settings, report, false)
 }
 
 /// [`refine`]; with `drop_flat` (`-refine all`) the parameters that do not
 /// change the pixels used are left out, with a note, instead of refused.
 fn fit(
     inv: &Invocation,
-    model_args: &[String],
     observed: Observed,
     settings: &Settings,
     report: Option<Report>,
@@ -743,7 +740,7 @@ fn fit(
             params: keep.iter().map(|&i| settings.params[i]).collect(),
             ..settings.clone()
         };
-        return fit(inv, model_args, job.observed, &settings, report, false);
+        return fit(inv, job.observed, &settings, report, false);
     }
     for (i, p) in settings.params.iter().enumerate() {
         if flat(i) {
@@ -807,7 +804,7 @@ fn fit(
         Some(c) => (0..np).map(|i| Some((dispersion * c[i * np + i].max(0.0)).sqrt())).collect(),
         None => vec![None; np],
     };
-    let (command_line, notes) = refined_command_line(model_args, &model, &values, &standard_errors);
+    let (command_line, notes) = refined_command_line(inv, &model, &values, &standard_errors);
     let history = history.lock().unwrap().clone();
     let evaluations = *evaluations.lock().unwrap() + 1;
     Ok(Refined {
@@ -1044,7 +1041,7 @@ pub fn main(args: &[String]) -> Result<()> {
     let mut observed = read_observed(&req.observed, req.frame, &inv, &model)?;
     observed.what = format!("{} ({})", req.observed.display(), observed.what);
     let print: Report = std::sync::Arc::new(|line: &str| println!("{line}"));
-    let r = fit(&inv, &req.model_args, observed, &settings, Some(print), req.all)?;
+    let r = fit(&inv, observed, &settings, Some(print), req.all)?;
     println!(
         "{} after {} iterations, {} renders, {:.2} s",
         r.stop, r.iterations, r.evaluations, r.seconds
@@ -1170,219 +1167,114 @@ fn decimals(v: f64, se: Option<f64>) -> usize {
     ((-(err * 1e-3).log10()).ceil().max(0.0) as usize).min(15)
 }
 
-/// How many values follow the flag at `args[i]` (as the parser counts them).
-fn arity_at(args: &[String], i: usize, arity: Arity) -> usize {
-    let rest = &args[i + 1..];
-    match arity {
-        Arity::Zero => 0,
-        Arity::Exactly(n) => n.min(rest.len()),
-        Arity::Cell => rest.iter().take(6).take_while(|a| !a.starts_with('-')).count(),
-        Arity::Misset => {
-            if rest.first().is_some_and(|a| a.starts_with("rand")) {
-                1
-            } else {
-                3.min(rest.len())
-            }
-        }
-    }
-}
-
-/// `args` (the command line of `inv`'s model) with `params` at `values` put
-/// in as flags, as refine writes its refined command line, and notes on what
-/// the command line cannot carry: the command line of a model whose values
-/// were set by name after it was parsed (the Python package's
-/// `model["distance"] = ...`).
-pub fn command_line_with(
+/// The refined experiment's command line: the start's invocation with
+/// the refined values (each rounded to a thousandth of its standard error;
+/// whole cells for `Na`, `Nb`, `Nc`), written by
+/// [`crate::command_line::to_args`] (outputs left out), and notes on what
+/// it cannot carry.
+pub fn refined_command_line(
     inv: &Invocation,
-    args: &[String],
-    params: &[Target],
-    values: &[f64],
-) -> Result<(Vec<String>, Vec<String>)> {
-    let model = parameters(inv, params)?;
-    Ok(refined_command_line(args, &model, values, &vec![None; params.len()]))
-}
-
-/// The model's flags with the refined values put in (the last occurrence of a
-/// flag is replaced; a flag not given is put first, so that flags given later
-/// keep their side effects, such as the detector pivot; either goes after a
-/// later flag that would set its value again, [`set_again_by`]; the place of
-/// a detector an `-expt` or `-geom` file places is a note), and notes on
-/// what the command line cannot carry.
-fn refined_command_line(
-    args: &[String],
     model: &Parameters,
     values: &[f64],
     se: &[Option<f64>],
 ) -> (Vec<String>, Vec<String>) {
     let mut notes = Vec::new();
-    let fmt = |v: f64, i: usize| format!("{:.*}", decimals(v, se[i]), v);
-    // flag name → values
-    let mut set: Vec<(&'static str, Vec<String>)> = Vec::new();
-    let mut put =
-        |name: &'static str, vals: Vec<String>| match set.iter_mut().find(|(n, _)| *n == name) {
-            Some(e) => e.1 = vals,
-            None => set.push((name, vals)),
-        };
-    let refined_cfg = model.config(values).ok();
-    let mut moved_panels = Vec::new();
-    for (i, &t) in model.params.iter().enumerate() {
+    let mut rounded = values.to_vec();
+    for (i, t) in model.params.iter().enumerate() {
         let (p, v) = (t.param, values[i]);
-        if let Some(k) = t.panel {
-            // no flag holds a panel's place: the refined origin, said
-            if !moved_panels.contains(&k) {
-                moved_panels.push(k);
-            }
-            continue;
-        }
-        match p {
-            Param::CellA
-            | Param::CellB
-            | Param::CellC
-            | Param::CellAlpha
-            | Param::CellBeta
-            | Param::CellGamma => {
-                let cell = refined_cfg.as_ref().and_then(|c| c.crystal.cell).unwrap_or([0.0; 6]);
-                let vals = (0..6)
-                    .map(|k| {
-                        let j = model.params.iter().position(|q| {
-                            q.param as usize == Param::CellA as usize + k && q.panel.is_none()
-                        });
-                        match j {
-                            Some(j) => fmt(values[j], j),
-                            None => format!("{}", cell[k]),
-                        }
-                    })
-                    .collect();
-                put("-cell", vals);
-            }
-            Param::MissetX | Param::MissetY | Param::MissetZ => {
-                let mut a = misset_angles(&model.cfg0).map(|x| format!("{x}"));
-                for (j, q) in model.params.iter().enumerate() {
-                    if let Some(k) = MISSETS.iter().position(|&m| m == q.param) {
-                        a[k] = fmt(values[j], j);
-                    }
-                }
-                put("-misset", a.to_vec());
-            }
+        rounded[i] = match p {
             Param::Na | Param::Nb | Param::Nc => {
                 let (flag, _) = crate::parameters::flag_of(p).expect("-Na, -Nb, -Nc");
                 let whole = v.round().max(1.0);
-                put(flag, vec![format!("{whole}")]);
                 if (v - whole).abs() > 1e-9 {
                     notes.push(format!(
-                        "{flag} takes whole cells (the flag truncates like nanoBragg.c): {p} refined to {} is written as {whole}",
-                        fmt(v, i)
+                        "{flag} takes whole cells (the flag truncates like nanoBragg.c): {p} refined to {v} is written as {whole}"
                     ));
                 }
+                whole
             }
-            Param::Divergence => {
-                let shift = v - model.start[i];
-                let h = model.cfg0.beam.hdivrange_mrad + shift;
-                let vv = model.cfg0.beam.vdivrange_mrad + shift;
-                put("-hdivrange", vec![fmt(h, i)]);
-                put("-vdivrange", vec![fmt(vv, i)]);
-            }
-            Param::Fluence => {
-                let (flag, _) = crate::parameters::flag_of(p).expect("-fluence");
-                put(flag, vec![format!("{v:e}")]);
-                if args.iter().any(|a| a == "-flux") {
-                    notes.push("-flux was given: the refined -fluence replaces the fluence it implies; drop -flux".into());
-                }
-            }
-            _ => {
-                let (flag, _) = crate::parameters::flag_of(p).expect("a parameter of one flag");
-                put(flag, vec![fmt(v, i)]);
-            }
+            _ => format!("{:.*}", decimals(v, se[i]), v).parse().unwrap_or(v),
+        };
+        if p == Param::Fluence && inv.config.beam.flux > 0.0 {
+            notes.push(
+                "-flux was given: the refined -fluence replaces the fluence it implies; drop -flux"
+                    .into(),
+            );
         }
     }
-    moved_panels.sort_unstable();
-    for k in moved_panels {
-        if let Some(panel) = refined_cfg.as_ref().and_then(|c| c.detector.panels.get(k)) {
-            let o = panel.origin_mm.map(|x| format!("{x:.6}"));
-            notes.push(format!(
-                "panel {k} ({}) refined: its first pixel's outer corner at ({}, {}, {}) mm from the sample; the geometry file on the command line holds the start's",
-                panel.name, o[0], o[1], o[2]
-            ));
-        }
+    let mut refined = inv.clone();
+    refined.config = match model.config(&rounded) {
+        Ok(cfg) => cfg,
+        Err(e) => return (Vec::new(), vec![format!("no refined command line: {e:#}")]),
+    };
+    // (amplitudes a library set, from no file)
+    if matches!(refined.config.sf.source, SfSource::Hkl(_)) && inv.hkl_path.is_none() {
+        refined.config.sf.source = SfSource::None;
+        notes.push(
+            "the structure factors were set from arrays: the refined command line leaves them out \
+             (write them to a file for -hkl)"
+                .into(),
+        );
+    }
+    // no flag holds a panel's place: the refined origin, said
+    let mut moved: Vec<usize> = model.params.iter().filter_map(|t| t.panel).collect();
+    moved.sort_unstable();
+    moved.dedup();
+    for &k in &moved {
+        let panel = &refined.config.detector.panels[k];
+        let o = panel.origin_mm.map(|x| format!("{x:.6}"));
+        notes.push(format!(
+            "panel {k} ({}) refined: its first pixel's outer corner at ({}, {}, {}) mm from the sample; the geometry file on the command line holds the start's",
+            panel.name, o[0], o[1], o[2]
+        ));
+        refined.config.detector.panels[k] = inv.config.detector.panels[k].clone();
     }
     // the fit used the starting model's automatic choice (each panel's); at
     // the refined values nanoBragg's rule may pick another
     let auto: Vec<i64> = model.auto_oversample().into_iter().flatten().collect();
     if let Some(&n) = auto.first() {
-        if auto.iter().all(|&m| m == n) {
-            put("-oversample", vec![n.to_string()]);
-            notes.push(format!(
-                "-oversample {n} is the automatic choice of the starting model, kept fixed in the fit"
-            ));
-        } else {
-            let each: Vec<String> = auto.iter().map(|n| n.to_string()).collect();
-            notes.push(format!(
-                "the panels' automatic oversampling of the starting model ({}) was kept fixed in the fit; no one -oversample gives it",
-                each.join(", ")
-            ));
+        match auto.iter().all(|&m| m == n) {
+            true => {
+                refined.config.sampling.oversample = n;
+                notes.push(format!(
+                    "-oversample {n} is the automatic choice of the starting model, kept fixed in the fit"
+                ));
+            }
+            false => {
+                let each: Vec<String> = auto.iter().map(|n| n.to_string()).collect();
+                notes.push(format!(
+                    "the panels' automatic oversampling of the starting model ({}) was kept fixed in the fit; no one -oversample gives it",
+                    each.join(", ")
+                ));
+            }
         }
     }
-    // where each flag occurs, and the flags that would set its value again
-    let mut out: Vec<String> = args.to_vec();
-    let mut front = Vec::new();
-    let file = args.iter().rev().find(|a| *a == "-expt" || *a == "-geom");
-    for (name, vals) in set {
-        if let Some(file) = file.filter(|_| crate::expt::PLACEMENT.contains(&name)) {
-            // (refused after the file, replaced by it before)
-            notes.push(format!(
-                "{file} places the detector: the refined {name} {} is not on the command line (put it in the file)",
-                vals.join(" ")
-            ));
-            continue;
-        }
-        let mut last = None;
-        let mut overridden_until = None;
-        let mut i = 0;
-        while i < out.len() {
-            match flags::lookup(&out[i]) {
-                Some(f) => {
-                    let k = arity_at(&out, i, f.arity);
-                    if f.name == name {
-                        last = Some((i, k));
+    let failed = |notes: Vec<String>, e: crate::command_line::NoCommandLine| {
+        (Vec::new(), [notes, vec![format!("no refined command line: {e}")]].concat())
+    };
+    match crate::command_line::to_args(&refined) {
+        Ok(line) => (line, notes),
+        Err(_) if !inv.detector_files.is_empty() => {
+            // a detector file places the detector: the refined place is said
+            let file = inv.detector_files.last().map(|(p, _)| p.display().to_string());
+            for (t, v) in model.params.iter().zip(&rounded).filter(|(t, _)| t.panel.is_none()) {
+                match crate::parameters::flag_of(t.param) {
+                    Some((flag, _)) if crate::expt::PLACEMENT.contains(&flag) => {
+                        notes.push(format!(
+                            "{} places the detector: the refined {flag} {v} is not on the command line (put it in the file)",
+                            file.as_deref().unwrap_or("the detector file")
+                        ))
                     }
-                    if set_again_by(name).contains(&f.name) {
-                        overridden_until = Some(i + 1 + k);
-                    }
-                    i += 1 + k;
+                    _ => {}
                 }
-                None => i += 1,
+            }
+            refined.config.detector = inv.config.detector.clone();
+            match crate::command_line::to_args(&refined) {
+                Ok(line) => (line, notes),
+                Err(e) => failed(notes, e),
             }
         }
-        match (last, overridden_until) {
-            // after the last occurrence of an overriding flag
-            (_, Some(end)) if last.is_none_or(|(i, _)| i < end) => {
-                out.splice(end..end, std::iter::once(name.to_string()).chain(vals));
-            }
-            (Some((i, k)), _) => {
-                out.splice(i + 1..i + 1 + k, vals);
-            }
-            (None, _) => {
-                front.push(name.to_string());
-                front.extend(vals);
-            }
-        }
-    }
-    front.extend(out);
-    (front, notes)
-}
-
-/// The flags that set the value of `flag` again where they come after it
-/// (the last given wins): a refined value goes after the last of them.
-fn set_again_by(flag: &str) -> &'static [&'static str] {
-    // (the files' values: an .expt's wavelength and goniometer, a CrystFEL
-    // geometry's photon_energy; the detector's place a file sets is refused
-    // after it)
-    match flag {
-        "-Na" | "-Nb" | "-Nc" => &["-N"],
-        "-lambda" => &["-energy", "-expt", "-geom"],
-        "-hdivrange" | "-vdivrange" => &["-divergence"],
-        "-phi" | "-osc" | "-polar" => &["-expt"],
-        _ => &[],
+        Err(e) => failed(notes, e),
     }
 }
 
@@ -1421,31 +1313,33 @@ mod tests {
     }
 
     #[test]
-    fn a_refined_value_comes_after_the_flags_that_would_set_it_again() {
+    fn the_refined_command_line_parses_back_to_the_refined_values() {
         let base = "-default_F 100 -cell 40 40 40 90 90 90 -detpixels 32 -pixel 0.4 -distance 60";
         let with = |model: &str, p: Param, v: f64| {
             let args: Vec<String> = model.split_whitespace().map(String::from).collect();
             let inv = parse_args(&args).unwrap();
-            let (line, _) = command_line_with(&inv, &args, &[Target::from(p)], &[v]).unwrap();
-            let again = parse_args(&line).unwrap();
-            (line.join(" "), again.config)
+            let m = parameters(&inv, &[Target::from(p)]).unwrap();
+            let (line, notes) = refined_command_line(&inv, &m, &[v], &[None]);
+            let again = parse_args(&line).unwrap_or_else(|e| panic!("{line:?} {notes:?}: {e}"));
+            (line.join(" "), notes, again.config)
         };
-        // -N after a refined -Na, -energy after -lambda, -divergence after its ranges
-        let (line, cfg) = with(&format!("{base} -lambda 1 -N 5"), Param::Na, 7.0);
-        assert_eq!(cfg.crystal.na, 7.0, "{line}");
-        assert!(line.ends_with("-N 5 -Na 7"), "{line}");
-        let (line, cfg) =
+        // over the flags that set the value too (-N, -energy, -divergence)
+        let (line, _, cfg) = with(&format!("{base} -lambda 1 -N 5"), Param::Na, 7.0);
+        assert_eq!((cfg.crystal.na, cfg.crystal.nb), (7.0, 5.0), "{line}");
+        let (line, _, cfg) =
             with(&format!("{base} -lambda 1 -energy 12398.42 -N 5"), Param::Lambda, 1.01);
         assert!((cfg.beam.lambda_a - 1.01).abs() < 1e-12, "{line}");
-        let (line, cfg) =
+        let (line, _, cfg) =
             with(&format!("{base} -lambda 1 -divergence 0.2 -N 5"), Param::Divergence, 0.3);
         assert_eq!(cfg.beam.hdivrange_mrad, 0.3, "{line}");
-        // otherwise in place, or first where the flag is not given
-        let (line, _) = with(&format!("{base} -lambda 1 -N 5"), Param::Lambda, 1.01);
-        assert!(line.contains("-lambda 1.01"), "{line}");
-        let (line, cfg) = with(&format!("{base} -lambda 1 -N 5"), Param::Xbeam, 6.5);
-        assert!(line.starts_with("-Xbeam 6.5"), "{line}");
-        assert_eq!(cfg.detector.xbeam_mm, Some(6.5));
+        let (line, notes, cfg) = with(&format!("{base} -lambda 1 -N 5"), Param::Xbeam, 6.5);
+        assert_eq!(cfg.detector.xbeam_mm, Some(6.5), "{line}");
+        // the automatic oversampling the fit held, said and written
+        assert!(line.contains("-oversample ") && notes[0].contains("kept fixed"), "{line}");
+        // whole cells, with a note
+        let (line, notes, cfg) = with(&format!("{base} -lambda 1 -N 5"), Param::Nb, 6.6);
+        assert_eq!(cfg.crystal.nb, 7.0, "{line}");
+        assert!(notes.iter().any(|n| n.contains("is written as 7")), "{notes:?}");
     }
 
     #[test]

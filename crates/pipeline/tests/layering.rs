@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["invocation"],
     &["flags"],
     &["parse"],
-    &["parameters", "render"],
+    &["parameters", "render", "command_line"],
     &["spots", "panels", "detector_response", "image_headers"],
     &["report"],
     &["traces", "image_outputs"],

@@ -6,20 +6,23 @@
 
 use nanobragg_core::config::SfSource;
 use nanobragg_core::diff::loss::LossKind;
-use nanobragg_core::diff::{Param, Weights};
+use nanobragg_core::diff::Weights;
 use nanobragg_core::render::{Precision, RenderOptions};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::sf::HklEntry;
 use nanobragg_core::stats::{image_stats, ImageStats};
 use nanobragg_pipeline::invocation::{Device, Invocation};
 use nanobragg_pipeline::panels;
-use nanobragg_pipeline::parameters::PANEL_PARAMS;
-use nanobragg_pipeline::{Parameters, Target};
+use nanobragg_pipeline::Parameters;
 use numpy::{
     AllowTypeChange, PyArray1, PyArray2, PyArray3, PyArrayLike1, PyArrayLike2, PyArrayLike3,
     PyArrayMethods, PyUntypedArrayMethods,
 };
 
+mod experiment;
+mod fields;
+
+use experiment::Experiment;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -61,287 +64,46 @@ create_exception!(
     nanobragg,
     Error,
     PyException,
-    "A bad command line, file or model: the message the command line prints."
+    "A bad command line, file or experiment: the message the command line prints."
 );
 
 fn error(e: impl std::fmt::Display) -> PyErr {
     Error::new_err(e.to_string())
 }
 
-/// A simulation as the command line describes it: detector, beam, crystal,
-/// structure factors and sampling, with the files it names already read.
-#[pyclass(module = "nanobragg._nanobragg")]
-#[derive(Clone)]
-struct Model {
-    inv: Invocation,
-    args: Vec<String>,
-    /// Values set by name since, in order (they apply on top of the flags).
-    sets: Vec<(String, f64)>,
-    /// Structure factors set from arrays (in place of the flags' source).
-    sf: Option<SfSource>,
+/// The structure factors of `hkl` (an array of shape (n, 3) of whole
+/// numbers) and `F` (n finite amplitudes), as an `-hkl` file gives them.
+fn hkl_entries(
+    hkl: In2<'_, f64>,
+    #[allow(non_snake_case)] F: &Bound<'_, PyAny>,
+) -> PyResult<Vec<HklEntry>> {
+    refuse_complex(F.py(), F, "structure factors: F")?;
+    let amplitudes: In1<'_, f64> = F.extract()?;
+    let (hkl, f) = (hkl.as_array(), flat(&amplitudes));
+    // (read as float, so that float and int32 indices are taken, and
+    // refused where numpy's cast to an integer would truncate them; the
+    // plan refuses indices too large for its grid)
+    if let Some(x) = hkl.iter().find(|x| x.fract() != 0.0) {
+        return Err(error(format!("structure factors: hkl holds {x}, not a Miller index")));
+    }
+    if hkl.ncols() != 3 || hkl.nrows() != f.len() {
+        return Err(error(format!(
+            "structure factors: hkl of shape {:?} for {} amplitudes (want ({}, 3))",
+            hkl.shape(),
+            f.len(),
+            f.len()
+        )));
+    }
+    check_amplitudes(&f, |i| {
+        let r = hkl.row(i);
+        format!("({} {} {})", r[0], r[1], r[2])
+    })?;
+    Ok((hkl.rows().into_iter().zip(f.iter()))
+        .map(|(r, &f)| HklEntry { h: r[0], k: r[1], l: r[2], f })
+        .collect())
 }
 
-#[pymethods]
-impl Model {
-    /// The command line this model was built from (values set since are
-    /// not in it).
-    #[getter]
-    fn args(&self) -> Vec<String> {
-        self.args.clone()
-    }
-
-    /// The image shape, (slow, fast) pixels.
-    #[getter]
-    fn shape(&self) -> PyResult<(usize, usize)> {
-        let [f, s] = self.check().map_err(error)?.image_size();
-        Ok((s, f))
-    }
-
-    fn __repr__(&self) -> String {
-        let sets: Vec<String> = self.sets.iter().map(|(n, v)| format!("{n}={v}")).collect();
-        match sets.is_empty() {
-            true => format!("nanobragg.from_args({:?})", self.args.join(" ")),
-            false => {
-                format!("nanobragg.from_args({:?}) with {}", self.args.join(" "), sets.join(", "))
-            }
-        }
-    }
-
-    /// The value of a parameter (a `-gradient` name such as "distance",
-    /// "cell_a", "misset_x", "lambda") in the unit of its flag, as the run
-    /// uses it (defaults resolved).
-    fn __getitem__(&self, name: &str) -> PyResult<f64> {
-        Ok(self.chosen_one(name)?.start()[0])
-    }
-
-    /// Set a parameter (in the unit of its flag); the other flags keep
-    /// their values.
-    fn __setitem__(&mut self, name: &str, value: f64) -> PyResult<()> {
-        self.set_value(name, value)?;
-        self.sets.retain(|(n, _)| n != name);
-        self.sets.push((name.to_string(), value));
-        Ok(())
-    }
-
-    /// Add flags (one string or a list of words), as if appended to the
-    /// command line, for any flag (`"-oversample 2 -phisteps 4"`,
-    /// `"-hkl P1.hkl"`); values set by name and structure factors set from
-    /// arrays stay set.
-    fn set_flags(&mut self, flags: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut args = self.args.clone();
-        args.extend(words(flags)?);
-        let model = Model::rebuilt(args, self.sf.clone(), &self.sets)?;
-        warn(flags.py(), &model.inv.warnings, &self.inv.warnings)?;
-        *self = model;
-        Ok(())
-    }
-
-    /// A copy (values set by name and arrays included; no file is read).
-    fn __copy__(&self) -> Model {
-        self.clone()
-    }
-
-    /// A copy, as `__copy__` (a model holds no Python objects).
-    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Model {
-        self.clone()
-    }
-
-    /// Pickled as its command line, the values set by name and the
-    /// structure factors set from arrays (for multiprocessing): unpickling
-    /// reads the files the command line names again.
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, ModelState)> {
-        let sf = match &self.sf {
-            None => None,
-            Some(SfSource::Hkl(entries)) => {
-                Some(entries.iter().map(|e| [e.h, e.k, e.l, e.f]).collect())
-            }
-            Some(_) => return Err(error("this model's structure factors cannot be pickled")),
-        };
-        let restore = py.import("nanobragg._nanobragg")?.getattr("_restore_model")?;
-        Ok((restore, (self.args.clone(), self.sets.clone(), sf)))
-    }
-
-    /// The names of the parameters this model can be differentiated by and
-    /// set through (`model[name]`), e.g. "distance", "cell_a".
-    #[getter]
-    fn parameters(&self) -> PyResult<Vec<String>> {
-        self.check().map_err(error)?;
-        let seeds = self.inv.seeds();
-        let cfg = &self.inv.config;
-        let mut names: Vec<String> = Param::ALL
-            .into_iter()
-            .filter(|&p| Parameters::new(cfg.clone(), seeds.setup, vec![p]).is_ok())
-            .map(|p| p.name().to_string())
-            .collect();
-        // a multi-panel detector's panels move each on its own
-        for k in 0..cfg.detector.panels.len() {
-            names.extend(PANEL_PARAMS.map(|p| format!("{p}@{k}")));
-        }
-        Ok(names)
-    }
-
-    /// The structure-factor grid the model renders with: ((h_min, k_min,
-    /// l_min), F) with F a float64 array of shape (h, k, l) ranges (points
-    /// of the grid no entry gave hold `default_F`, as in nanoBragg.c).
-    /// `None` with `-default_F` alone.
-    #[getter]
-    fn structure_factors<'py>(&self, py: Python<'py>) -> PyResult<Option<GridArray<'py>>> {
-        let (plan, _) = self.inv.plan().map_err(pyerr)?;
-        let Some(g) = plan.grid.as_ref() else { return Ok(None) };
-        let f = g.unpadded(&g.data);
-        let shape = [g.h_range() as usize, g.k_range() as usize, g.l_range() as usize];
-        Ok(Some(((g.h_min, g.k_min, g.l_min), PyArray1::from_vec(py, f).reshape(shape)?)))
-    }
-
-    /// Use these structure factors, as an `-hkl` file would give them:
-    /// `hkl` an integer array of shape (n, 3), `F` n amplitudes.
-    #[pyo3(name = "set_structure_factors")]
-    fn set_structure_factors_py(
-        &mut self,
-        hkl: In2<'_, f64>,
-        #[allow(non_snake_case)] F: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        refuse_complex(F.py(), F, "structure factors: F")?;
-        let amplitudes: In1<'_, f64> = F.extract()?;
-        let (hkl, f) = (hkl.as_array(), flat(&amplitudes));
-        // (read as float, so that float and int32 indices are taken, and
-        // refused where numpy's cast to an integer would truncate them; the
-        // plan below refuses indices too large for its grid)
-        if let Some(x) = hkl.iter().find(|x| x.fract() != 0.0) {
-            return Err(error(format!("structure factors: hkl holds {x}, not a Miller index")));
-        }
-        if hkl.ncols() != 3 || hkl.nrows() != f.len() {
-            return Err(error(format!(
-                "structure factors: hkl of shape {:?} for {} amplitudes (want ({}, 3))",
-                hkl.shape(),
-                f.len(),
-                f.len()
-            )));
-        }
-        check_amplitudes(&f, |i| {
-            let r = hkl.row(i);
-            format!("({} {} {})", r[0], r[1], r[2])
-        })?;
-        let entries = (hkl.rows().into_iter().zip(f.iter()))
-            .map(|(r, &f)| HklEntry { h: r[0], k: r[1], l: r[2], f })
-            .collect::<Vec<_>>();
-        let before =
-            std::mem::replace(&mut self.inv.config.sf.source, SfSource::Hkl(entries.into()));
-        if let Err(e) = self.inv.plan() {
-            self.inv.config.sf.source = before;
-            return Err(pyerr(e));
-        }
-        self.sf = Some(self.inv.config.sf.source.clone());
-        Ok(())
-    }
-}
-
-/// What a pickled [`Model`] holds: its command line, the values set by name
-/// and the structure factors set from arrays (h, k, l, F).
-type ModelState = (Vec<String>, Vec<(String, f64)>, Option<Vec<[f64; 4]>>);
-
-/// A pickled model (see `Model.__reduce__`).
-#[pyfunction]
-fn _restore_model(
-    args: Vec<String>,
-    sets: Vec<(String, f64)>,
-    sf: Option<Vec<[f64; 4]>>,
-) -> PyResult<Model> {
-    let sf = sf.map(|rows| {
-        SfSource::Hkl(
-            rows.iter().map(|&[h, k, l, f]| HklEntry { h, k, l, f }).collect::<Vec<_>>().into(),
-        )
-    });
-    Model::rebuilt(args, sf, &sets)
-}
-
-impl Model {
-    /// The model of `args` with the structure factors `sf` (set from
-    /// arrays) and the values `sets`, in order.
-    fn rebuilt(args: Vec<String>, sf: Option<SfSource>, sets: &[(String, f64)]) -> PyResult<Model> {
-        let mut model = Model {
-            inv: nanobragg_pipeline::parse_args(&args).map_err(error)?,
-            args,
-            sets: Vec::new(),
-            sf,
-        };
-        if let Some(sf) = &model.sf {
-            model.inv.config.sf.source = sf.clone();
-        }
-        for (name, value) in sets {
-            model.__setitem__(name, *value)?;
-        }
-        Ok(model)
-    }
-
-    /// Set a parameter's value in the invocation.
-    fn set_value(&mut self, name: &str, value: f64) -> PyResult<()> {
-        let p = self.chosen_one(name)?;
-        // what the flag takes (-fluence >= 0, a number for -polar, ...),
-        // checked without the model's files
-        if let Err(e) = nanobragg_pipeline::parameters::check_value(p.params()[0], value) {
-            return Err(error(format!("{name} = {value:?}: {e:#}")));
-        }
-        let oversample = self.inv.config.sampling.oversample;
-        let mut cfg = p.config(&[value]).map_err(|e| error(format!("{e:#}")))?;
-        // `Parameters` holds the automatic oversampling fixed; a set value keeps it automatic
-        cfg.sampling.oversample = oversample;
-        let before = std::mem::replace(&mut self.inv.config, cfg);
-        if let Err(e) = self.check() {
-            self.inv.config = before;
-            return Err(error(format!("{name} = {value:?}: {e}")));
-        }
-        Ok(())
-    }
-
-    /// The model, planned (every panel's, with several), or why it cannot be.
-    fn check(&self) -> Result<Parameters, String> {
-        let seeds = self.inv.seeds().setup;
-        Parameters::of_targets(self.inv.config.clone(), seeds, Vec::new()).map_err(|e| {
-            match e.downcast::<nanobragg_core::Error>() {
-                // a setup error, named by the flag or file it comes from
-                Ok(e) => format!("{:#}", nanobragg_pipeline::render::explain(e, &self.inv)),
-                Err(e) => format!("{e:#}"),
-            }
-        })
-    }
-
-    /// `names` of this model as numbers.
-    fn chosen(&self, names: &[String]) -> PyResult<Parameters> {
-        let params = self.targets(names)?;
-        let seeds = self.inv.seeds();
-        Parameters::of_targets(self.inv.config.clone(), seeds.setup, params)
-            .map_err(|e| error(format!("{e:#}")))
-    }
-
-    /// The one parameter `name` names (not `NAME@*`, which names one per
-    /// panel).
-    fn chosen_one(&self, name: &str) -> PyResult<Parameters> {
-        let p = self.chosen(&[name.to_string()])?;
-        match p.params() {
-            [_] => Ok(p),
-            all => Err(error(format!(
-                "{name} names {} parameters, one per panel: use NAME@K (here {})",
-                all.len(),
-                all.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
-            ))),
-        }
-    }
-
-    /// `names` as parameters, in order (`NAME@K`: panel `K`'s, `NAME@*`:
-    /// every panel's).
-    fn targets(&self, names: &[String]) -> PyResult<Vec<Target>> {
-        let panels: Vec<String> =
-            self.inv.config.detector.panels.iter().map(|p| p.name.clone()).collect();
-        let mut out = Vec::new();
-        for n in names {
-            out.extend(Target::parse_list(n, &panels).map_err(|e| error(format!("{e:#}")))?);
-        }
-        Ok(out)
-    }
-}
-
-/// Chosen parameters of a model as numbers: the image at any values, and
+/// Chosen parameters of an experiment as numbers: the image at any values, and
 /// its products with the Jacobian (the engine's reverse and forward mode).
 /// `nanobragg.torch` builds on it.
 #[pyclass(frozen, module = "nanobragg._nanobragg")]
@@ -351,12 +113,12 @@ struct Params {
     made_from: MadeFrom,
 }
 
-/// The arguments that make a [`Params`] again: model, names, threads, `F`.
-type ParamsState<'py> = (Model, Vec<String>, usize, Bound<'py, PyAny>);
+/// The arguments that make a [`Params`] again: experiment, names, threads, `F`.
+type ParamsState<'py> = (Py<Experiment>, Vec<String>, usize, Bound<'py, PyAny>);
 
 /// What a [`Params`] was made from, for pickling.
 struct MadeFrom {
-    model: Model,
+    experiment: Py<Experiment>,
     names: Vec<String>,
     /// `F`: its values and shape.
     f: Option<(Vec<f64>, [usize; 3])>,
@@ -378,14 +140,15 @@ fn pyerr(e: anyhow::Error) -> PyErr {
 
 #[pymethods]
 impl Params {
-    /// The parameters of `model` named `names` (`-gradient` names), with a
+    /// The parameters of `experiment` named `names` (`-gradient` names), with a
     /// thread count for their renders.
-    /// `F`: structure factors for the model's grid (the shape of
-    /// `model.structure_factors[1]`) in place of the model's.
+    /// `F`: structure factors for the experiment's grid (the shape of
+    /// `experiment.structure_factors[1]`) in place of the experiment's.
     #[new]
-    #[pyo3(signature = (model, names, threads = None, F = None))]
+    #[pyo3(signature = (experiment, names, threads = None, F = None))]
     fn new(
-        model: &Model,
+        py: Python<'_>,
+        experiment: PyRef<'_, Experiment>,
         names: Vec<String>,
         threads: Option<Int<i64>>,
         #[allow(non_snake_case)] F: Option<&Bound<'_, PyAny>>,
@@ -397,13 +160,13 @@ impl Params {
             }
             None => None,
         };
-        let mut model = model.clone();
-        let given = model.clone();
+        let experiment = experiment.deep_copy(py)?;
+        let given = Py::new(py, experiment.deep_copy(py)?)?;
         let mut f_given = None;
         if let Some(f) = grid {
-            let (plan, _) = model.inv.plan().map_err(pyerr)?;
+            let (plan, _) = experiment.inv(py).plan().map_err(pyerr)?;
             let Some(g) = plan.grid else {
-                return Err(error("F: the model has no structure-factor grid (give -hkl)"));
+                return Err(error("F: the experiment has no structure-factor grid (give -hkl)"));
             };
             let shape = [g.h_range() as usize, g.k_range() as usize, g.l_range() as usize];
             if f.shape() != shape {
@@ -418,18 +181,18 @@ impl Params {
                 format!("[{}, {}, {}]", i / (kr * lr), i / lr % kr, i % lr)
             })?;
             let grid = g.with_values(&values).expect("the shape is the grid's");
-            model.inv.config.sf.source = SfSource::Dump(grid);
+            experiment.set_sf_source(py, SfSource::Dump(grid));
             f_given = Some((values.into_owned(), shape));
         }
-        let p = model.chosen(&names)?;
-        let threads = thread_count(threads, model.inv.threads)?;
-        Ok(Params { p, threads, made_from: MadeFrom { model: given, names, f: f_given } })
+        let p = experiment.chosen(py, &names)?;
+        let threads = thread_count(threads, experiment.inv(py).threads)?;
+        Ok(Params { p, threads, made_from: MadeFrom { experiment: given, names, f: f_given } })
     }
 
-    /// Pickled as what it was made from (the model, the names, the thread
+    /// Pickled as what it was made from (the experiment, the names, the thread
     /// count and `F`), for multiprocessing: unpickling makes it again.
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, ParamsState<'py>)> {
-        let MadeFrom { model, names, f } = &self.made_from;
+        let MadeFrom { experiment, names, f } = &self.made_from;
         let f = match f {
             None => py.None().into_bound(py),
             Some((values, shape)) => {
@@ -437,7 +200,7 @@ impl Params {
             }
         };
         let class = py.get_type::<Params>().into_any();
-        Ok((class, (model.clone(), names.clone(), self.threads, f)))
+        Ok((class, (experiment.clone_ref(py), names.clone(), self.threads, f)))
     }
 
     /// The names, in order.
@@ -452,7 +215,7 @@ impl Params {
         self.p.params().iter().map(|p| p.unit().to_string()).collect()
     }
 
-    /// Their values in the model.
+    /// Their values in the experiment.
     #[getter]
     fn start<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
         PyArray1::from_slice(py, self.p.start())
@@ -498,8 +261,8 @@ impl Params {
     }
 
     /// `Σ v · d pixel / d F` at `values` for every structure factor of the
-    /// grid, of the shape of `model.structure_factors[1]`, computed by the
-    /// engine (nearest-neighbour or tricubic, as the model looks them up).
+    /// grid, of the shape of `experiment.structure_factors[1]`, computed by the
+    /// engine (nearest-neighbour or tricubic, as the experiment looks them up).
     fn sf_vjp<'py>(
         &self,
         py: Python<'py>,
@@ -665,14 +428,14 @@ fn words(args: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     args.extract::<Vec<String>>()
 }
 
-/// The model of a nanoBragg command line (one string, split at whitespace,
+/// The experiment of a nanoBragg command line (one string, split at whitespace,
 /// or a list of words), through the command line's own parser.
 #[pyfunction]
-fn from_args(py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Model> {
+fn from_args(py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Experiment> {
     let args = words(args)?;
     let inv = nanobragg_pipeline::parse_args(&args).map_err(error)?;
     warn(py, &inv.warnings, &[])?;
-    Ok(Model { inv, args, sets: Vec::new(), sf: None })
+    Experiment::from_invocation(py, inv)
 }
 
 /// The command line's warnings about its input (the command prints them
@@ -688,14 +451,13 @@ fn warn(py: Python<'_>, new: &[String], old: &[String]) -> PyResult<()> {
     Ok(())
 }
 
-/// The model with a precision, device and thread count.
+/// The experiment's invocation with a precision, device and thread count.
 fn configured(
-    model: &Model,
+    mut inv: Invocation,
     dtype: &str,
     device: &str,
     threads: Option<Int<i64>>,
 ) -> PyResult<Invocation> {
-    let mut inv = model.inv.clone();
     inv.precision = precision(dtype)?;
     inv.device = match device {
         "cpu" => Device::Cpu,
@@ -707,17 +469,17 @@ fn configured(
     Ok(inv)
 }
 
-/// `threads` (the model's own when `None`), at most the command line's
+/// `threads` (the experiment's own when `None`), at most the command line's
 /// `-threads` limit.
-fn thread_count(threads: Option<Int<i64>>, model: usize) -> PyResult<usize> {
+fn thread_count(threads: Option<Int<i64>>, default: usize) -> PyResult<usize> {
     let threads = threads.map(|t| t.0);
     let max = nanobragg_pipeline::flags::MAX_THREADS as usize;
     // (a Python int of any sign: -1 is refused here, not by the conversion)
-    match threads.map_or(Some(model), |t| usize::try_from(t).ok()) {
+    match threads.map_or(Some(default), |t| usize::try_from(t).ok()) {
         Some(t) if t <= max => Ok(t),
         _ => Err(error(format!(
             "threads = {}: must be from 0 to {max} (0: all cores)",
-            threads.map_or(model as i64, |t| t)
+            threads.map_or(default as i64, |t| t)
         ))),
     }
 }
@@ -745,22 +507,22 @@ fn refuse_complex(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResul
     }
 }
 
-/// The float image (photons per pixel) of `model` as a float32 array of
+/// The float image (photons per pixel) of `experiment` as a float32 array of
 /// shape (slow, fast): the content of the command line's `-floatfile`.
 /// `dtype`: "float64" (default), "float32" or "exact" (bit-identical to
 /// nanoBragg.c); `device`: "cpu", "cuda" or "auto".
 #[pyfunction]
-#[pyo3(signature = (model, dtype = "float64", device = "cpu", threads = None))]
+#[pyo3(signature = (experiment, dtype = "float64", device = "cpu", threads = None))]
 fn simulate<'py>(
     py: Python<'py>,
-    model: PyRef<'_, Model>,
+    experiment: PyRef<'_, Experiment>,
     dtype: &str,
     device: &str,
     threads: Option<Int<i64>>,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-    let inv = configured(&model, dtype, device, threads)?;
-    // (another thread may change the model while this one renders its copy)
-    drop(model);
+    let inv = configured(experiment.inv(py), dtype, device, threads)?;
+    // (another thread may change the experiment while this one renders its copy)
+    drop(experiment);
     let (image, (sp, fp)) = interruptible(py, || -> anyhow::Result<_> {
         let exp = panels::experiment(&inv, &inv.config, inv.seeds().setup, None)?;
         let (image, _) = panels::render(&inv, &exp)?;
@@ -820,8 +582,8 @@ impl Image {
     }
 
     /// The `-intfile` pixels, uint16 (slow, fast): `scale` (default the
-    /// model's `-scale`, else 55000 / max_I as the command line picks it) and
-    /// `adc` (default the model's `-adc`).
+    /// experiment's `-scale`, else 55000 / max_I as the command line picks it) and
+    /// `adc` (default the experiment's `-adc`).
     #[pyo3(signature = (scale = None, adc = None))]
     fn int_image<'py>(
         &self,
@@ -833,7 +595,7 @@ impl Image {
         if !(scale > 0.0 && scale.is_finite()) {
             return Err(error(format!(
                 "int_image: scale = {scale}: photons to pixel values is a number > 0 \
-                 (None: the model's -scale, automatic unless given)"
+                 (None: the experiment's -scale, automatic unless given)"
             )));
         }
         let [sp, fp] = self.shape;
@@ -848,7 +610,7 @@ impl Image {
     /// The `-noisefile` pixels, uint16 (slow, fast), Poisson deviates of the
     /// image plus `adc` as nanoBragg.c draws them, with the total photons and
     /// the overloads: (pixels, photons, overloads). `seed` defaults to the
-    /// model's `-seed` (else the clock, as the command line).
+    /// experiment's `-seed` (else the clock, as the command line).
     #[pyo3(signature = (seed = None, adc = None))]
     fn noise_image<'py>(
         &self,
@@ -867,18 +629,18 @@ impl Image {
     }
 }
 
-/// Render `model` into an [`Image`] (see `simulate` for the arguments).
+/// Render `experiment` into an [`Image`] (see `simulate` for the arguments).
 #[pyfunction]
-#[pyo3(signature = (model, dtype = "float64", device = "cpu", threads = None))]
+#[pyo3(signature = (experiment, dtype = "float64", device = "cpu", threads = None))]
 fn render(
     py: Python<'_>,
-    model: PyRef<'_, Model>,
+    experiment: PyRef<'_, Experiment>,
     dtype: &str,
     device: &str,
     threads: Option<Int<i64>>,
 ) -> PyResult<Image> {
-    let inv = configured(&model, dtype, device, threads)?;
-    drop(model);
+    let inv = configured(experiment.inv(py), dtype, device, threads)?;
+    drop(experiment);
     interruptible(py, || -> anyhow::Result<Image> {
         let t0 = Instant::now();
         let seeds = inv.seeds();
@@ -916,7 +678,7 @@ struct Refined {
     params: Vec<String>,
     /// Their units.
     units: Vec<String>,
-    /// Their values in the starting model.
+    /// Their values in the starting experiment.
     start: Vec<f64>,
     /// Their refined values.
     values: Vec<f64>,
@@ -938,7 +700,10 @@ struct Refined {
     evaluations: usize,
     /// Why it stopped.
     stop: String,
-    /// The model's command line with the refined values.
+    /// The refined experiment: the start's with the refined values (and
+    /// the automatic oversampling of the start, which the fit held).
+    experiment: Py<Experiment>,
+    /// The start's command line with the refined values.
     command_line: String,
     /// Notes on the command line.
     notes: Vec<String>,
@@ -946,11 +711,11 @@ struct Refined {
     seconds: f64,
     /// Strong spots found on the observed image.
     spots: usize,
-    /// The share of them the refined model explains.
+    /// The share of them the refined experiment explains.
     explained: f64,
     /// Rms distance of the indexed spots from their predicted centroids (pixels).
     rms_px: f64,
-    /// Pearson χ² per pixel where the model expects ≥ 1 photon (Poisson loss).
+    /// Pearson χ² per pixel where the experiment expects ≥ 1 photon (Poisson loss).
     chi2_per_pixel: Option<f64>,
     /// Why the fit counts as failed (None: it passed the check).
     failed: Option<String>,
@@ -987,8 +752,8 @@ impl Refined {
     }
 }
 
-/// Fit `params` (`-gradient` names) of `model` to `observed` (an image of
-/// the model's shape, photons) by L-BFGS on the engine's loss gradient, as
+/// Fit `params` (`-gradient` names) of `experiment` to `observed` (an image of
+/// the experiment's shape, photons) by L-BFGS on the engine's loss gradient, as
 /// `nanobragg refine` does (`NAME@K`: panel `K`'s parameter of a
 /// multi-panel detector, `NAME@*` every panel's). `loss`: "sse" or
 /// "poisson" (default: poisson for whole counts, else sse); `skip`: pixels
@@ -996,16 +761,16 @@ impl Refined {
 /// (with Python's `print`); `min_explained` and
 /// `max_chi2` as the command's flags (the fit check).
 #[pyfunction]
-#[pyo3(signature = (model, observed, params, loss = None, maxiter = Int(100), gtol = None,
+#[pyo3(signature = (experiment, observed, params, loss = None, maxiter = Int(100), gtol = None,
                     history = Int(8), skip = None, threads = None, verbose = false,
                     prefit = true, min_explained = 0.8, max_chi2 = 4.0),
-       text_signature = "(model, observed, params, loss=None, maxiter=100, gtol=None, \
+       text_signature = "(experiment, observed, params, loss=None, maxiter=100, gtol=None, \
                          history=8, skip=None, threads=None, verbose=False, prefit=True, \
                          min_explained=0.8, max_chi2=4.0)")]
 #[allow(clippy::too_many_arguments)]
 fn refine(
     py: Python<'_>,
-    model: PyRef<'_, Model>,
+    experiment: PyRef<'_, Experiment>,
     observed: In2<'_, f32>,
     params: Vec<String>,
     loss: Option<&str>,
@@ -1019,10 +784,8 @@ fn refine(
     min_explained: f64,
     max_chi2: f64,
 ) -> PyResult<Refined> {
-    use nanobragg_pipeline::refine::{
-        command_line_with, refine as fit, Observed, Report, Settings,
-    };
-    let mut inv = model.inv.clone();
+    use nanobragg_pipeline::refine::{refine as fit, Observed, Report, Settings};
+    let mut inv = experiment.inv(py);
     inv.threads = thread_count(threads, inv.threads)?;
     let values = flat(&observed).into_owned();
     let skip = skip.map(|s| flat(&s).into_owned());
@@ -1036,7 +799,7 @@ fn refine(
         return Err(error("refine: gtol and history must be > 0"));
     }
     let settings = Settings {
-        params: model.targets(&params)?,
+        params: experiment.targets(py, &params)?,
         loss,
         maxiter,
         gtol,
@@ -1045,22 +808,9 @@ fn refine(
         min_explained,
         max_chi2,
     };
-    // values set by name are not in the model's command line: put them in
-    let (mut args, mut notes) = (model.args.clone(), Vec::new());
-    if !model.sets.is_empty() {
-        let names: Vec<String> = model.sets.iter().map(|(n, _)| n.clone()).collect();
-        let values: Vec<f64> = model.sets.iter().map(|&(_, v)| v).collect();
-        (args, notes) =
-            command_line_with(&inv, &args, &model.targets(&names)?, &values).map_err(pyerr)?;
-    }
-    if model.sf.is_some() {
-        notes.push(
-            "the structure factors were set from arrays: the refined command line reads those \
-             of its flags (write them to a file for -hkl)"
-                .into(),
-        );
-    }
-    drop(model);
+    let start = experiment.chosen(py, &params)?;
+    let mut refined = experiment.deep_copy(py)?;
+    drop(experiment);
     // (Python's print, not the process's stdout: a notebook shows the lines)
     // the first error of a print (a KeyboardInterrupt, which Python raises
     // in the next call into it; a closed stream) is raised after the fit, as
@@ -1078,13 +828,15 @@ fn refine(
             })
         })
     });
-    let fitted = interruptible(py, || fit(&inv, &args, observed, &settings, report))?;
+    let fitted = interruptible(py, || fit(&inv, observed, &settings, report))?;
     if let Some(e) = failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(e);
     }
-    let mut r = fitted.map_err(pyerr)?;
-    r.notes.extend(notes);
+    let r = fitted.map_err(pyerr)?;
+    // (the fit's own experiment: the automatic oversampling of the start held)
+    refined.store(py, start.config(&r.values).map_err(pyerr)?);
     Ok(Refined {
+        experiment: Py::new(py, refined)?,
         params: r.params.iter().map(|p| p.to_string()).collect(),
         units: r.params.iter().map(|p| p.unit().to_string()).collect(),
         start: r.start,
@@ -1112,23 +864,23 @@ fn refine(
 /// An image and its derivative images, as numpy arrays.
 type ImageAndDerivatives<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray3<f32>>);
 
-/// The image of `model` and its derivatives by `params` (names as for
+/// The image of `experiment` and its derivatives by `params` (names as for
 /// `Params`: `misset_x` is the `-misset` angle, `NAME@K` panel `K`'s,
 /// `NAME@*` one per panel): a float32 array (slow, fast) and one of shape
 /// (number of parameters, slow, fast), per unit of each flag.
 #[pyfunction]
-#[pyo3(signature = (model, params, dtype = "float64", threads = None))]
+#[pyo3(signature = (experiment, params, dtype = "float64", threads = None))]
 fn jacobian<'py>(
     py: Python<'py>,
-    model: PyRef<'_, Model>,
+    experiment: PyRef<'_, Experiment>,
     params: Vec<String>,
     dtype: &str,
     threads: Option<Int<i64>>,
 ) -> PyResult<ImageAndDerivatives<'py>> {
     let precision = precision(dtype)?;
-    let opts = RenderOptions::default().threads(thread_count(threads, model.inv.threads)?);
-    let p = model.chosen(&params)?;
-    drop(model);
+    let opts = RenderOptions::default().threads(thread_count(threads, experiment.inv(py).threads)?);
+    let p = experiment.chosen(py, &params)?;
+    drop(experiment);
     let (image, derivatives) =
         interruptible(py, || p.jacobian(p.start(), opts, precision))?.map_err(pyerr)?;
     let [fp, sp] = p.image_size();
@@ -1240,7 +992,7 @@ fn read_image<'py>(
 #[pymodule]
 fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", m.py().get_type::<Error>())?;
-    m.add_class::<Model>()?;
+    experiment::register(m)?;
     m.add_class::<Params>()?;
     m.add_class::<Image>()?;
     m.add_function(wrap_pyfunction!(render, m)?)?;
@@ -1252,7 +1004,6 @@ fn _nanobragg(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Refined>()?;
     m.add_function(wrap_pyfunction!(refine, m)?)?;
     m.add_function(wrap_pyfunction!(from_args, m)?)?;
-    m.add_function(wrap_pyfunction!(_restore_model, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(jacobian, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;

@@ -1,16 +1,18 @@
 """PyTorch autograd over the nanobragg engine.
 
-    import torch, nanobragg
+    import torch, nanobragg as nb
     from nanobragg.torch import render
-    model = nanobragg.from_args("-default_F 100 -cell 100 100 100 90 90 90 "
-                                "-lambda 1 -N 5 -distance 100 -detpixels 128")
+    experiment = nb.Experiment(
+        beam=nb.Beam(lambda_a=1.0),
+        crystal=nb.Crystal(cell=(100, 100, 100, 90, 90, 90), N=5, default_F=100),
+        detector=nb.Detector(distance_mm=100, fpixels=128, spixels=128))
     distance = torch.tensor(100.0, dtype=torch.float64, requires_grad=True)
-    image = render(model, distance=distance)          # (slow, fast) tensor
+    image = render(experiment, distance=distance)     # (slow, fast) tensor
     image.square().sum().backward()                   # distance.grad
 
 Parameters are named as for `-gradient` ("distance", "cell_a", "misset_x",
 "lambda", ...), in the units of their flags; `F` is the structure-factor grid
-(`model.structure_factors[1]`'s shape). The image is rendered by the engine
+(`experiment.structure_factors[1]`'s shape). The image is rendered by the engine
 in float64; `backward` asks the engine for Jᵀv (no derivative image is formed
 where the engine can avoid it) and for Σ v·∂I/∂F over the grid; `jvp`
 (forward mode) for J·t by the parameters.
@@ -104,10 +106,11 @@ class Render(torch.autograd.Function):
         return d.to(device=ctx.like.device, dtype=ctx.out)
 
 
-def render(model, F=None, dtype="float64", threads=None, **values):
-    """The image of `model` (from `nanobragg.from_args`) with the named
-    parameters set to `values` (tensors of one element, or numbers) and, with
-    `F`, the structure factors of the model's grid replaced by `F`;
+def render(experiment, F=None, dtype="float64", threads=None, **values):
+    """The image of `experiment` (a `nanobragg.Experiment`, from objects or
+    `nanobragg.from_args`) with the named parameters set to `values` (tensors
+    of one element, or numbers) and, with `F`, the structure factors of its
+    grid replaced by `F`;
     differentiable by every tensor among them. The image has the tensors'
     floating-point dtype (float64 when there is none) and their device;
     `dtype` picks the kernels' precision as in `nanobragg.simulate`."""
@@ -132,5 +135,5 @@ def render(model, F=None, dtype="float64", threads=None, **values):
         [torch.as_tensor(v, dtype=f64, device=like.device).reshape(()) for v in values.values()]
     ) if values else torch.zeros(0, dtype=f64, device=like.device)
     f_array = None if F is None else np.asarray(_numpy(torch.as_tensor(F)))
-    params = Params(model, names, threads, f_array)
+    params = Params(experiment, names, threads, f_array)
     return Render.apply(params, stacked, F if isinstance(F, torch.Tensor) else None, dtype, kind)
