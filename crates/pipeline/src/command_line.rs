@@ -11,12 +11,13 @@
 //! amplitude set from an array, a panel moved in memory, a fractional
 //! `-Na`) is refused with the part that differs, never written wrong.
 
-use crate::invocation::Invocation;
+use crate::invocation::{Device, Invocation};
 use crate::parse::parse_args;
 use nanobragg_core::config::{
     BeamConfig, Convention, CrystalConfig, CrystalShape, DetectorConfig, Misset, Pivot,
-    SamplingConfig, SfConfig, SimConfig,
+    SamplingConfig, SfConfig, SfSource, SimConfig,
 };
+use nanobragg_core::render::Precision;
 use std::path::Path;
 
 /// A model that no command line reproduces, and why.
@@ -34,9 +35,17 @@ impl std::error::Error for NoCommandLine {}
 /// The flags (without the program name) whose parse gives `inv`'s
 /// simulation and noise seed; outputs, threads and precision are left out.
 pub fn to_args(inv: &Invocation) -> Result<Vec<String>, NoCommandLine> {
-    let mut out = Args(file_flags(inv));
+    let mut out = Args(file_args(inv));
     let base = parse_args(&out.0)
         .map_err(|e| NoCommandLine(format!("its files do not parse again: {e}")))?;
+    if matches!(base.config.sf.source, SfSource::Dump(_)) && inv.hkl_path.is_none() {
+        if let SfSource::None = inv.config.sf.source {
+            return Err(NoCommandLine(format!(
+                "without -hkl its command line reads the structure factors of {} (as nanoBragg.c does): give -hkl, or remove that file",
+                inv.outputs.dumpfile.display()
+            )));
+        }
+    }
     let (cfg, was) = (&inv.config, &base.config);
     detector_flags(&mut out, &cfg.detector, &was.detector);
     beam_flags(&mut out, &cfg.beam, &was.beam);
@@ -47,9 +56,14 @@ pub fn to_args(inv: &Invocation) -> Result<Vec<String>, NoCommandLine> {
         out.push("-seed", [seed.to_string()]);
     }
     let mut again = reparse(&out.0)?;
-    // the pivot is the last one a flag chose: said once more at the end
-    if again.config.detector.pivot != cfg.detector.pivot {
-        let word = match cfg.detector.pivot {
+    // the pivot is the last one a flag chose: said once more at the end,
+    // where it counts (custom vectors, one panel; the named conventions and
+    // the panels of a file impose their own)
+    let d = &cfg.detector;
+    if d.convention != Convention::Custom || !d.panels.is_empty() {
+        again.config.detector.pivot = d.pivot;
+    } else if again.config.detector.pivot != d.pivot {
+        let word = match d.pivot {
             Pivot::Sample => "sample",
             Pivot::Beam => "beam",
         };
@@ -57,7 +71,16 @@ pub fn to_args(inv: &Invocation) -> Result<Vec<String>, NoCommandLine> {
         again = reparse(&out.0)?;
     }
     match first_difference(&again.config, cfg) {
-        Some(part) => Err(NoCommandLine(format!("no flag or file holds {part} as it is"))),
+        Some(part) => {
+            let file = match inv.detector_files.last() {
+                Some((p, _)) if !part.starts_with("the detector") => format!(
+                    " (the detector's file {} also sets the beam and crystal: give the values it holds)",
+                    p.display()
+                ),
+                _ => String::new(),
+            };
+            Err(NoCommandLine(format!("no flag or file holds {part} as it is{file}")))
+        }
         None if again.seed != inv.seed => Err(NoCommandLine("the noise seed".into())),
         None => Ok(out.0),
     }
@@ -154,9 +177,32 @@ fn path(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// The settings of `inv` a library keeps with a model, as flags: threads,
+/// precision, device, and the `-intfile` scale and ADC offset (where they
+/// are not the defaults).
+pub fn settings_args(inv: &Invocation) -> Vec<String> {
+    let mut out = Args(Vec::new());
+    let was = Invocation::default();
+    out.int("-threads", inv.threads as i64, was.threads as i64);
+    match inv.precision {
+        Precision::Fast64 => {}
+        Precision::Fast32 => out.push("-dtype", ["float32".to_string()]),
+        Precision::Exact64 => out.switch("-exact"),
+    }
+    match inv.device {
+        Device::Cpu => {}
+        Device::Cuda => out.push("-device", ["cuda".to_string()]),
+        Device::Auto => out.push("-device", ["auto".to_string()]),
+    }
+    out.num("-scale", inv.outputs.int_scale, was.outputs.int_scale);
+    out.num("-adc", inv.outputs.adc_offset, was.outputs.adc_offset);
+    out.0
+}
+
 /// The flags of the files `inv` read, in an order that applies them as it
-/// did: detector files, then a `-mat` that replaced their orientation.
-fn file_flags(inv: &Invocation) -> Vec<String> {
+/// did: images, detector files, then a `-mat` that replaced their
+/// orientation, and the tables.
+pub fn file_args(inv: &Invocation) -> Vec<String> {
     let mut out = Vec::new();
     let mut file = |flag: &str, p: &Path| {
         out.push(flag.to_string());
@@ -181,7 +227,7 @@ fn file_flags(inv: &Invocation) -> Vec<String> {
     match (&inv.hkl_path, &inv.config.sf.source) {
         (Some(p), _) => file("-hkl", p),
         // (nanoBragg.c reads the grid of -dump where no -hkl is given)
-        (None, nanobragg_core::config::SfSource::Dump(_)) => file("-dump", &inv.outputs.dumpfile),
+        (None, SfSource::Dump(_)) => file("-dump", &inv.outputs.dumpfile),
         _ => {}
     }
     if let Some(p) = &inv.source_path {

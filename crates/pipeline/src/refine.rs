@@ -1249,33 +1249,50 @@ pub fn refined_command_line(
             }
         }
     }
-    let failed = |notes: Vec<String>, e: crate::command_line::NoCommandLine| {
-        (Vec::new(), [notes, vec![format!("no refined command line: {e}")]].concat())
-    };
-    match crate::command_line::to_args(&refined) {
-        Ok(line) => (line, notes),
-        Err(_) if !inv.detector_files.is_empty() => {
-            // a detector file places the detector: the refined place is said
-            let file = inv.detector_files.last().map(|(p, _)| p.display().to_string());
-            for (t, v) in model.params.iter().zip(&rounded).filter(|(t, _)| t.panel.is_none()) {
-                match crate::parameters::flag_of(t.param) {
-                    Some((flag, _)) if crate::expt::PLACEMENT.contains(&flag) => {
-                        notes.push(format!(
-                            "{} places the detector: the refined {flag} {v} is not on the command line (put it in the file)",
-                            file.as_deref().unwrap_or("the detector file")
-                        ))
+    use crate::command_line::to_args;
+    let line = match to_args(&refined) {
+        Ok(line) => line,
+        Err(first) => {
+            // a detector file places the detector: the start's place, with
+            // the rest refined; else the start's detector
+            let (d, d0) = (&mut refined.config.detector, &inv.config.detector);
+            (d.distance_mm, d.close_distance_mm, d.pixel_mm) =
+                (d0.distance_mm, d0.close_distance_mm, d0.pixel_mm);
+            (d.xbeam_mm, d.ybeam_mm, d.xclose_mm, d.yclose_mm) =
+                (d0.xbeam_mm, d0.ybeam_mm, d0.xclose_mm, d0.yclose_mm);
+            (d.orgx_px, d.orgy_px, d.pivot) = (d0.orgx_px, d0.orgy_px, d0.pivot);
+            match to_args(&refined) {
+                Ok(line) => line,
+                Err(_) => {
+                    refined.config.detector = inv.config.detector.clone();
+                    match to_args(&refined) {
+                        Ok(line) => line,
+                        Err(_) => {
+                            notes.push(format!("no refined command line: {first}"));
+                            return (Vec::new(), notes);
+                        }
                     }
-                    _ => {}
                 }
             }
-            refined.config.detector = inv.config.detector.clone();
-            match crate::command_line::to_args(&refined) {
-                Ok(line) => (line, notes),
-                Err(e) => failed(notes, e),
-            }
         }
-        Err(e) => failed(notes, e),
+    };
+    // each refined value the line does not give, said
+    let own: Vec<(Target, f64)> =
+        (model.params.iter().copied().zip(rounded)).filter(|(t, _)| t.panel.is_none()).collect();
+    let targets: Vec<Target> = own.iter().map(|&(t, _)| t).collect();
+    let given = parse_args(&line).ok().and_then(|again| parameters(&again, &targets).ok());
+    let file = inv.detector_files.last().map(|(p, _)| p.display().to_string());
+    for (i, &(t, want)) in own.iter().enumerate() {
+        let got = given.as_ref().map(|g| g.start()[i]);
+        if got.is_none_or(|got| (got - want).abs() > 1e-9 * want.abs().max(1.0)) {
+            let place = match &file {
+                Some(f) => format!(" ({f} places the detector: put it in the file)"),
+                None => String::new(),
+            };
+            notes.push(format!("the refined {t} {want} is not on the command line{place}"));
+        }
     }
+    (line, notes)
 }
 
 #[cfg(test)]
@@ -1321,6 +1338,7 @@ mod tests {
             let m = parameters(&inv, &[Target::from(p)]).unwrap();
             let (line, notes) = refined_command_line(&inv, &m, &[v], &[None]);
             let again = parse_args(&line).unwrap_or_else(|e| panic!("{line:?} {notes:?}: {e}"));
+            assert!(!notes.iter().any(|n| n.contains("not on the command line")), "{notes:?}");
             (line.join(" "), notes, again.config)
         };
         // over the flags that set the value too (-N, -energy, -divergence)

@@ -97,7 +97,18 @@ static CRYSTAL: &[Field<CrystalModel>] = &[
     cell_field!(3, "cell_alpha", "cell angle alpha (deg)"),
     cell_field!(4, "cell_beta", "cell angle beta (deg)"),
     cell_field!(5, "cell_gamma", "cell angle gamma (deg)"),
-    field!("mat", "reciprocal vectors (a*, b*, c*) times the wavelength, as a MOSFLM matrix's columns (None: from cell)", c => c.cfg.mat),
+    Field {
+        name: "mat",
+        doc: "reciprocal vectors (a*, b*, c*) times the wavelength, as a MOSFLM matrix's columns (None: from cell); setting it clears real_space_a, as -mat does",
+        get: |c, py| c.cfg.mat.to_py(py),
+        set: |c, v| {
+            c.cfg.mat = Value::from_py(v).map_err(|e| fields::named("mat", e))?;
+            if c.cfg.mat.is_some() {
+                c.cfg.real_space_a = None;
+            }
+            Ok(())
+        },
+    },
     field!("real_space_a", "the cell's real-space vectors (a, b, c) in the laboratory frame (Å), as an .expt gives them (None: not given)", c => c.cfg.real_space_a),
     field!("misset", "rotations about x, y, z (deg, in that order), \"random\", or None", c => c.cfg.misset),
     field!("misset_seed", "seed of a random misset (None: the clock)", c => c.cfg.misset_seed),
@@ -109,9 +120,10 @@ static CRYSTAL: &[Field<CrystalModel>] = &[
             (a, b, c) => [a, b, c].to_py(py),
         },
         set: |c, v| {
-            let n = match f64::from_py(v) {
-                Ok(n) => [n; 3],
-                Err(_) => <[f64; 3]>::from_py(v).map_err(|e| fields::named("N", e))?,
+            let one = v.extract::<f64>().is_ok();
+            let n = match one {
+                true => [f64::from_py(v).map_err(|e| fields::named("N", e))?; 3],
+                false => <[f64; 3]>::from_py(v).map_err(|e| fields::named("N", e))?,
             };
             [c.cfg.na, c.cfg.nb, c.cfg.nc] = n;
             Ok(())
@@ -150,6 +162,23 @@ pub struct Detector {
     header_values: Vec<(&'static str, String, f64)>,
 }
 
+/// A row for a detector vector, whose flag also selects the custom
+/// convention.
+macro_rules! custom_field {
+    ($name:literal, $doc:literal, $f:ident) => {
+        Field {
+            name: $name,
+            doc: $doc,
+            get: |c: &DetectorConfig, py| c.$f.to_py(py),
+            set: |c: &mut DetectorConfig, v| {
+                c.$f = Value::from_py(v).map_err(|e| fields::named($name, e))?;
+                c.convention = nanobragg_core::config::Convention::Custom;
+                Ok(())
+            },
+        }
+    };
+}
+
 static DETECTOR: &[Field<DetectorConfig>] = &[
     field!("distance_mm", "sample to the direct-beam spot along the beam (mm)", c => c.distance_mm),
     field!("close_distance_mm", "sample to the nearest point of the detector plane (mm; None: from distance_mm)", c => c.close_distance_mm),
@@ -166,14 +195,14 @@ static DETECTOR: &[Field<DetectorConfig>] = &[
     field!("orgy_px", "XDS ORGY (pixels)", c => c.orgy_px),
     field!("convention", "\"mosflm\", \"xds\", \"dials\", \"adxv\", \"denzo\" or \"custom\" (the vectors below)", c => c.convention),
     field!("pivot", "what rotations keep: \"beam\" (the beam spot) or \"sample\" (the nearest point)", c => c.pivot),
-    field!("fdet", "fast axis (custom convention)", c => c.fdet),
-    field!("sdet", "slow axis (custom convention)", c => c.sdet),
-    field!("odet", "detector normal (custom convention)", c => c.odet),
-    field!("beam", "beam direction (custom convention)", c => c.beam),
-    field!("polar", "direction of the X-ray electric field (custom convention)", c => c.polar),
-    field!("spindle", "spindle axis (custom convention)", c => c.spindle),
-    field!("twotheta_axis", "axis of the two-theta swing", c => c.twotheta_axis),
-    field!("pix0", "first pixel's position (m): selects the custom convention; recomputed from the beam centre as in nanoBragg", c => c.pix0),
+    custom_field!("fdet", "fast axis; setting it selects the custom convention, as its flag does", fdet),
+    custom_field!("sdet", "slow axis; setting it selects the custom convention, as its flag does", sdet),
+    custom_field!("odet", "detector normal; setting it selects the custom convention, as its flag does", odet),
+    custom_field!("beam", "beam direction; setting it selects the custom convention, as its flag does", beam),
+    custom_field!("polar", "direction of the X-ray electric field; setting it selects the custom convention, as its flag does", polar),
+    custom_field!("spindle", "spindle axis; setting it selects the custom convention, as its flag does", spindle),
+    custom_field!("twotheta_axis", "axis of the two-theta swing; setting it selects the custom convention, as its flag does", twotheta_axis),
+    custom_field!("pix0", "first pixel's position (m): setting it selects the custom convention (the position is recomputed from the beam centre, as in nanoBragg)", pix0),
     field!("rotx_deg", "rotation about x (deg)", c => c.rotx_deg),
     field!("roty_deg", "rotation about y, after x (deg)", c => c.roty_deg),
     field!("rotz_deg", "rotation about z, after x and y (deg)", c => c.rotz_deg),
@@ -196,7 +225,11 @@ static DETECTOR: &[Field<DetectorConfig>] = &[
                     match d {
                         d if d == f64::INFINITY || d == 0.0 => Some(None),
                         d if d.is_finite() && d > 0.0 => Some(Some(d)),
-                        d => return Err(error(format!("attenuation_um: {d} is not a depth"))),
+                        d => {
+                            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                                "attenuation_um: {d} is not a depth (µm > 0, inf or 0: none)"
+                            )))
+                        }
                     }
                 }
             };
@@ -208,10 +241,10 @@ static DETECTOR: &[Field<DetectorConfig>] = &[
     field!("roi", "(xmin, xmax, ymin, ymax) pixels rendered, inclusive (None: all)", c => c.roi),
     Field {
         name: "panels",
-        doc: "the panels of a multi-panel detector, a list of Panel (empty: the one flat detector the other attributes describe)",
+        doc: "the panels of a multi-panel detector, a tuple of Panel; assign a list or tuple to change them (empty: the one flat detector the other attributes describe)",
         get: |c, py| {
             let panels = c.panels.iter().map(|p| Py::new(py, Panel { cfg: p.clone() }));
-            Ok(pyo3::types::PyList::new(py, panels.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind())
+            Ok(pyo3::types::PyTuple::new(py, panels.collect::<PyResult<Vec<_>>>()?)?.into_any().unbind())
         },
         set: |c, v| {
             let panels: Vec<PyRef<'_, Panel>> = v
@@ -419,6 +452,16 @@ impl Panel {
         fields::names(PANEL, &["replace"])
     }
 
+    /// Pickled as its values.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Py<PyDict>,))> {
+        let values = PyDict::new(py);
+        for f in PANEL {
+            values.set_item(f.name, (f.get)(&self.cfg, py)?)?;
+        }
+        let restore = py.import("nanobragg._nanobragg")?.getattr("_restore_panel")?;
+        Ok((restore, (values.unbind(),)))
+    }
+
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<Panel>().is_ok_and(|o| self.cfg == o.get().cfg)
     }
@@ -611,9 +654,10 @@ impl Experiment {
     }
 }
 
-/// A pickled experiment: its command line and the structure factors set
-/// from arrays (h, k, l, F).
-type ExperimentState = (Vec<String>, Option<Vec<[f64; 4]>>);
+/// A pickled experiment: the flags of its files and settings, the
+/// structure factors set from arrays (h, k, l, F) and its attributes'
+/// values (part, name, value).
+type ExperimentState = (Vec<String>, Option<Vec<[f64; 4]>>, Vec<(String, String, Py<PyAny>)>);
 
 #[pymethods]
 impl Experiment {
@@ -757,15 +801,21 @@ impl Experiment {
     /// Add flags (one string or a list of words), as if appended to this
     /// experiment's command line (`"-oversample 2 -phisteps 4"`,
     /// `"-hkl P1.hkl"`); structure factors set from arrays stay set unless
-    /// the flags give `-hkl`. The parts become new objects.
+    /// the flags give `-hkl`, and so do the threads, precision, `-scale`
+    /// and `-adc` unless the flags set them. The parts stay the same
+    /// objects, with the new values.
     fn set_flags(&mut self, flags: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = flags.py();
         let (mut args, arrays) = self.args_and_arrays(py)?;
+        args.extend(nanobragg_pipeline::command_line::settings_args(&self.rest));
         args.extend(crate::words(flags)?);
         let e = Experiment::parsed(py, &args, arrays)?;
         crate::warn(py, &e.rest.warnings, &self.rest.warnings)?;
         e.check(py).map_err(error)?;
-        *self = e;
+        *self.beam.borrow_mut(py) = e.beam.borrow(py).clone();
+        *self.crystal.borrow_mut(py) = e.crystal.borrow(py).clone();
+        *self.detector.borrow_mut(py) = e.detector.borrow(py).clone();
+        self.rest = e.rest;
         Ok(())
     }
 
@@ -779,20 +829,49 @@ impl Experiment {
         self.deep_copy(py)
     }
 
-    /// Pickled as its command line and the structure factors set from
-    /// arrays (for multiprocessing): unpickling reads the files the command
-    /// line names again.
+    /// Pickled as the files it was read from (absolute paths), its
+    /// settings, the structure factors set from arrays and every attribute's
+    /// value (for multiprocessing): unpickling reads the files again and
+    /// sets the values.
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, ExperimentState)> {
-        let (args, arrays) = self.args_and_arrays(py)?;
-        let sf = match arrays {
-            None => None,
-            Some(SfSource::Hkl(entries)) => {
+        let inv = self.inv(py);
+        let mut args = nanobragg_pipeline::command_line::file_args(&inv);
+        // (flag, path) pairs: the paths made absolute, for another directory
+        for path in args.iter_mut().skip(1).step_by(2) {
+            if let Ok(p) = std::path::absolute(&*path) {
+                *path = p.display().to_string();
+            }
+        }
+        args.extend(nanobragg_pipeline::command_line::settings_args(&inv));
+        if let Some(seed) = inv.seed {
+            args.extend(["-seed".to_string(), seed.to_string()]);
+        }
+        let c = self.crystal.borrow(py);
+        let sf = match (&c.model.sf.source, c.sf_arrays) {
+            (_, false) => None,
+            (SfSource::Hkl(entries), true) => {
                 Some(entries.iter().map(|e| [e.h, e.k, e.l, e.f]).collect())
             }
-            Some(_) => return Err(error("this experiment's structure factors cannot be pickled")),
+            (_, true) => {
+                return Err(error("this experiment's structure factors cannot be pickled"))
+            }
         };
+        let mut values = Vec::new();
+        let mut all =
+            |part: &str, names: Vec<(&'static str, PyResult<Py<PyAny>>)>| -> PyResult<()> {
+                for (name, v) in names {
+                    values.push((part.to_string(), name.to_string(), v?));
+                }
+                Ok(())
+            };
+        let b = self.beam.borrow(py);
+        all("beam", BEAM.iter().map(|f| (f.name, (f.get)(&b.cfg, py))).collect())?;
+        all("crystal", CRYSTAL.iter().map(|f| (f.name, (f.get)(&c.model, py))).collect())?;
+        let d = self.detector.borrow(py);
+        all("detector", DETECTOR.iter().map(|f| (f.name, (f.get)(&d.cfg, py))).collect())?;
+        all("experiment", EXPERIMENT.iter().map(|f| (f.name, (f.get)(&self.rest, py))).collect())?;
         let restore = py.import("nanobragg._nanobragg")?.getattr("_restore_experiment")?;
-        Ok((restore, (args, sf)))
+        Ok((restore, (args, sf, values)))
     }
 
     /// The names of the parameters this experiment can be differentiated
@@ -849,10 +928,12 @@ impl Experiment {
 
 /// A pickled experiment (see `Experiment.__reduce__`).
 #[pyfunction]
+#[pyo3(signature = (args, sf, values = Vec::new()))]
 pub fn _restore_experiment(
     py: Python<'_>,
     args: Vec<String>,
     sf: Option<Vec<[f64; 4]>>,
+    values: Vec<(String, String, Py<PyAny>)>,
 ) -> PyResult<Experiment> {
     let sf = sf.map(|rows| {
         SfSource::Hkl(
@@ -862,7 +943,32 @@ pub fn _restore_experiment(
                 .into(),
         )
     });
-    Experiment::parsed(py, &args, sf)
+    let mut e = Experiment::parsed(py, &args, sf)?;
+    {
+        let (mut b, mut c, mut d) =
+            (e.beam.borrow_mut(py), e.crystal.borrow_mut(py), e.detector.borrow_mut(py));
+        // the values as they were: the rows with a flag's side effects
+        // (a vector selects the custom convention) given again last
+        let last = ["convention", "real_space_a"];
+        let (plain, again): (Vec<_>, Vec<_>) =
+            values.iter().partition(|(_, name, _)| !last.contains(&name.as_str()));
+        for (part, name, v) in plain.into_iter().chain(again) {
+            let v = v.bind(py);
+            match part.as_str() {
+                "beam" => (fields::find(BEAM, "Beam", name)?.set)(&mut b.cfg, v)?,
+                "crystal" => (fields::find(CRYSTAL, "Crystal", name)?.set)(&mut c.model, v)?,
+                "detector" => (fields::find(DETECTOR, "Detector", name)?.set)(&mut d.cfg, v)?,
+                _ => (fields::find(EXPERIMENT, "Experiment", name)?.set)(&mut e.rest, v)?,
+            }
+        }
+    }
+    Ok(e)
+}
+
+/// A pickled panel (see `Panel.__reduce__`).
+#[pyfunction]
+pub fn _restore_panel(values: &Bound<'_, PyDict>) -> PyResult<Panel> {
+    Panel::new(Some(values))
 }
 
 /// Registers the experiment's classes.
@@ -873,6 +979,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Panel>()?;
     m.add_class::<Experiment>()?;
     m.add_function(wrap_pyfunction!(_restore_experiment, m)?)?;
+    m.add_function(wrap_pyfunction!(_restore_panel, m)?)?;
     // the name the experiment had before it was made of objects
     m.add("Model", m.py().get_type::<Experiment>())?;
     Ok(())

@@ -153,9 +153,10 @@ impl<T: Value, const N: usize> Value for [T; N] {
 }
 
 impl<T: Value> Value for Vec<T> {
+    /// A tuple: the value, not a view of it (`append` would change nothing).
     fn to_py(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let items = self.iter().map(|x| x.to_py(py)).collect::<PyResult<Vec<_>>>()?;
-        Ok(pyo3::types::PyList::new(py, items)?.into_any().unbind())
+        Ok(PyTuple::new(py, items)?.into_any().unbind())
     }
     fn from_py(v: &Bound<'_, PyAny>) -> PyResult<Self> {
         items(v)?.iter().map(T::from_py).collect()

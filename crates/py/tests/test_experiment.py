@@ -5,6 +5,8 @@ import copy
 import pathlib
 import pickle
 import runpy
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -164,3 +166,47 @@ def test_the_functions_take_experiments_built_from_objects():
 def test_the_example_runs():
     root = pathlib.Path(__file__).resolve().parents[3]
     runpy.run_path(str(root / "examples" / "experiment_objects.py"), run_name="__main__")
+
+
+def test_set_flags_keeps_the_parts_and_the_settings():
+    e = nb.from_args(ARGS + " -adc 10 -scale 2 -threads 3")
+    crystal = e.crystal
+    e.set_flags("-phisteps 2 -osc 0.1")
+    assert crystal.phisteps == 2 and e.crystal is not None and e.crystal.phisteps == 2
+    crystal.cell_a = 72             # still the experiment's own part
+    assert e["cell_a"] == 72.0
+    ints = nb.render(e).int_image()
+    want = nb.render(nb.from_args(ARGS.replace("-cell 70", "-cell 72")
+                                  + " -adc 10 -scale 2 -phisteps 2 -osc 0.1")).int_image()
+    assert np.array_equal(ints, want)
+
+
+def test_pickles_hold_what_no_command_line_does(tmp_path):
+    e = objects()
+    e.crystal.Na = 4.5
+    e.beam.spectrum = [(1.1, 1.0), (1.12, 0.5)]
+    assert isinstance(e.beam.spectrum, tuple)       # a value: append would change nothing
+    again = pickle.loads(pickle.dumps(e))
+    assert again.crystal.Na == 4.5 and again.beam.spectrum == ((1.1, 1.0), (1.12, 0.5))
+    assert np.array_equal(nb.simulate(again), nb.simulate(e))
+
+
+def test_a_vector_selects_the_custom_convention_as_its_flag_does():
+    d = nb.Detector(convention="mosflm")
+    d.spindle = (0, 1, 0)
+    assert d.convention == "custom"
+    want = nb.from_args("-spindle_axis 0 1 0").detector
+    assert d.spindle == want.spindle and d.convention == want.convention
+
+
+def test_a_left_over_fdump_is_named(tmp_path, monkeypatch):
+    hkl = tmp_path / "one.hkl"
+    hkl.write_text("1 0 0 10\n0 1 0 20\n")
+    # the command writes Fdump.bin, which a later command line without -hkl reads
+    out = subprocess.run([sys.executable, "-m", "nanobragg", "-hkl", str(hkl), "-cell", "40", "40",
+                          "40", "90", "90", "90", "-N", "2", "-detpixels", "16", "-floatfile",
+                          "f.bin"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and (tmp_path / "Fdump.bin").exists(), out.stderr
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(nb.Error, match="reads the structure factors of Fdump.bin"):
+        objects().to_args()
