@@ -334,39 +334,53 @@ pub fn run_batch(
         Ok(())
     };
     if gpu && first.as_ref().is_some_and(|e| e.plans.len() == 1) {
-        // the GPU renderer streams the shots of one detector plane, every
-        // shot planned before the first renders
-        let shots: Vec<Experiment> = (0..angles.len())
-            .map(|i| match (i, first.take()) {
-                (0, Some(exp)) => Ok(exp),
-                _ => experiment(i),
-            })
-            .collect::<Result<_>>()?;
-        let plan = |i: usize| &shots[i].plans[0];
-        let mut renderer = nanobragg_cuda::GpuRenderer::new(plan(0), inv.precision)
+        // the GPU renderer streams the shots of one detector plane: each
+        // shot is planned for its orientation, and again when its image
+        // comes back (a plan at a time is held beside the first; the
+        // structure factors are shared)
+        let first = first.take().expect("checked above");
+        let mut orientations = vec![nanobragg_cuda::Shot::from_plan(&first.plans[0])];
+        for i in 1..angles.len() {
+            orientations.push(nanobragg_cuda::Shot::from_plan(&experiment(i)?.plans[0]));
+        }
+        let mut renderer = nanobragg_cuda::GpuRenderer::new(&first.plans[0], inv.precision)
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
-        let orientations: Vec<nanobragg_cuda::Shot> =
-            (0..shots.len()).map(|i| nanobragg_cuda::Shot::from_plan(plan(i))).collect();
         let mut failure = None;
         // the same for every shot (the orientation does not change it)
-        let background = cpu::background_image(plan(0));
+        let background = cpu::background_image(&first.plans[0]);
         renderer
             .render_batch_with(&orientations, |i, img| {
-                if failure.is_none() {
-                    // the pixel of C's first phi sweep, where there is one
-                    let mut fixed = None;
-                    if plan(i).first_sweep_cells.is_some() || background.is_some() {
-                        let mut copy = img.to_vec();
-                        for (v, b) in copy.iter_mut().zip(background.iter().flatten()) {
-                            *v = (*v as f64 + b) as f32;
-                        }
-                        // (which puts the background back on its pixel)
-                        cpu::put_first_sweep(plan(i), inv.precision, &mut copy, None);
-                        fixed = Some(copy);
-                    }
-                    let info = RenderInfo::default();
-                    failure = write_shot(i, fixed.as_deref().unwrap_or(img), &shots[i], info).err();
+                if failure.is_some() {
+                    return;
                 }
+                let again;
+                let exp = match i {
+                    0 => &first,
+                    _ => match experiment(i) {
+                        Ok(e) => {
+                            again = e;
+                            &again
+                        }
+                        Err(e) => {
+                            failure = Some(e);
+                            return;
+                        }
+                    },
+                };
+                let plan = &exp.plans[0];
+                // the pixel of C's first phi sweep, where there is one
+                let mut fixed = None;
+                if plan.first_sweep_cells.is_some() || background.is_some() {
+                    let mut copy = img.to_vec();
+                    for (v, b) in copy.iter_mut().zip(background.iter().flatten()) {
+                        *v = (*v as f64 + b) as f32;
+                    }
+                    // (which puts the background back on its pixel)
+                    cpu::put_first_sweep(plan, inv.precision, &mut copy, None);
+                    fixed = Some(copy);
+                }
+                let info = RenderInfo::default();
+                failure = write_shot(i, fixed.as_deref().unwrap_or(img), exp, info).err();
             })
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         if let Some(e) = failure {
