@@ -383,3 +383,27 @@ def test_compressed_frames_and_h5dump(tmp_path, compression):
         body = out.stdout.split("DATA {", 1)[1].split("}", 1)[0]
         values = np.array([int(v) for v in body.replace(",", " ").split()])
         assert np.array_equal(values, frame.ravel())
+
+
+@pytest.mark.parametrize("twotheta", [5.0, 10.0, 20.0, 30.0])
+def test_the_beam_centre_and_distance_are_where_the_beam_meets_the_swung_detector(tmp_path,
+                                                                                  twotheta):
+    # MOSFLM pivots about the beam spot: it stays where -Xbeam/-Ybeam put it,
+    # 100 mm along the beam, however far the detector swings
+    files = run(tmp_path, "-mosflm", "-Xbeam", "2.3", "-Ybeam", "2.6", "-distance", "100",
+                "-twotheta", str(twotheta), "-nonoise")
+    with h5py.File(files["nxmx"], "r") as f:
+        det = f["/entry/instrument/detector"]
+        bx, by, dist = (det[k][()] for k in ("beam_center_x", "beam_center_y", "distance"))
+    # the point (bx, by) pixels from the corner, through the file's own chain
+    got = positions_from_file(files["nxmx"])[0]
+    corner = got[0, 0] - 0.5 * (got[0, 1] - got[0, 0]) - 0.5 * (got[1, 0] - got[0, 0])
+    hit = corner + bx * (got[0, 1] - got[0, 0]) + by * (got[1, 0] - got[0, 0])
+    px = PIXEL_MM / 1000
+    # on the beam (NeXus +z) to 0.01 px, and `distance` from the sample
+    assert np.hypot(hit[0], hit[1]) < 0.01 * px and hit[2] > 0, (twotheta, hit)
+    assert dist == pytest.approx(np.linalg.norm(hit), rel=1e-9)
+    assert dist == pytest.approx(0.1, rel=1e-12)
+    assert (bx, by) == (pytest.approx(2.6 / PIXEL_MM + 0.5), pytest.approx(2.3 / PIXEL_MM + 0.5))
+    cbf = fabio.open(str(files["cbf"])).header["_array_data.header_contents"]
+    assert f"# Beam_xy ({float(bx)!r}, {float(by)!r}) pixels" in cbf

@@ -72,12 +72,41 @@ pub fn plan_spectrum(plan: &Plan) -> Vec<(f64, f64)> {
     spectrum_a
 }
 
+/// Where the direct beam meets a detector's plane, as NXmx and miniCBF
+/// define their beam centre and distance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BeamSpot {
+    /// (fast, slow) from the outer corner of the first pixel, in pixels.
+    pub centre_px: [f64; 2],
+    /// Sample to that point (m).
+    pub distance_m: f64,
+}
+
+/// The point where the beam from the sample meets `d`'s plane (not C's
+/// Fbeam/Sbeam, which after a two-theta swing or a tilt are recomputed
+/// from a ratio taken before the rotation). A beam along the plane, which
+/// never meets it, gives C's values.
+pub fn beam_spot(d: &Detector) -> BeamSpot {
+    use nanobragg_core::vec3::{dot, magnitude};
+    let along = dot(d.beam, d.odet);
+    let t = dot(d.pix0, d.odet) / along;
+    if !(along.abs() > 1e-12 && t.is_finite() && t > 0.0) {
+        let centre_px = [d.fbeam_m / d.pixel_size_m, d.sbeam_m / d.pixel_size_m];
+        return BeamSpot { centre_px, distance_m: d.distance_m };
+    }
+    let r: [f64; 3] = std::array::from_fn(|i| d.beam[i] * t - d.pix0[i]);
+    let centre_px = [dot(r, d.fdet) / d.pixel_size_m, dot(r, d.sdet) / d.pixel_size_m];
+    // (the beam vector is a unit vector)
+    BeamSpot { centre_px, distance_m: t * magnitude(d.beam) }
+}
+
 /// The int32 image of this run, each panel with its pixels, with its
 /// geometry and values, for the NXmx and CBF writers (the detector-wide
 /// values, distance and beam centre, are `plan`'s).
 pub fn mx_image<'a>(plan: &Plan, panels: &[(&Detector, &'a [i32])], o: &Outputs) -> MxImage<'a> {
     use nanobragg_core::units::RTD;
     let d = &plan.detector;
+    let spot = beam_spot(d);
     let spectrum_a = plan_spectrum(plan);
     // pixels cannot be negative without a negative offset or read-out noise:
     // then -1 marks an invalid pixel, as on Pilatus detectors; else no value does
@@ -110,8 +139,8 @@ pub fn mx_image<'a>(plan: &Plan, panels: &[(&Detector, &'a [i32])], o: &Outputs)
         wavelength_a: plan.sources.central_lambda_m * 1e10,
         spectrum_a,
         kahn_factor: plan.kahn_factor,
-        distance_m: d.distance_m,
-        beam_centre_px: [d.fbeam_m / d.pixel_size_m, d.sbeam_m / d.pixel_size_m],
+        distance_m: spot.distance_m,
+        beam_centre_px: spot.centre_px,
         exposure_s: plan.exposure_s,
         phi_start_deg: plan.phi0_rad * RTD,
         phi_range_deg: plan.osc_rad * RTD,
@@ -121,5 +150,48 @@ pub fn mx_image<'a>(plan: &Plan, panels: &[(&Detector, &'a [i32])], o: &Outputs)
         sensor_thickness_m: d.thick_m,
         start_time: utc_iso8601(start),
         end_time: utc_iso8601(end),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detector(args: &str) -> Detector {
+        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+        let inv = crate::parse_args(&args).unwrap();
+        let seeds = nanobragg_core::setup::SetupSeeds { misset_idum: -1 };
+        Plan::new(&inv.config, seeds).unwrap().detector
+    }
+
+    #[test]
+    fn the_beam_centre_is_where_the_beam_meets_the_swung_detector() {
+        // MOSFLM pivots about the beam spot: it stays at Xbeam, Ybeam (plus
+        // the half pixel) and 100 mm from the sample whatever the swing
+        let base = "-default_F 1 -cell 50 50 50 90 90 90 -mosflm -Xbeam 14 -Ybeam 10 \
+                    -distance 100 -pixel 0.1 -detpixels 256";
+        for tt in [0.0, 5.0, 10.0, 20.0, 30.0] {
+            let d = detector(&format!("{base} -twotheta {tt}"));
+            let spot = beam_spot(&d);
+            let [f, s] = spot.centre_px;
+            assert!((f - 100.5).abs() < 1e-9 && (s - 140.5).abs() < 1e-9, "{tt}: {f} {s}");
+            assert!((spot.distance_m - 0.1).abs() < 1e-12, "{tt}: {}", spot.distance_m);
+        }
+        // about the sample (custom vectors): the spot moves d·tan(2θ) along
+        // the plane, and lies on the beam
+        let custom = "-default_F 1 -cell 50 50 50 90 90 90 -fdet_vector 0 0 1 \
+                      -sdet_vector 0 -1 0 -odet_vector 1 0 0 -pivot sample -Xclose 12.8 \
+                      -Yclose 12.8 -distance 100 -pixel 0.1 -detpixels 256";
+        for tt in [5.0f64, 20.0] {
+            let d = detector(&format!("{custom} -twotheta {tt}"));
+            let spot = beam_spot(&d);
+            let [f, s] = spot.centre_px.map(|x| x * d.pixel_size_m);
+            let p: [f64; 3] = std::array::from_fn(|i| d.pix0[i] + f * d.fdet[i] + s * d.sdet[i]);
+            let across = nanobragg_core::vec3::cross(p, d.beam);
+            assert!(nanobragg_core::vec3::magnitude(across) < 1e-12, "{tt}: {p:?}");
+            let moved = (spot.centre_px[1] - 128.0).hypot(spot.centre_px[0] - 128.0) * 1e-4;
+            assert!((moved - 0.1 * tt.to_radians().tan()).abs() < 1e-9, "{tt}: {moved}");
+            assert!((spot.distance_m - 0.1 / tt.to_radians().cos()).abs() < 1e-12);
+        }
     }
 }
