@@ -66,11 +66,13 @@ def unit(v):
     return v / np.linalg.norm(v)
 
 
-def to_nexus(beam, polar):
-    """Rows: the lab vectors that become NeXus x (E-vector across the beam), y, z (beam)."""
+def to_nexus(beam):
+    """Rows: the lab vectors that become NeXus x, y (the lab's +y, the vertical, across the
+    beam) and z (the beam): McStas, y up."""
     z = unit(beam)
-    x = unit(np.asarray(polar, float) - np.dot(polar, z) * z)
-    return np.array([x, np.cross(z, x), z])
+    up = np.array([0.0, 1.0, 0.0])
+    y = unit(up - np.dot(up, z) * z)
+    return np.array([np.cross(y, z), y, z])
 
 
 def positions_from_file(path):
@@ -96,8 +98,8 @@ def positions_from_file(path):
         return np.array(out) if len({o.shape for o in out}) == 1 else out
 
 
-def ours(pix0, fdet, sdet, beam, polar):
-    R = to_nexus(beam, polar)
+def ours(pix0, fdet, sdet, beam):
+    R = to_nexus(beam)
     px = PIXEL_MM / 1000.0
     i = np.arange(PIXELS) + 0.5
     lab = (np.asarray(pix0)
@@ -124,7 +126,8 @@ def test_mosflm_noise_image(tmp_path):
         det = f["/entry/instrument/detector"]
         assert det["sensor_material"][()].decode() == "Si"
         assert det["sensor_thickness"][()] == pytest.approx(320e-6, rel=1e-12)
-        assert det["saturation_value"][()] == 2**31 - 1
+        # clipped pixels hold 2**31 - 1, which NXmx must count as above saturation
+        assert det["saturation_value"][()] == 2**31 - 2
         assert det["distance"][()] == pytest.approx(distance_mm / 1000, rel=1e-12)
         beam_x = det["beam_center_x"][()]
         beam_y = det["beam_center_y"][()]
@@ -132,6 +135,10 @@ def test_mosflm_noise_image(tmp_path):
         assert beam_x == pytest.approx(ybeam_mm / PIXEL_MM + 0.5, rel=1e-12)
         assert beam_y == pytest.approx(xbeam_mm / PIXEL_MM + 0.5, rel=1e-12)
         assert f["/entry/instrument/beam/incident_wavelength"][()] == pytest.approx(1.3)
+        # MOSFLM's E-vector (+z) is horizontal: McStas -x, Q = +K (here unpolarized)
+        stokes = f["/entry/instrument/beam/incident_polarisation_stokes"][()]
+        np.testing.assert_array_equal(stokes, [[1.0, 0.0, 0.0, 0.0]])
+        assert f["/entry/instrument/beam/total_flux"][()] > 0
 
     entry = nxmx.NXmx(h5py.File(files["nxmx"], "r")).entries[0]
     det = entry.instruments[0].detectors[0]
@@ -146,7 +153,7 @@ def test_mosflm_noise_image(tmp_path):
     fbeam, sbeam = ybeam_mm / 1000 + px / 2, xbeam_mm / 1000 + px / 2
     fdet, sdet, beam = np.array([0, 0, 1.0]), np.array([0, -1.0, 0]), np.array([1.0, 0, 0])
     pix0 = -fbeam * fdet - sbeam * sdet + distance_mm / 1000 * beam
-    want = ours(pix0, fdet, sdet, beam, [0, 0, 1.0])
+    want = ours(pix0, fdet, sdet, beam)
     got = positions_from_file(files["nxmx"])
     assert got.shape == (1, PIXELS, PIXELS, 3)
     assert np.abs(got[0] - want).max() < 1e-9
@@ -201,7 +208,7 @@ def test_custom_axes_nonoise(tmp_path):
     pix0 = (-xbeam_mm / 1000 * unit(fdet) - ybeam_mm / 1000 * unit(sdet)
             + distance_mm / 1000 * unit(beam))
     got = positions_from_file(files["nxmx"])
-    want = ours(pix0, fdet, sdet, beam, polar)
+    want = ours(pix0, fdet, sdet, beam)
     assert np.abs(got[0] - want).max() < 1e-9
 
     # -nonoise: the -intfile image, unclipped
@@ -269,19 +276,19 @@ def test_multi_panel_geom(tmp_path):
                   f"m{k}/corner_y = {float(corner_px[1])!r}", f"m{k}/coffset = {coffset_m!r}",
                   f"m{k}/fs = {fs[0]:+.17g}x {fs[1]:+.17g}y {fs[2]:+.17g}z",
                   f"m{k}/ss = {ss[0]:+.17g}x {ss[1]:+.17g}y {ss[2]:+.17g}z"]
-        # pixel centres in CrystFEL's frame (metres), then DIALS's (-x, y, -z)
+        # pixel centres in CrystFEL's frame (metres)
         px = pixel_mm / 1000
         corner = np.array([corner_px[0] * px, corner_px[1] * px, clen_m + coffset_m])
         i, j = np.arange(fp) + 0.5, np.arange(sp) + 0.5
         cf = corner + j[:, None, None] * px * ss + i[None, :, None] * px * fs
-        want_lab.append(cf * np.array([-1.0, 1.0, -1.0]))
+        want_lab.append(cf)
     (tmp_path / "d.geom").write_text("\n".join(lines) + "\n")
     cmd = [exe(), "-geom", "d.geom", "-cell", "40", "40", "40", "90", "90", "90",
            "-default_F", "100", "-N", "4", "-oversample", "1", "-nonoise", "-nopgm",
            "-floatfile", "f.bin", "-nxmxfile", "o.nxs", "-scale", "2"]
     subprocess.run(cmd, check=True, cwd=tmp_path, capture_output=True)
-    # -geom: the beam along DIALS -z, the E-vector along x
-    want = np.array(want_lab) @ to_nexus([0, 0, -1.0], [1.0, 0, 0]).T
+    # NXmx's frame is CrystFEL's (McStas: beam +z, y up): the file's own numbers
+    want = np.array(want_lab)
     got = positions_from_file(tmp_path / "o.nxs")
     assert got.shape == (8, sp, fp, 3)
     assert np.abs(got - want).max() < 1e-9
@@ -327,15 +334,14 @@ def test_geom_data_layout_modules(tmp_path):
             np.testing.assert_allclose(data[0, k, :sp, :fp], want, atol=1)
             assert np.all(data[0, k, sp:, :] == 0) and np.all(data[0, k, :, fp:] == 0)
     got = positions_from_file(tmp_path / "o.nxs")
-    R = to_nexus([0, 0, -1.0], [1.0, 0, 0])
     for k, (n, x, y, fp, sp) in enumerate(layout):
         assert got[k].shape == (sp, fp, 3)
         i, j = np.arange(fp) + 0.5, np.arange(sp) + 0.5
         corner = np.array([(-25.0 + x + 2 * k) * 1e-4, (-15.0 + y + k) * 1e-4, 0.08])
         cf = corner + j[:, None, None] * 1e-4 * np.array([0, 1.0, 0]) + (
             i[None, :, None] * 1e-4 * np.array([1.0, 0, 0]))
-        want = (cf * np.array([-1.0, 1.0, -1.0])) @ R.T
-        assert np.abs(got[k] - want).max() < 1e-9
+        # in CrystFEL's own frame, which is McStas
+        assert np.abs(got[k] - cf).max() < 1e-9
 
 
 @pytest.mark.parametrize("compression", ["none", "deflate", "bslz4"])
@@ -407,3 +413,36 @@ def test_the_beam_centre_and_distance_are_where_the_beam_meets_the_swung_detecto
     assert (bx, by) == (pytest.approx(2.6 / PIXEL_MM + 0.5), pytest.approx(2.3 / PIXEL_MM + 0.5))
     cbf = fabio.open(str(files["cbf"])).header["_array_data.header_contents"]
     assert f"# Beam_xy ({float(bx)!r}, {float(by)!r}) pixels" in cbf
+
+
+def test_crystfel_and_dials_files_give_the_mcstas_frame(tmp_path):
+    # one CrystFEL panel: fs = -x, ss = -y, corner (70, 40) px of 0.1 mm, 100 mm away
+    (tmp_path / "one.geom").write_text(
+        "clen = 0.1\nres = 10000\nphoton_energy = 12398.42 eV\n"
+        "p/min_fs = 0\np/max_fs = 47\np/min_ss = 0\np/max_ss = 47\n"
+        "p/corner_x = 70\np/corner_y = 40\np/fs = -1x +0y +0z\np/ss = +0x -1y +0z\n")
+    # the same panel as a DIALS experiment list: CrystFEL's (x, y, z) is DIALS's (-x, y, -z)
+    panel = ('{"name": "p", "origin": [-7.0, 4.0, -100.0], "fast_axis": [1, 0, 0], '
+             '"slow_axis": [0, -1, 0], "pixel_size": [0.1, 0.1], "image_size": [48, 48], '
+             '"thickness": 0.0, "mu": 0.0}')
+    (tmp_path / "one.expt").write_text(
+        '{"__id__": "ExperimentList", "experiment": [{"__id__": "Experiment", "beam": 0, '
+        '"detector": 0}], "beam": [{"direction": [0, 0, 1], "wavelength": 1.0, '
+        '"polarization_normal": [0, 1, 0], "polarization_fraction": 0.999}], '
+        f'"detector": [{{"panels": [{panel}]}}]}}')
+    got = {}
+    for flag, name in [("-geom", "one.geom"), ("-expt", "one.expt")]:
+        cmd = [exe(), flag, name, "-cell", "40", "40", "40", "90", "90", "90", "-default_F",
+               "100", "-N", "2", "-lambda", "1", "-nonoise", "-nopgm", "-floatfile", "f.bin",
+               "-nxmxfile", f"{name}.nxs"]
+        subprocess.run(cmd, check=True, cwd=tmp_path, capture_output=True)
+        with h5py.File(tmp_path / f"{name}.nxs", "r") as f:
+            module = f["/entry/instrument/detector/module"]
+            fast = module["fast_pixel_direction"].attrs["vector"]
+            offset = module["module_offset"]
+            corner = offset[()] * offset.attrs["vector"] * 1000  # mm
+        np.testing.assert_allclose(fast, [-1.0, 0.0, 0.0], atol=1e-12)
+        np.testing.assert_allclose(corner, [7.0, 4.0, 100.0], atol=1e-9)
+        got[flag] = positions_from_file(tmp_path / f"{name}.nxs")
+    # one detector, one frame, whichever file gave it
+    assert np.abs(got["-geom"] - got["-expt"]).max() < 1e-12

@@ -232,6 +232,7 @@ mod tests {
             wavelength_a: 1.2345,
             spectrum_a: vec![(1.2345, 1.0)],
             kahn_factor: 0.0,
+            total_flux: 1e12,
             distance_m: 0.1,
             beam_centre_px: [150.25, 146.5],
             exposure_s: 0.5,

@@ -36,8 +36,7 @@ pub struct MxImage<'a> {
     pub panels: Vec<Panel<'a>>,
     /// Direction the X-rays travel (laboratory frame, unit).
     pub beam: [f64; 3],
-    /// E-vector of the incident beam (laboratory frame, unit); with `beam`
-    /// it fixes the NeXus frame (see [`McStas`]).
+    /// E-vector of the incident beam (laboratory frame, unit).
     pub polar: [f64; 3],
     /// Right-handed phi rotation axis (laboratory frame, unit).
     pub spindle: [f64; 3],
@@ -47,9 +46,11 @@ pub struct MxImage<'a> {
     /// distinct wavelength (NXmx writes the weights when there are several).
     pub spectrum_a: Vec<(f64, f64)>,
     /// Fraction of linear polarization along `polar` (nanoBragg's Kahn
-    /// factor): the Stokes vector is `(1, kahn, 0, 0)` in the NeXus frame.
+    /// factor); see [`McStas::stokes`].
     pub kahn_factor: f64,
-    /// Sample-to-detector-plane distance along the normal, metres.
+    /// Incident photons per second.
+    pub total_flux: f64,
+    /// Sample to where the direct beam meets panel 0's plane, metres.
     pub distance_m: f64,
     /// Where the direct beam meets panel 0, in pixels from the outer corner
     /// of its first pixel: (fast, slow).
@@ -74,11 +75,16 @@ pub struct MxImage<'a> {
     pub end_time: String,
 }
 
+/// The vertical of nanoBragg's laboratory frame: +y, whatever the
+/// convention. It is the DIALS frame's (`-expt`, and `-geom`, placed in it)
+/// and CrystFEL's vertical, and the up of the MOSFLM, DENZO and ADXV
+/// conventions' images (their slow axis points along -y). XDS and
+/// nanoBragg's DIALS convention name no vertical: +y is taken for them too.
+pub const LAB_UP: [f64; 3] = [0.0, 1.0, 0.0];
+
 /// The rotation from nanoBragg's laboratory frame to the NeXus (McStas)
-/// frame: z along the beam, x along the E-vector's component across the
-/// beam, y = z × x. At a synchrotron the E-vector lies in the horizontal
-/// plane, so y is vertical, as McStas has it; a reader's polarization model
-/// (E along x) then agrees with the simulation's.
+/// frame: z along the beam, y the vertical ([`LAB_UP`]) made
+/// perpendicular to the beam, x = y × z.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct McStas {
     /// The rows: the laboratory vectors that become x, y and z.
@@ -86,31 +92,47 @@ pub struct McStas {
 }
 
 impl McStas {
-    /// The rotation of a beam along `beam` with E-vector `polar` (neither
-    /// need be unit; a `polar` along the beam falls back to any axis
-    /// across it).
-    pub fn new(beam: [f64; 3], polar: [f64; 3]) -> McStas {
+    /// The rotation of a beam along `beam` with `up` the vertical (neither
+    /// need be unit; an `up` along the beam falls back to any axis across
+    /// it).
+    pub fn new(beam: [f64; 3], up: [f64; 3]) -> McStas {
         let z = unit(beam);
         let across = |v: [f64; 3]| {
             let d = dot(v, z);
             [v[0] - d * z[0], v[1] - d * z[1], v[2] - d * z[2]]
         };
-        let mut x = across(polar);
-        if norm(x) < 1e-9 {
+        let mut y = across(up);
+        if norm(y) < 1e-9 {
             // the least aligned lab axis gives a well-conditioned normal
             let i = (0..3).min_by(|&a, &b| z[a].abs().total_cmp(&z[b].abs())).unwrap_or(0);
             let mut e = [0.0; 3];
             e[i] = 1.0;
-            x = across(e);
+            y = across(e);
         }
-        let x = unit(x);
-        let y = cross(z, x);
+        let y = unit(y);
+        let x = cross(y, z);
         McStas { rows: [x, y, z] }
     }
 
     /// `v` (laboratory frame) in the NeXus frame.
     pub fn apply(&self, v: [f64; 3]) -> [f64; 3] {
         self.rows.map(|r| dot(r, v))
+    }
+
+    /// The Stokes vector (I, Q, U, V) in this frame of a beam linearly
+    /// polarized to the fraction `kahn` along the E-vector `polar`
+    /// (laboratory frame): Q = kahn·cos 2ψ, U = kahn·sin 2ψ, with ψ the
+    /// E-vector's angle from x about z.
+    pub fn stokes(&self, polar: [f64; 3], kahn: f64) -> [f64; 4] {
+        let [x, y, _] = self.apply(polar);
+        let psi = y.atan2(x);
+        // (exact zeros where the E-vector lies along x or y)
+        let (s, c) = match (x.abs() < 1e-15, y.abs() < 1e-15) {
+            (true, false) => (0.0, -1.0),
+            (false, true) => (0.0, 1.0),
+            _ => ((2.0 * psi).sin(), (2.0 * psi).cos()),
+        };
+        [1.0, kahn * c, kahn * s, 0.0]
     }
 }
 
@@ -169,17 +191,33 @@ mod tests {
     }
 
     #[test]
-    fn mosflm_axes_to_mcstas() {
-        // MOSFLM: beam +x, E-vector +z
-        let r = McStas::new([1.0, 0.0, 0.0], [0.0, 0.0, 1.0]);
+    fn laboratory_axes_to_mcstas() {
+        // MOSFLM: beam +x, up +y: x = y × z is -z of the laboratory
+        let r = McStas::new([1.0, 0.0, 0.0], LAB_UP);
         assert!(close(r.apply([1.0, 0.0, 0.0]), [0.0, 0.0, 1.0]));
-        assert!(close(r.apply([0.0, 0.0, 1.0]), [1.0, 0.0, 0.0]));
-        assert!(close(r.apply([0.0, 1.0, 0.0]), [0.0, -1.0, 0.0]));
-        // XDS/ADXV (beam +z, E-vector +x) are already in the NeXus frame
-        let r = McStas::new([0.0, 0.0, 1.0], [1.0, 0.0, 0.0]);
+        assert!(close(r.apply([0.0, 0.0, 1.0]), [-1.0, 0.0, 0.0]));
+        assert!(close(r.apply([0.0, 1.0, 0.0]), [0.0, 1.0, 0.0]));
+        // XDS/ADXV (beam +z, up +y) are already in the NeXus frame
+        let r = McStas::new([0.0, 0.0, 1.0], LAB_UP);
         for e in [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]] {
             assert!(close(r.apply(e), e));
         }
+        // the DIALS frame (beam -z): CrystFEL's (x, y, z) is DIALS's (-x, y, -z)
+        let r = McStas::new([0.0, 0.0, -1.0], LAB_UP);
+        assert!(close(r.apply([-7.0, 4.0, -100.0]), [7.0, 4.0, 100.0]));
+    }
+
+    #[test]
+    fn stokes_of_the_e_vector_in_the_frame() {
+        // MOSFLM's E-vector (+z) is horizontal: along -x, Q = +K
+        let r = McStas::new([1.0, 0.0, 0.0], LAB_UP);
+        assert_eq!(r.stokes([0.0, 0.0, 1.0], 0.9), [1.0, 0.9, 0.0, 0.0]);
+        // nanoBragg's DIALS convention (E along y): vertical, Q = -K
+        let r = McStas::new([0.0, 0.0, 1.0], LAB_UP);
+        assert_eq!(r.stokes([0.0, 1.0, 0.0], 0.9), [1.0, -0.9, 0.0, 0.0]);
+        // at 45°: U
+        let s = r.stokes([1.0, 1.0, 0.0], 0.5);
+        assert!((s[1]).abs() < 1e-15 && (s[2] - 0.5).abs() < 1e-15, "{s:?}");
     }
 
     #[test]
@@ -189,7 +227,7 @@ mod tests {
         assert!((norm(r.apply(v)) - norm(v)).abs() < 1e-14);
         let [x, y, z] = r.rows;
         assert!((dot(cross(x, y), z) - 1.0).abs() < 1e-14);
-        // E-vector along the beam: still a rotation
+        // up along the beam: still a rotation
         let r = McStas::new([0.0, 1.0, 0.0], [0.0, 2.0, 0.0]);
         assert!(close(r.apply([0.0, 1.0, 0.0]), [0.0, 0.0, 1.0]));
         assert!((norm(r.apply([1.0, 0.0, 0.0])) - 1.0).abs() < 1e-15);

@@ -33,8 +33,8 @@ use rust_hdf5::{H5File, H5Group};
 
 use crate::atomic::Pending;
 pub use crate::h5::Compression;
-use crate::h5::{array, axis, axis_attrs, error, group, integer, number, text, H5};
-use crate::mx::{McStas, MxImage};
+use crate::h5::{array, array_nd, axis, axis_attrs, error, group, integer, number, text, H5};
+use crate::mx::{McStas, MxImage, LAB_UP};
 use crate::IoError;
 
 /// Why `img` cannot be written as NXmx, if it cannot.
@@ -112,7 +112,9 @@ fn write_file(path: &Path, img: &MxImage, compression: Compression) -> H5<()> {
         array(&beam, "incident_wavelength", &lambdas, Some("angstrom"))?;
         array(&beam, "incident_wavelength_weights", &weights, None)?;
     }
-    array(&beam, "incident_polarisation_stokes", &[1.0, img.kahn_factor, 0.0, 0.0], None)?;
+    let stokes = McStas::new(img.beam, LAB_UP).stokes(img.polar, img.kahn_factor);
+    array_nd(&beam, "incident_polarisation_stokes", &[1, 4], &stokes, None)?;
+    number(&beam, "total_flux", img.total_flux, Some("Hz"))?;
     let [n, smax, fmax] = frame_shape(img);
     let data_group = root.group("entry/data")?;
     let shape: &[usize] = if n == 1 { &[1, smax, fmax] } else { &[1, n, smax, fmax] };
@@ -135,7 +137,7 @@ const DETECTOR: &str = "/entry/instrument/detector";
 /// Everything of an NXmx file but the beam and the data: the entry, source,
 /// instrument, detector with its modules and transformations, and sample.
 pub(crate) fn header(root: &H5Group, img: &MxImage) -> H5<()> {
-    let frame = McStas::new(img.beam, img.polar);
+    let frame = McStas::new(img.beam, LAB_UP);
     let det_path = DETECTOR;
 
     let entry = group(root, "entry", "NXentry")?;
@@ -161,7 +163,8 @@ pub(crate) fn header(root: &H5Group, img: &MxImage) -> H5<()> {
     number(&detector, "x_pixel_size", p0.pixel_size_m, Some("m"))?;
     number(&detector, "y_pixel_size", p0.pixel_size_m, Some("m"))?;
     number(&detector, "count_time", img.exposure_s, Some("s"))?;
-    integer(&detector, "saturation_value", img.saturation_value)?;
+    // (NXmx: invalid above it; the clipped pixels hold the clip value)
+    integer(&detector, "saturation_value", img.saturation_value.saturating_sub(1))?;
     integer(&detector, "underload_value", img.underload_value)?;
     integer(&detector, "bit_depth_readout", 32)?;
     integer(&detector, "bit_depth_image", 32)?;
@@ -258,6 +261,7 @@ pub(crate) mod tests {
             wavelength_a: 1.0,
             spectrum_a: vec![(0.99, 1.0), (1.0, 2.0), (1.01, 1.0)],
             kahn_factor: 0.5,
+            total_flux: 1e12,
             distance_m: 0.1,
             beam_centre_px: [10.5, 12.5],
             exposure_s: 1.0,
@@ -355,8 +359,8 @@ pub(crate) mod tests {
         let linked: Vec<i32> =
             f.dataset("entry/instrument/detector/data").unwrap().read_raw().unwrap();
         assert_eq!(linked, all);
-        // MOSFLM beam +x, E-vector +z: NeXus (x, y, z) = (lab z, -lab y, lab x)
-        let nexus = |v: [f64; 3]| [v[2], -v[1], v[0]];
+        // MOSFLM beam +x, up +y: NeXus (x, y, z) = (-lab z, lab y, lab x)
+        let nexus = |v: [f64; 3]| [-v[2], v[1], v[0]];
         for (i, p) in panels.iter().enumerate() {
             let m = if i == 0 { "module".to_string() } else { format!("module_{i}") };
             let base = format!("/entry/instrument/detector/{m}");
@@ -392,7 +396,14 @@ pub(crate) mod tests {
         let det = "entry/instrument/detector";
         let sat: i32 =
             f.dataset(&format!("{det}/saturation_value")).unwrap().read_raw().unwrap()[0];
-        assert_eq!(sat, i32::MAX);
+        // (the clipped pixels, i32::MAX, are above it)
+        assert_eq!(sat, i32::MAX - 1);
+        let stokes: Vec<f64> =
+            f.dataset(&format!("{beam}/incident_polarisation_stokes")).unwrap().read_raw().unwrap();
+        // the E-vector +z of MOSFLM is McStas -x: Q = +K
+        assert_eq!(stokes, [1.0, 0.5, 0.0, 0.0]);
+        let flux: f64 = f.dataset(&format!("{beam}/total_flux")).unwrap().read_raw().unwrap()[0];
+        assert_eq!(flux, 1e12);
         assert_eq!(read_str(&f.dataset(&format!("{det}/sensor_material")).unwrap()), "Si");
         drop((f, data));
         std::fs::remove_file(path).ok();

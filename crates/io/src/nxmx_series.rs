@@ -28,7 +28,9 @@ use std::path::Path;
 use rust_hdf5::{H5Dataset, H5File, H5Group};
 
 use crate::atomic::Pending;
-use crate::h5::{array, array_nd, attr_text, error, frames_dataset, group, text, Compression, H5};
+use crate::h5::{
+    array, array_nd, attr_text, error, frames_dataset, group, number, text, Compression, H5,
+};
 use crate::mx::MxImage;
 use crate::nxmx::{frame_shape, header, link_data, panel_sizes, stack_panels};
 use crate::IoError;
@@ -47,8 +49,10 @@ pub struct SeriesFile {
     panels: Vec<(usize, usize)>,
     frames: usize,
     records: Vec<ShotRecord>,
-    /// The beam's polarization (Kahn factor), written with the wavelengths.
-    kahn_factor: f64,
+    /// The beam's Stokes vector in the NeXus frame, written with the wavelengths.
+    stokes: [f64; 4],
+    /// Incident photons per second.
+    total_flux: f64,
 }
 
 impl SeriesFile {
@@ -102,7 +106,9 @@ impl SeriesFile {
             false => None,
         };
         Ok(SeriesFile {
-            kahn_factor: img.kahn_factor,
+            stokes: crate::mx::McStas::new(img.beam, crate::mx::LAB_UP)
+                .stokes(img.polar, img.kahn_factor),
+            total_flux: img.total_flux,
             data: Some(data),
             noiseless,
             file: Some(file),
@@ -167,7 +173,8 @@ impl SeriesFile {
         }
         let err = error(&target);
         let file = self.file.take().expect("open until committed");
-        write_records(&file.root_group(), &self.records, self.kahn_factor).map_err(&err)?;
+        write_records(&file.root_group(), &self.records, self.stokes, self.total_flux)
+            .map_err(&err)?;
         // every handle closed before the rename
         self.data.take();
         self.noiseless.take();
@@ -177,7 +184,12 @@ impl SeriesFile {
 }
 
 /// The per-shot values of `/entry/simulation` and the beam's wavelengths.
-fn write_records(root: &H5Group, records: &[ShotRecord], kahn: f64) -> H5<()> {
+fn write_records(
+    root: &H5Group,
+    records: &[ShotRecord],
+    stokes: [f64; 4],
+    total_flux: f64,
+) -> H5<()> {
     let n = records.len();
     let sim = root.group("entry/simulation")?;
     let shots: Vec<u64> = records.iter().map(|r| r.shot).collect();
@@ -223,7 +235,10 @@ fn write_records(root: &H5Group, records: &[ShotRecord], kahn: f64) -> H5<()> {
         array_nd(&beam, "incident_wavelength", &[n, m], &lambdas, Some("angstrom"))?;
         array_nd(&beam, "incident_wavelength_weights", &[n, m], &weights, None)?;
     }
-    array(&beam, "incident_polarisation_stokes", &[1.0, kahn, 0.0, 0.0], None)?;
+    let n = records.len();
+    let all: Vec<f64> = (0..n).flat_map(|_| stokes).collect();
+    array_nd(&beam, "incident_polarisation_stokes", &[n, 4], &all, None)?;
+    number(&beam, "total_flux", total_flux, Some("Hz"))?;
     Ok(())
 }
 

@@ -384,7 +384,8 @@ fn read_nxmx(path: &Path, frame: usize) -> Result<ImageFile, IoError> {
         panels,
         frames,
         pixels,
-        saturation: value("saturation_value"),
+        // (NXmx's data is invalid above saturation_value; integer counts)
+        saturation: value("saturation_value").map(|s| s + 1.0),
         underload: value("underload_value"),
         header,
     })

@@ -139,6 +139,7 @@ pub fn mx_image<'a>(plan: &Plan, panels: &[(&Detector, &'a [i32])], o: &Outputs)
         wavelength_a: plan.sources.central_lambda_m * 1e10,
         spectrum_a,
         kahn_factor: plan.kahn_factor,
+        total_flux: plan.flux,
         distance_m: spot.distance_m,
         beam_centre_px: spot.centre_px,
         exposure_s: plan.exposure_s,
