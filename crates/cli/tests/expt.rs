@@ -132,7 +132,15 @@ fn single_panel_expt_gives_the_golden_image() {
     );
     let dir = scratch("expt", "golden");
     std::fs::write(dir.join("one.expt"), text).unwrap();
-    ok(&dir, &words("-expt one.expt -default_F 100 -N 4 -floatfile float.bin"));
+    let stdout = ok(&dir, &words("-expt one.expt -default_F 100 -N 4 -floatfile float.bin"));
+    // the file's frame is the DIALS frame: its origin is the panel's own
+    let line = stdout.lines().find(|l| l.contains("dials origin=")).expect("dials origin line");
+    let got: Vec<f64> =
+        line.split('=').nth(1).unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
+    for k in 0..3 {
+        let want = panel.origin[k];
+        assert!((got[k] - want).abs() <= 1e-5 * want.abs().max(1.0), "{line} vs {want}");
+    }
     let ours = float_file(&dir.join("float.bin"));
     let golden = common::f32_image(&case.golden_file("float.bin").unwrap());
     let golden: Vec<f64> = golden.iter().map(|&x| x as f64).collect();

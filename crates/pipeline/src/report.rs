@@ -135,7 +135,15 @@ pub fn sampling_lines(plan: &Plan, out: &mut impl Write) -> std::io::Result<()> 
 }
 
 /// The summary block printed just before rendering.
-pub fn summary_lines(plan: &Plan, mask_name: Option<&str>, out: &mut Vec<String>) {
+/// `dials_frame`: the laboratory frame is DIALS's (`-expt`, `-geom`), where
+/// the DIALS origin is the first pixel's corner itself; otherwise nanoBragg.c's
+/// mapping of the MOSFLM frame.
+pub fn summary_lines(
+    plan: &Plan,
+    mask_name: Option<&str>,
+    dials_frame: bool,
+    out: &mut Vec<String>,
+) {
     let d = &plan.detector;
     let s = &plan.sources;
     let hkls_line = format!("  {} initialized hkls (all others ={})", plan.hkls, g(plan.default_f));
@@ -209,7 +217,8 @@ pub fn summary_lines(plan: &Plan, mask_name: Option<&str>, out: &mut Vec<String>
         "  POLARIZATION_PLANE_NORMAL= {}",
         v3(nanobragg_core::vec3::cross(d.beam, d.polar))
     ));
-    out.push(format!("  dials origin= {}", v3(d.dials_origin_mm)));
+    let origin = if dials_frame { d.pix0.map(|x| 1000.0 * x) } else { d.dials_origin_mm };
+    out.push(format!("  dials origin= {}", v3(origin)));
     let roi = d.roi;
     out.push(format!("  roi: {} < x < {} && {} < y < {}", roi[0], roi[1], roi[2], roi[3]));
     out.push(format!("  hdivrange={} hdivstep={}  radians", g(s.hdivrange), g(s.hdivstep)));
@@ -357,7 +366,8 @@ pub(crate) fn setup(
     }
     print_lines(out, &mut lines)?;
     sampling_lines(plan, out)?;
-    summary_lines(plan, inv.mask_path.as_ref().map(|p| p.to_str().unwrap_or("mask")), &mut lines);
+    let mask = inv.mask_path.as_ref().map(|p| p.to_str().unwrap_or("mask"));
+    summary_lines(plan, mask, !inv.detector_files.is_empty(), &mut lines);
     if inv.outputs.calculate_noise {
         lines.push(String::new());
         lines.push("  noise image paramters:".into());
