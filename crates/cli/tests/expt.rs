@@ -137,9 +137,8 @@ fn single_panel_expt_gives_the_golden_image() {
     let line = stdout.lines().find(|l| l.contains("dials origin=")).expect("dials origin line");
     let got: Vec<f64> =
         line.split('=').nth(1).unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
-    for k in 0..3 {
-        let want = panel.origin[k];
-        assert!((got[k] - want).abs() <= 1e-5 * want.abs().max(1.0), "{line} vs {want}");
+    for (g, want) in got.iter().zip(panel.origin) {
+        assert!((g - want).abs() <= 1e-5 * want.abs().max(1.0), "{line} vs {want}");
     }
     let ours = float_file(&dir.join("float.bin"));
     let golden = common::f32_image(&case.golden_file("float.bin").unwrap());
