@@ -75,6 +75,18 @@ pub struct MxImage<'a> {
     pub end_time: String,
 }
 
+impl MxImage<'_> {
+    /// The rotation of this image's laboratory frame to NeXus's.
+    pub fn frame(&self) -> McStas {
+        McStas::new(self.beam, LAB_UP)
+    }
+
+    /// The beam's Stokes vector in the NeXus frame.
+    pub fn stokes(&self) -> [f64; 4] {
+        self.frame().stokes(self.polar, self.kahn_factor)
+    }
+}
+
 /// The vertical of nanoBragg's laboratory frame: +y, whatever the
 /// convention. It is the DIALS frame's (`-expt`, and `-geom`, placed in it)
 /// and CrystFEL's vertical, and the up of the MOSFLM, DENZO and ADXV
@@ -125,13 +137,10 @@ impl McStas {
     /// E-vector's angle from x about z.
     pub fn stokes(&self, polar: [f64; 3], kahn: f64) -> [f64; 4] {
         let [x, y, _] = self.apply(polar);
-        let psi = y.atan2(x);
-        // (exact zeros where the E-vector lies along x or y)
-        let (s, c) = match (x.abs() < 1e-15, y.abs() < 1e-15) {
-            (true, false) => (0.0, -1.0),
-            (false, true) => (0.0, 1.0),
-            _ => ((2.0 * psi).sin(), (2.0 * psi).cos()),
-        };
+        // cos 2ψ and sin 2ψ from the components (exact zeros along x or y);
+        // an E-vector along the beam counts as along x
+        let r2 = x * x + y * y;
+        let (c, s) = if r2 > 0.0 { ((x * x - y * y) / r2, 2.0 * x * y / r2) } else { (1.0, 0.0) };
         [1.0, kahn * c, kahn * s, 0.0]
     }
 }

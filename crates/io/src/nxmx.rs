@@ -1,6 +1,6 @@
 //! NXmx (NeXus for macromolecular crystallography) images in HDF5.
 //!
-//! The layout (all geometry in the NeXus/McStas frame, see [`McStas`]):
+//! The layout (all geometry in the NeXus/McStas frame, see [`crate::mx::McStas`]):
 //!
 //! ```text
 //! /entry                         NXentry, definition "NXmx", start_time,
@@ -34,7 +34,7 @@ use rust_hdf5::{H5File, H5Group};
 use crate::atomic::Pending;
 pub use crate::h5::Compression;
 use crate::h5::{array, array_nd, axis, axis_attrs, error, group, integer, number, text, H5};
-use crate::mx::{McStas, MxImage, LAB_UP};
+use crate::mx::MxImage;
 use crate::IoError;
 
 /// Why `img` cannot be written as NXmx, if it cannot.
@@ -112,8 +112,7 @@ fn write_file(path: &Path, img: &MxImage, compression: Compression) -> H5<()> {
         array(&beam, "incident_wavelength", &lambdas, Some("angstrom"))?;
         array(&beam, "incident_wavelength_weights", &weights, None)?;
     }
-    let stokes = McStas::new(img.beam, LAB_UP).stokes(img.polar, img.kahn_factor);
-    array_nd(&beam, "incident_polarisation_stokes", &[1, 4], &stokes, None)?;
+    array_nd(&beam, "incident_polarisation_stokes", &[1, 4], &img.stokes(), None)?;
     number(&beam, "total_flux", img.total_flux, Some("Hz"))?;
     let [n, smax, fmax] = frame_shape(img);
     let data_group = root.group("entry/data")?;
@@ -137,7 +136,7 @@ const DETECTOR: &str = "/entry/instrument/detector";
 /// Everything of an NXmx file but the beam and the data: the entry, source,
 /// instrument, detector with its modules and transformations, and sample.
 pub(crate) fn header(root: &H5Group, img: &MxImage) -> H5<()> {
-    let frame = McStas::new(img.beam, LAB_UP);
+    let frame = img.frame();
     let det_path = DETECTOR;
 
     let entry = group(root, "entry", "NXentry")?;

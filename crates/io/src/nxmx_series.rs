@@ -106,8 +106,7 @@ impl SeriesFile {
             false => None,
         };
         Ok(SeriesFile {
-            stokes: crate::mx::McStas::new(img.beam, crate::mx::LAB_UP)
-                .stokes(img.polar, img.kahn_factor),
+            stokes: img.stokes(),
             total_flux: img.total_flux,
             data: Some(data),
             noiseless,

@@ -427,7 +427,7 @@ pub fn suggest(arg: &str) -> Option<&'static str> {
 }
 
 /// Levenshtein distance between two strings (in characters).
-fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

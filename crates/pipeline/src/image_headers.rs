@@ -96,7 +96,6 @@ pub fn beam_spot(d: &Detector) -> BeamSpot {
     }
     let r: [f64; 3] = std::array::from_fn(|i| d.beam[i] * t - d.pix0[i]);
     let centre_px = [dot(r, d.fdet) / d.pixel_size_m, dot(r, d.sdet) / d.pixel_size_m];
-    // (the beam vector is a unit vector)
     BeamSpot { centre_px, distance_m: t * magnitude(d.beam) }
 }
 

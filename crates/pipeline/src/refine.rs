@@ -1233,20 +1233,17 @@ pub fn refined_command_line(
     // the refined values nanoBragg's rule may pick another
     let auto: Vec<i64> = model.auto_oversample().into_iter().flatten().collect();
     if let Some(&n) = auto.first() {
-        match auto.iter().all(|&m| m == n) {
-            true => {
-                refined.config.sampling.oversample = n;
-                notes.push(format!(
-                    "-oversample {n} is the automatic choice of the starting model, kept fixed in the fit"
-                ));
-            }
-            false => {
-                let each: Vec<String> = auto.iter().map(|n| n.to_string()).collect();
-                notes.push(format!(
-                    "the panels' automatic oversampling of the starting model ({}) was kept fixed in the fit; no one -oversample gives it",
-                    each.join(", ")
-                ));
-            }
+        if auto.iter().all(|&m| m == n) {
+            refined.config.sampling.oversample = n;
+            notes.push(format!(
+                "-oversample {n} is the automatic choice of the starting model, kept fixed in the fit"
+            ));
+        } else {
+            let each: Vec<String> = auto.iter().map(|n| n.to_string()).collect();
+            notes.push(format!(
+                "the panels' automatic oversampling of the starting model ({}) was kept fixed in the fit; no one -oversample gives it",
+                each.join(", ")
+            ));
         }
     }
     use crate::command_line::to_args;

@@ -290,7 +290,7 @@ static EXPERIMENT: &[Field<Invocation>] = &[
 
 /// The methods every part shares: keywords, attributes, `repr`, `dir`, `==`.
 macro_rules! part_methods {
-    ($t:ident, $what:literal, $table:expr, $always:expr, { $($extra:item)* }) => {
+    ($t:ident, $what:literal, $table:expr, $always:expr, $hidden:expr, { $($extra:item)* }) => {
         #[pymethods]
         impl $t {
             #[new]
@@ -311,7 +311,7 @@ macro_rules! part_methods {
 
             fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
                 let default = $t::default();
-                fields::repr(py, $what, self.model(), default.model(), $table, $always)
+                fields::repr(py, $what, self.model(), Some(default.model()), $table, $always, $hidden)
             }
 
             fn __dir__(&self) -> Vec<String> {
@@ -349,7 +349,7 @@ impl Beam {
         &mut self.cfg
     }
 }
-part_methods!(Beam, "Beam", BEAM, &["lambda_a", "fluence"], {});
+part_methods!(Beam, "Beam", BEAM, &["lambda_a", "fluence"], &[], {});
 
 impl Crystal {
     fn model(&self) -> &CrystalModel {
@@ -359,14 +359,22 @@ impl Crystal {
         &mut self.model
     }
 
-    /// Use these structure factors (as an `-hkl` file would give them).
-    pub(crate) fn set_amplitudes(&mut self, entries: Vec<nanobragg_core::sf::HklEntry>) {
-        self.model.sf.source = SfSource::Hkl(entries.into());
+    /// Use structure factors set from arrays (no file holds them).
+    pub(crate) fn set_arrays(&mut self, source: SfSource) {
+        self.model.sf.source = source;
         self.hkl_path = None;
         self.sf_arrays = true;
     }
 }
-part_methods!(Crystal, "Crystal", CRYSTAL, &["cell", "N", "default_F"], {});
+part_methods!(
+    Crystal,
+    "Crystal",
+    CRYSTAL,
+    &["cell", "N", "default_F"],
+    // (the cell and N rows show them whole)
+    &["cell_a", "cell_b", "cell_c", "cell_alpha", "cell_beta", "cell_gamma", "Na", "Nb", "Nc"],
+    {}
+);
 
 impl Detector {
     fn model(&self) -> &DetectorConfig {
@@ -381,6 +389,7 @@ part_methods!(
     "Detector",
     DETECTOR,
     &["distance_mm", "pixel_mm", "fpixels", "spixels"],
+    &[],
     {
         /// The detector of a DIALS experiment list (its panels, in the frame of
         /// its beam); `from_args(["-expt", path])` also takes its beam and
@@ -438,14 +447,7 @@ impl Panel {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        fields::repr(
-            py,
-            "Panel",
-            &self.cfg,
-            &self.cfg,
-            PANEL,
-            &fields::names(PANEL, &[]).iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-        )
+        fields::repr(py, "Panel", &self.cfg, None, PANEL, &[], &[])
     }
 
     fn __dir__(&self) -> Vec<String> {
@@ -577,9 +579,7 @@ impl Experiment {
         let keep_arrays = inv.hkl_path.is_none();
         let e = Experiment::from_invocation(py, inv)?;
         if let Some(sf) = arrays.filter(|_| keep_arrays) {
-            let mut c = e.crystal.borrow_mut(py);
-            c.model.sf.source = sf;
-            c.sf_arrays = true;
+            e.crystal.borrow_mut(py).set_arrays(sf);
         }
         Ok(e)
     }
@@ -641,11 +641,9 @@ impl Experiment {
         Ok(())
     }
 
-    /// The structure-factor source, for `Params(F=...)`.
+    /// Structure factors set from arrays, for `Params(F=...)`.
     pub fn set_sf_source(&self, py: Python<'_>, source: SfSource) {
-        let mut c = self.crystal.borrow_mut(py);
-        c.model.sf.source = source;
-        c.sf_arrays = true;
+        self.crystal.borrow_mut(py).set_arrays(source);
     }
 
     /// The invocation's warnings.
@@ -736,8 +734,15 @@ impl Experiment {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let own =
-            fields::repr(py, "Experiment", &self.rest, &Invocation::default(), EXPERIMENT, &[])?;
+        let own = fields::repr(
+            py,
+            "Experiment",
+            &self.rest,
+            Some(&Invocation::default()),
+            EXPERIMENT,
+            &[],
+            &[],
+        )?;
         let own = own.trim_start_matches("nanobragg.Experiment(").trim_end_matches(')');
         let parts = [
             format!("beam={}", self.beam.bind(py).repr()?),
@@ -917,7 +922,7 @@ impl Experiment {
     ) -> PyResult<()> {
         let entries = crate::hkl_entries(hkl, F)?;
         let before = self.crystal.borrow(py).clone();
-        self.crystal.borrow_mut(py).set_amplitudes(entries);
+        self.crystal.borrow_mut(py).set_arrays(SfSource::Hkl(entries.into()));
         if let Err(e) = self.inv(py).plan() {
             *self.crystal.borrow_mut(py) = before;
             return Err(pyerr(e));

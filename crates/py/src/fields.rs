@@ -256,19 +256,9 @@ pub fn find<'t, C>(table: &'t [Field<C>], what: &str, name: &str) -> PyResult<&'
     })
 }
 
-/// Edit distance, case-insensitive.
+/// Edit distance, case-insensitive (the command line's suggestion metric).
 fn strsim(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) =
-        (a.to_lowercase().chars().collect(), b.to_lowercase().chars().collect());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    nanobragg_pipeline::flags::edit_distance(&a.to_lowercase(), &b.to_lowercase())
 }
 
 /// Sets every keyword of `kwargs` on `c` (a constructor's keywords).
@@ -287,24 +277,26 @@ pub fn set_keywords<C>(
     Ok(())
 }
 
-/// `What(name=value, ...)` of the rows whose value differs from `default`'s,
-/// and of those `always` names.
+/// `What(name=value, ...)` of the rows whose value differs from `default`'s
+/// (every row without one), and of those `always` names; the rows `hidden`
+/// names (parts of a value another row shows whole) are left out.
 pub fn repr<C>(
     py: Python<'_>,
     what: &str,
     c: &C,
-    default: &C,
+    default: Option<&C>,
     table: &[Field<C>],
     always: &[&str],
+    hidden: &[&str],
 ) -> PyResult<String> {
     let mut parts = Vec::new();
-    // (one of several values another row holds whole)
-    let part_of =
-        ["cell_a", "cell_b", "cell_c", "cell_alpha", "cell_beta", "cell_gamma", "Na", "Nb", "Nc"];
-    for f in table.iter().filter(|f| !part_of.contains(&f.name)) {
+    for f in table.iter().filter(|f| !hidden.contains(&f.name)) {
         let v = (f.get)(c, py)?;
-        let d = (f.get)(default, py)?;
-        if always.contains(&f.name) || !v.bind(py).eq(d.bind(py))? {
+        let differs = match default {
+            Some(d) => !v.bind(py).eq((f.get)(d, py)?.bind(py))?,
+            None => true,
+        };
+        if differs || always.contains(&f.name) {
             parts.push(format!("{}={}", f.name, v.bind(py).repr()?));
         }
     }
