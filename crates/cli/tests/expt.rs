@@ -631,3 +631,75 @@ fn geom_data_layout_places_the_panels() {
     assert!(e.contains("-geom twice.geom: panels a and e overlap in the data array"), "{e}");
     assert!(e.contains("panel e is 20 pixels wide, panel a 40"), "{e}");
 }
+
+/// An experiment list of several experiments (dials.stills_process) renders
+/// one shot per experiment, numbered as `-batch` numbers them: shot k is
+/// the list of experiment k alone with the noise seed `-seed` + k.
+#[test]
+fn each_experiment_of_a_list_is_a_shot() {
+    let dir = scratch("expt", "list");
+    let beam = |lambda: f64| {
+        format!(
+            r#"{{"direction": [0.0, 0.0, 1.0], "wavelength": {lambda},
+             "polarization_normal": [0.0, 1.0, 0.0], "polarization_fraction": 0.999}}"#
+        )
+    };
+    let crystals = [
+        "[70.0, 0.0, 0.0], \"real_space_b\": [0.0, 80.0, 0.0], \"real_space_c\": [0.0, 0.0, 90.0]",
+        "[0.0, 70.0, 0.0], \"real_space_b\": [-80.0, 0.0, 0.0], \"real_space_c\": [0.0, 0.0, 90.0]",
+        "[70.0, 0.0, 0.0], \"real_space_b\": [0.0, 0.0, 80.0], \"real_space_c\": [0.0, -90.0, 0.0]",
+    ];
+    let list = |experiments: &[(usize, usize)]| {
+        let e: Vec<String> = experiments
+            .iter()
+            .map(|(b, c)| format!(r#"{{"beam": {b}, "detector": 0, "crystal": {c}}}"#))
+            .collect();
+        let c: Vec<String> =
+            crystals.iter().map(|c| format!(r#"{{"real_space_a": {c}}}"#)).collect();
+        format!(
+            r#"{{"__id__": "ExperimentList", "experiment": [{}],
+             "beam": [{}, {}],
+             "detector": [{{"panels": [{{"name": "p", "origin": [-4.8, 4.8, -100.0],
+               "fast_axis": [1.0, 0.0, 0.0], "slow_axis": [0.0, -1.0, 0.0],
+               "pixel_size": [0.15, 0.15], "image_size": [64, 64]}}]}}],
+             "crystal": [{}]}}"#,
+            e.join(", "),
+            beam(1.0),
+            beam(1.1),
+            c.join(", ")
+        )
+    };
+    let shots = [(0, 0), (1, 1), (0, 2)];
+    std::fs::write(dir.join("all.expt"), list(&shots)).unwrap();
+    let model = words("-default_F 100 -N 4 -seed 3");
+    let with = |extra: &str| [model.clone(), words(extra)].concat();
+    let out = ok(&dir, &with("-expt all.expt -floatfile f.bin -noisefile n.img -nxmxfile s.nxs"));
+    assert!(out.contains("shot 2: experiment 1, 1.1 Å"), "{out}");
+    let mut images = Vec::new();
+    for (k, &shot) in shots.iter().enumerate() {
+        std::fs::write(dir.join("one.expt"), list(&[shot])).unwrap();
+        let seed = format!("-seed {}", 3 + k);
+        ok(&dir, &with(&format!("-expt one.expt {seed} -floatfile a.bin -noisefile a.img")));
+        for (numbered, alone) in [("f", "a.bin"), ("n", "a.img")] {
+            let ext = alone.split('.').nth(1).unwrap();
+            let name = format!("{numbered}_{:05}.{ext}", k + 1);
+            let shot = std::fs::read(dir.join(&name)).unwrap();
+            assert!(shot == std::fs::read(dir.join(alone)).unwrap(), "{name}");
+        }
+        let nxmx =
+            nanobragg_io::read_image::read_image(&dir.join(format!("s_{:05}.nxs", k + 1)), 0);
+        assert_eq!(nxmx.unwrap().fpixels, 64);
+        images.push(float_file(&dir.join("a.bin")));
+    }
+    assert!(images[0] != images[1] && images[0] != images[2], "the shots are not each its own");
+    for (extra, refused) in [("-images 2", "-images"), ("-printout", "-printout")] {
+        let e = err(&dir, &with(&format!("-expt all.expt {extra}")));
+        assert!(e.contains(refused) && e.contains("3 experiments"), "{e}");
+    }
+    let e = err(
+        &dir,
+        &[words("refine -observed a.bin -refine distance -expt all.expt"), model].concat(),
+    );
+    assert!(e.contains("holds 3 experiments"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

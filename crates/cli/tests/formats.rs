@@ -202,3 +202,48 @@ fn batch_writes_one_cbf_per_shot() {
     assert_ne!(one, two);
     assert!(!dir.join("s.cbf").exists());
 }
+
+/// miniCBF holds no detector orientation: a geometry its readers would
+/// misread is refused (before anything is written), pointing to NXmx.
+#[test]
+fn cbf_refuses_geometry_its_header_cannot_hold() {
+    let dir = scratch("formats", "cbf-geometry");
+    let run = |extra: &[&str]| {
+        let mut args = MODEL.to_vec();
+        args.extend(["-nonoise", "-cbffile", "g.cbf"]);
+        args.extend(extra);
+        nanobragg(&dir, &args)
+    };
+    for (extra, why) in [
+        (&["-twotheta", "10"][..], "tilted 10 deg"),
+        (&["-adxv"][..], "mirrored"),
+        (&["-detector_rotx", "5"][..], "turned 5 deg about the beam"),
+        (
+            &["-phi", "0", "-osc", "1", "-spindle_axis", "0", "1", "0"][..],
+            "rotation axis is 90 deg",
+        ),
+    ] {
+        let out = run(extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(why) && err.contains("-nxmxfile"),
+            "{extra:?}: {err}"
+        );
+        assert!(!dir.join("g.cbf").exists(), "{extra:?}: a file was written");
+    }
+    // (nanoBragg's DIALS convention turns about the vertical: a still only)
+    for convention in [
+        &["-mosflm", "-osc", "0.5"][..],
+        &["-xds", "-osc", "0.5"],
+        &["-denzo", "-osc", "0.5"],
+        &["-dials"],
+    ] {
+        let out = run(convention);
+        assert!(out.status.success(), "{convention:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = run(&["-dials", "-osc", "0.5"]);
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("rotation axis is 90 deg")
+    );
+}

@@ -85,12 +85,89 @@ pub fn header_contents(img: &MxImage) -> String {
     s
 }
 
+/// Why a miniCBF header cannot hold this geometry, if it cannot.
+///
+/// A Pilatus header gives the distance, beam centre and pixel size and
+/// nothing of the detector's orientation: readers (dxtbx's
+/// `FormatCBFMiniPilatus`, XDS) take the detector square to the beam, its
+/// fast axis along +x and slow along −y of the imgCIF frame (the X-rays
+/// travelling along −z), and the rotation axis along +x. dxtbx ignores
+/// `Detector_2theta`. So the detector's normal `fast × slow` must be the
+/// beam's direction of travel `beam`, the fast axis horizontal (across
+/// [`crate::mx::LAB_UP`], the vertical of the NXmx frame too), and for a
+/// rotation image (`rotates`) the axis `spindle` must be `fast`; vectors
+/// in nanoBragg's laboratory frame, unit.
+pub fn unheld_geometry(
+    fast: [f64; 3],
+    slow: [f64; 3],
+    beam: [f64; 3],
+    spindle: [f64; 3],
+    rotates: bool,
+) -> Option<String> {
+    let cross = |a: [f64; 3], b: [f64; 3]| {
+        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+    };
+    let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    let angle = |a: [f64; 3], b: [f64; 3]| {
+        let c = dot(a, b);
+        let s = dot(cross(a, b), cross(a, b)).sqrt();
+        s.atan2(c).to_degrees()
+    };
+    // (1e-6 rad: a hundredth of a pixel at the edge of a 10⁴-pixel panel)
+    const TOLERANCE_DEG: f64 = 1e-6 * 57.295_779_513_082_32;
+    let normal = cross(fast, slow);
+    let tilt = angle(normal, beam);
+    if tilt > 90.0 {
+        let tilted = match 180.0 - tilt {
+            t if t <= TOLERANCE_DEG => String::new(),
+            t => format!(" and tilted {} deg from square to the beam", round6(t)),
+        };
+        return Some(format!(
+            "the image is mirrored{tilted}: its slow axis runs against the one miniCBF readers take (fast × slow along the beam), as in the ADXV convention"
+        ));
+    }
+    if tilt > TOLERANCE_DEG {
+        return Some(format!(
+            "the detector is tilted {} deg from square to the beam (two-theta, tilts or the file's panel); miniCBF readers take it square (dxtbx ignores Detector_2theta)",
+            round6(tilt)
+        ));
+    }
+    // (fast along the horizontal either way: the frame a reader gives the
+    // image is then ours or ours turned 180° about the beam)
+    let up = crate::mx::LAB_UP;
+    let turned = dot(fast, up).abs().min(1.0).asin().to_degrees();
+    if turned > TOLERANCE_DEG {
+        return Some(format!(
+            "the detector is turned {} deg about the beam (its fast axis off the horizontal); miniCBF readers take fast horizontal and slow vertical",
+            round6(turned)
+        ));
+    }
+    let off = angle(spindle, fast);
+    if rotates && off > TOLERANCE_DEG {
+        return Some(format!(
+            "the rotation axis is {} deg from the detector's fast axis; miniCBF readers take the axis along fast",
+            round6(off)
+        ));
+    }
+    None
+}
+
+/// `x` to six decimals, for a message.
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
 /// The bytes of a whole miniCBF file of `img`, which must have one panel
-/// whose pixel count matches its size (else the reason).
+/// whose pixel count matches its size, in a geometry its header holds
+/// (else the reason; see [`unheld_geometry`]).
 pub fn cbf_bytes(img: &MxImage) -> Result<Vec<u8>, String> {
     let [p] = img.panels.as_slice() else {
         return Err(format!("CBF holds one panel; this image has {}", img.panels.len()));
     };
+    let rotates = img.phi_range_deg != 0.0;
+    if let Some(why) = unheld_geometry(p.fast, p.slow, img.beam, img.spindle, rotates) {
+        return Err(format!("{why}: write NXmx, which holds any geometry"));
+    }
     if p.pixels.len() != p.fpixels * p.spixels {
         return Err(format!("{} pixels for a {} x {} panel", p.pixels.len(), p.fpixels, p.spixels));
     }
@@ -218,8 +295,8 @@ mod tests {
     fn image(pixels: &[i32]) -> MxImage<'_> {
         MxImage {
             panels: vec![Panel {
-                origin_m: [0.1, 0.0257, 0.0251],
-                fast: [0.0, 0.0, -1.0],
+                origin_m: [0.1, 0.0257, -0.0251],
+                fast: [0.0, 0.0, 1.0],
                 slow: [0.0, -1.0, 0.0],
                 pixel_size_m: 172e-6,
                 fpixels: 4,
@@ -244,6 +321,8 @@ mod tests {
             sensor_thickness_m: 450e-6,
             start_time: "2026-11-25T12:00:00Z".into(),
             end_time: "2026-11-25T12:00:01Z".into(),
+            masked: vec![],
+            crystal_a: None,
         }
     }
 
@@ -291,5 +370,42 @@ mod tests {
         assert!(cbf_bytes(&img).unwrap_err().contains("one panel"));
         let short = [0; 5];
         assert!(cbf_bytes(&image(&short)).unwrap_err().contains("5 pixels for a 4 x 3"));
+    }
+
+    #[test]
+    fn refuses_geometry_its_header_cannot_hold() {
+        let pixels = [0; 12];
+        // MOSFLM's frame: beam +x, fast +z along the spindle, slow -y
+        assert!(cbf_bytes(&image(&pixels)).is_ok());
+        let (c, s) = (10f64.to_radians().cos(), 10f64.to_radians().sin());
+        type Change = fn(&mut MxImage, f64, f64);
+        let cases: [(&str, Change); 4] = [
+            ("mirrored", |i, _, _| i.panels[0].slow = [0.0, 1.0, 0.0]),
+            // two-theta 10° about the spindle: slow swings towards the beam
+            ("tilted 10 deg", |i, c, s| i.panels[0].slow = [s, -c, 0.0]),
+            // turned 10° in the plane of the detector
+            ("turned 10 deg about the beam", |i, c, s| {
+                i.panels[0].fast = [0.0, s, c];
+                i.panels[0].slow = [0.0, -c, s];
+            }),
+            ("rotation axis is 180 deg", |i, _, _| i.spindle = [0.0, 0.0, -1.0]),
+        ];
+        for (want, change) in cases {
+            let mut img = image(&pixels);
+            change(&mut img, c, s);
+            let e = cbf_bytes(&img).unwrap_err();
+            assert!(e.contains(want) && e.contains("write NXmx"), "{want}: {e}");
+            // a still too: its pixels are placed by the same header
+            img.phi_range_deg = 0.0;
+            if !want.starts_with("rotation axis") {
+                assert!(cbf_bytes(&img).unwrap_err().contains(want), "still: {want}");
+            }
+        }
+        // turned 180° (the XDS and DIALS conventions' axes): fast horizontal
+        let mut img = image(&pixels);
+        img.panels[0].fast = [0.0, 0.0, -1.0];
+        img.panels[0].slow = [0.0, 1.0, 0.0];
+        img.spindle = [0.0, 0.0, -1.0];
+        assert!(cbf_bytes(&img).is_ok());
     }
 }

@@ -30,8 +30,24 @@ pub struct Experiment {
     pub real_space: Option<[[f64; 3]; 3]>,
     /// The goniometer's rotation axis, where it has one.
     pub rotation_axis: Option<[f64; 3]>,
-    /// The scan's oscillation: start and width of the first image (deg).
-    pub oscillation_deg: Option<[f64; 2]>,
+    /// The scan, where the experiment has one.
+    pub scan: Option<Scan>,
+}
+
+/// A DIALS scan: images `first_image` to `first_image + images - 1`, each
+/// turning the crystal by `width_deg` from where the one before ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scan {
+    /// The number of the scan's first image (`image_range[0]`).
+    pub first_image: usize,
+    /// How many images.
+    pub images: usize,
+    /// The rotation angle at the start of the first image (deg).
+    pub start_deg: f64,
+    /// The rotation of each image (deg).
+    pub width_deg: f64,
+    /// Each image's exposure time (s), where the scan gives one.
+    pub exposure_s: Option<f64>,
 }
 
 /// One panel in the laboratory frame.
@@ -65,23 +81,51 @@ pub fn read_expt(path: &Path) -> Result<Experiment, IoError> {
     parse_expt(&bytes).map_err(|reason| IoError::Malformed { path: path.to_path_buf(), reason })
 }
 
-/// Parses the text of an experiment list; the error says what is wrong.
+/// Reads every experiment of a DIALS experiment list, in order.
+pub fn read_expt_list(path: &Path) -> Result<Vec<Experiment>, IoError> {
+    let bytes = read_all(path)?;
+    parse_expt_list(&bytes)
+        .map_err(|reason| IoError::Malformed { path: path.to_path_buf(), reason })
+}
+
+/// Parses the text of an experiment list of one experiment; the error says
+/// what is wrong.
 pub fn parse_expt(bytes: &[u8]) -> Result<Experiment, String> {
+    let mut list = parse_expt_list(bytes)?;
+    match list.len() {
+        1 => Ok(list.remove(0)),
+        n => Err(format!(
+            "{n} experiments: give a list of one (dials.split_experiments writes them apart)"
+        )),
+    }
+}
+
+/// Parses the text of an experiment list (the output of
+/// dials.stills_process holds one experiment per indexed lattice); the
+/// error says what is wrong, and in which experiment where there are
+/// several.
+pub fn parse_expt_list(bytes: &[u8]) -> Result<Vec<Experiment>, String> {
     let root: Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not a JSON experiment list: {e}"))?;
     let experiments = root.get("experiment").and_then(Value::as_array).ok_or(
         "no \"experiment\" list (a DIALS experiment list has \"__id__\": \"ExperimentList\")",
     )?;
-    let expt = match experiments.as_slice() {
-        [one] => one,
-        [] => return Err("the experiment list is empty".into()),
-        many => {
-            return Err(format!(
-                "{} experiments: give a list of one (dials.split_experiments writes them apart)",
-                many.len()
-            ))
-        }
-    };
+    if experiments.is_empty() {
+        return Err("the experiment list is empty".into());
+    }
+    let many = experiments.len() > 1;
+    experiments
+        .iter()
+        .enumerate()
+        .map(|(k, expt)| {
+            experiment(&root, expt)
+                .map_err(|e| if many { format!("experiment {k}: {e}") } else { e })
+        })
+        .collect()
+}
+
+/// One experiment of the list `root`.
+fn experiment(root: &Value, expt: &Value) -> Result<Experiment, String> {
     // the experiment names its models by index into the lists beside it
     let model = |kind: &str| -> Result<Option<&Value>, String> {
         let Some(index) = expt.get(kind).filter(|v| !v.is_null()) else { return Ok(None) };
@@ -150,16 +194,7 @@ pub fn parse_expt(bytes: &[u8]) -> Result<Experiment, String> {
         }
         None => None,
     };
-    let oscillation_deg = match model("scan")? {
-        Some(s) => {
-            let o = s.get("oscillation").and_then(Value::as_array);
-            let o =
-                o.filter(|o| o.len() == 2).ok_or("scan: \"oscillation\" is not [start, width]")?;
-            let n = |v: &Value| v.as_f64().ok_or("scan: \"oscillation\" holds a non-number");
-            Some([n(&o[0])?, n(&o[1])?])
-        }
-        None => None,
-    };
+    let scan = model("scan")?.map(scan).transpose()?;
     Ok(Experiment {
         wavelength_a,
         direction,
@@ -168,8 +203,88 @@ pub fn parse_expt(bytes: &[u8]) -> Result<Experiment, String> {
         panels,
         real_space,
         rotation_axis,
-        oscillation_deg,
+        scan,
     })
+}
+
+/// A scan in either form dxtbx writes: the legacy one (`oscillation` =
+/// [start, width] of the first image, `exposure_time` one value or one per
+/// image) or the current `properties` table (per-image `oscillation`
+/// starts, `oscillation_width` for a one-image scan, per-image
+/// `exposure_time`).
+fn scan(s: &Value) -> Result<Scan, String> {
+    let [first, last] = numbers::<2>(s, "image_range", "scan")?;
+    if first.fract() != 0.0 || last.fract() != 0.0 || first < 0.0 || last < first {
+        return Err(format!(
+            "scan: image_range [{first}, {last}] is not two image numbers, first <= last"
+        ));
+    }
+    let images = (last - first) as usize + 1;
+    let list = |v: &Value, key: &str| -> Result<Option<Vec<f64>>, String> {
+        let Some(x) = v.get(key).filter(|x| !x.is_null()) else { return Ok(None) };
+        let items = x.as_array().ok_or(format!("scan: \"{key}\" is not a list"))?;
+        let values: Option<Vec<f64>> = items.iter().map(Value::as_f64).collect();
+        match values {
+            Some(v) if !v.is_empty() && v.iter().all(|x| x.is_finite()) => Ok(Some(v)),
+            _ => Err(format!("scan: \"{key}\" is not a list of numbers")),
+        }
+    };
+    let (props, legacy) = match s.get("properties") {
+        Some(p) => (p, false),
+        None => (s, true),
+    };
+    let osc = list(props, "oscillation")?.ok_or("scan: no \"oscillation\"")?;
+    let (start_deg, width_deg) = if legacy {
+        match osc.as_slice() {
+            [start, width] => (*start, *width),
+            _ => return Err("scan: \"oscillation\" is not [start, width]".into()),
+        }
+    } else {
+        if osc.len() != images {
+            return Err(format!(
+                "scan: {} \"oscillation\" values for the {images} images of image_range",
+                osc.len()
+            ));
+        }
+        let width = match (images, list(props, "oscillation_width")?) {
+            (_, Some(w)) => w[0],
+            (1, None) => return Err("scan: a one-image scan needs \"oscillation_width\"".into()),
+            (_, None) => osc[1] - osc[0],
+        };
+        // (dxtbx refuses a scan whose images turn by different angles)
+        for (k, pair) in osc.windows(2).enumerate() {
+            let step = pair[1] - pair[0];
+            if (step - width).abs() > 1e-6 * width.abs().max(1e-3) {
+                return Err(format!(
+                    "scan: image {} starts {step} deg after the one before, not the scan's width {width} deg",
+                    first as usize + k + 1
+                ));
+            }
+        }
+        (osc[0], width)
+    };
+    if width_deg < 0.0 {
+        return Err(format!("scan: the oscillation width {width_deg} deg is negative (the rotation is taken as right-handed about the axis: give the axis reversed)"));
+    }
+    let exposure_s = match list(props, "exposure_time")? {
+        None => None,
+        Some(t) => {
+            if t.len() != 1 && t.len() != images {
+                return Err(format!("scan: {} exposure times for the {images} images", t.len()));
+            }
+            if let Some(other) = t.iter().find(|&&x| x != t[0]) {
+                return Err(format!(
+                    "scan: the exposure times differ ({} and {other} s); every image is rendered with one",
+                    t[0]
+                ));
+            }
+            if t[0] < 0.0 {
+                return Err(format!("scan: exposure time {} s is negative", t[0]));
+            }
+            Some(t[0])
+        }
+    };
+    Ok(Scan { first_image: first as usize, images, start_deg, width_deg, exposure_s })
 }
 
 /// A frame: origin, fast and slow axes.
@@ -381,5 +496,97 @@ mod tests {
             .replace("\"real_space_c\": [0.0, 0.0, 38.0]", "\"real_space_c\": [78.0, 79.0, 0.0]");
         let e = parse_expt(flat.as_bytes()).unwrap_err();
         assert!(e.contains("crystal") && e.contains("coplanar"), "{e}");
+    }
+
+    /// TWO_PANELS with a scan (the experiment's `"scan": 0`).
+    fn with_scan(scan: &str) -> Result<Option<Scan>, String> {
+        let text = TWO_PANELS
+            .replace("\"crystal\": 0}", "\"crystal\": 0, \"scan\": 0}")
+            .replace("\"crystal\": [", &format!("\"scan\": [{scan}],\n\"crystal\": ["));
+        parse_expt(text.as_bytes()).map(|e| e.scan)
+    }
+
+    #[test]
+    fn reads_legacy_and_properties_scans() {
+        let legacy = with_scan(
+            r#"{"image_range": [1, 10], "oscillation": [30.0, 0.5], "exposure_time": [0.1]}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            legacy,
+            Scan {
+                first_image: 1,
+                images: 10,
+                start_deg: 30.0,
+                width_deg: 0.5,
+                exposure_s: Some(0.1)
+            }
+        );
+        let one = with_scan(
+            r#"{"image_range": [5, 5], "properties": {"oscillation": [12.0],
+                "oscillation_width": [0.25], "exposure_time": [0.02], "epochs": [0.0]}}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            one,
+            Scan {
+                first_image: 5,
+                images: 1,
+                start_deg: 12.0,
+                width_deg: 0.25,
+                exposure_s: Some(0.02)
+            }
+        );
+        let two = with_scan(
+            r#"{"image_range": [1, 2], "properties": {"oscillation": [0.0, 0.1],
+                "exposure_time": [0.5, 0.5]}}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((two.images, two.start_deg, two.width_deg), (2, 0.0, 0.1));
+        let starts: Vec<String> = (0..10).map(|k| format!("{}", -5.0 + 0.2 * k as f64)).collect();
+        let ten = with_scan(&format!(
+            r#"{{"image_range": [1, 10], "properties": {{"oscillation": [{}]}}}}"#,
+            starts.join(", ")
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!((ten.images, ten.start_deg, ten.exposure_s), (10, -5.0, None));
+        assert!((ten.width_deg - 0.2).abs() < 1e-12, "{}", ten.width_deg);
+    }
+
+    #[test]
+    fn scan_errors_say_what_is_wrong() {
+        let cases = [
+            (r#"{"image_range": [1, 3], "oscillation": [0.0]}"#, "not [start, width]"),
+            (r#"{"image_range": [3, 1], "oscillation": [0.0, 1.0]}"#, "first <= last"),
+            (
+                r#"{"image_range": [1, 3], "properties": {"oscillation": [0.0, 1.0]}}"#,
+                "2 \"oscillation\" values for the 3 images",
+            ),
+            (
+                r#"{"image_range": [1, 1], "properties": {"oscillation": [0.0]}}"#,
+                "needs \"oscillation_width\"",
+            ),
+            (
+                r#"{"image_range": [1, 3], "properties": {"oscillation": [0.0, 1.0, 3.0]}}"#,
+                "image 3 starts 2 deg after",
+            ),
+            (r#"{"image_range": [1, 2], "oscillation": [0.0, -1.0]}"#, "negative"),
+            (
+                r#"{"image_range": [1, 2], "oscillation": [0.0, 1.0], "exposure_time": [0.1, 0.2]}"#,
+                "exposure times differ",
+            ),
+            (
+                r#"{"image_range": [1, 3], "oscillation": [0.0, 1.0], "exposure_time": [0.1, 0.1]}"#,
+                "2 exposure times for the 3 images",
+            ),
+        ];
+        for (scan, expected) in cases {
+            let e = with_scan(scan).unwrap_err();
+            assert!(e.contains(expected), "{scan}: {e}");
+        }
     }
 }

@@ -193,6 +193,23 @@ pub(crate) fn frames_dataset<T: H5Type>(
     builder.create(name)
 }
 
+/// A dataset of `shape` holding `values` (row-major) in one chunk, deflated:
+/// a pixel mask, mostly zeros, stored in a few kilobytes.
+pub(crate) fn deflated<T: H5Type>(
+    group: &H5Group,
+    name: &str,
+    shape: &[usize],
+    values: &[T],
+) -> H5<()> {
+    let ds = group
+        .new_dataset::<T>()
+        .shape(shape)
+        .chunk(shape)
+        .filter_pipeline(FilterPipeline::deflate(4))
+        .create(name)?;
+    ds.write_raw(values)
+}
+
 /// Writes frame `k` (row-major, one whole chunk) of a dataset made by
 /// [`frames_dataset`].
 pub(crate) fn write_frame<T: H5Type>(ds: &H5Dataset, k: usize, values: &[T]) -> H5<()> {

@@ -58,7 +58,8 @@ pub fn write(file: &mut Pending, image: Image<'_>) -> Result<(), IoError> {
 /// experiment of `header` (its pixels are not read), written a frame at a
 /// time and renamed into place by [`SeriesFile::commit`]. `noiseless`: also
 /// keep each shot's float image; `spec`: the dataset's specification and
-/// its digest, stored with the shots.
+/// its digest, stored with the shots; `scan`: a rotation series' phi at the
+/// start of each frame (see [`SeriesFile::create`]).
 pub fn series(
     target: &Path,
     header: &MxImage<'_>,
@@ -66,8 +67,9 @@ pub fn series(
     noiseless: bool,
     spec: (&str, &str),
     compression: Compression,
+    scan: Option<&[f64]>,
 ) -> Result<SeriesFile, IoError> {
-    SeriesFile::create(target, header, frames, noiseless, spec, compression)
+    SeriesFile::create(target, header, frames, noiseless, spec, compression, scan)
 }
 
 #[cfg(test)]

@@ -73,6 +73,26 @@ pub struct MxImage<'a> {
     pub start_time: String,
     /// End of the exposure, ISO 8601 in UTC.
     pub end_time: String,
+    /// Per panel, whether each of its pixels (as `pixels`) is left out of
+    /// the image (`-mask`, outside the `-roi`); an empty list: none is.
+    pub masked: Vec<Vec<bool>>,
+    /// The crystal's real-space a, b, c (Å, laboratory frame) at phi = 0,
+    /// where the image has one crystal orientation.
+    pub crystal_a: Option<[[f64; 3]; 3]>,
+}
+
+/// A crystal as NXsample holds it, in the NeXus frame at phi = 0 (Busing &
+/// Levy's convention): the reciprocal-lattice vector of (h, k, l) is
+/// `ub · (h, k, l)` (1/Å, no factor 2π), with `ub = u · b` and `b` the
+/// upper-triangular matrix of the reciprocal cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Orientation {
+    /// a, b, c (Å), α, β, γ (degrees).
+    pub unit_cell: [f64; 6],
+    /// The rotation U (row-major).
+    pub u: [[f64; 3]; 3],
+    /// UB (row-major, 1/Å).
+    pub ub: [[f64; 3]; 3],
 }
 
 impl MxImage<'_> {
@@ -84,6 +104,12 @@ impl MxImage<'_> {
     /// The beam's Stokes vector in the NeXus frame.
     pub fn stokes(&self) -> [f64; 4] {
         self.frame().stokes(self.polar, self.kahn_factor)
+    }
+
+    /// The crystal's cell and orientation in the NeXus frame, where the
+    /// image has one.
+    pub fn orientation(&self) -> Option<Orientation> {
+        self.crystal_a.map(|abc| self.frame().orientation(abc))
     }
 }
 
@@ -129,6 +155,45 @@ impl McStas {
     /// `v` (laboratory frame) in the NeXus frame.
     pub fn apply(&self, v: [f64; 3]) -> [f64; 3] {
         self.rows.map(|r| dot(r, v))
+    }
+
+    /// The crystal of real-space vectors `abc` (Å, laboratory frame) in
+    /// this frame.
+    pub fn orientation(&self, abc: [[f64; 3]; 3]) -> Orientation {
+        let [a, b, c] = abc.map(|v| self.apply(v));
+        let volume = dot(a, cross(b, c));
+        let star = [cross(b, c), cross(c, a), cross(a, b)].map(|v| v.map(|x| x / volume));
+        let angle = |u: [f64; 3], v: [f64; 3]| (dot(u, v) / (norm(u) * norm(v))).acos();
+        let unit_cell = [
+            norm(a),
+            norm(b),
+            norm(c),
+            angle(b, c).to_degrees(),
+            angle(a, c).to_degrees(),
+            angle(a, b).to_degrees(),
+        ];
+        let ub: [[f64; 3]; 3] = std::array::from_fn(|i| std::array::from_fn(|j| star[j][i]));
+        // B from the reciprocal cell; U = UB·B⁻¹ (B upper triangular)
+        let [sa, sb, sc] = star.map(norm);
+        let (alpha, beta_s, gamma_s) =
+            (angle(b, c), angle(star[0], star[2]), angle(star[0], star[1]));
+        let bm = [
+            [sa, sb * gamma_s.cos(), sc * beta_s.cos()],
+            [0.0, sb * gamma_s.sin(), -sc * beta_s.sin() * alpha.cos()],
+            [0.0, 0.0, 1.0 / norm(c)],
+        ];
+        let inv = {
+            let [[p, q, r], [_, s, t], [_, _, w]] = bm;
+            [
+                [1.0 / p, -q / (p * s), (q * t - r * s) / (p * s * w)],
+                [0.0, 1.0 / s, -t / (s * w)],
+                [0.0, 0.0, 1.0 / w],
+            ]
+        };
+        let u = std::array::from_fn(|i| {
+            std::array::from_fn(|j| (0..3).map(|k| ub[i][k] * inv[k][j]).sum())
+        });
+        Orientation { unit_cell, u, ub }
     }
 
     /// The Stokes vector (I, Q, U, V) in this frame of a beam linearly
@@ -240,6 +305,47 @@ mod tests {
         let r = McStas::new([0.0, 1.0, 0.0], [0.0, 2.0, 0.0]);
         assert!(close(r.apply([0.0, 1.0, 0.0]), [0.0, 0.0, 1.0]));
         assert!((norm(r.apply([1.0, 0.0, 0.0])) - 1.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn orientation_is_busing_levy() {
+        // a triclinic cell 70, 80, 90 Å, 75°, 85°, 95°, turned off the axes
+        let (al, be, ga) = (75f64.to_radians(), 85f64.to_radians(), 95f64.to_radians());
+        let cz = (al.cos() - be.cos() * ga.cos()) / ga.sin();
+        let cell = [
+            [70.0, 0.0, 0.0],
+            [80.0 * ga.cos(), 80.0 * ga.sin(), 0.0],
+            [90.0 * be.cos(), 90.0 * cz, 90.0 * (1.0 - be.cos().powi(2) - cz * cz).sqrt()],
+        ];
+        let r = McStas::new([0.3, -0.2, 0.9], [1.0, 2.0, 0.1]);
+        let o = r.orientation(cell);
+        for (got, want) in o.unit_cell.iter().zip([70.0, 80.0, 90.0, 75.0, 85.0, 95.0]) {
+            assert!((got - want).abs() < 1e-9, "{:?}", o.unit_cell);
+        }
+        // U is a rotation
+        for i in 0..3 {
+            for j in 0..3 {
+                let uut: f64 = (0..3).map(|k| o.u[i][k] * o.u[j][k]).sum();
+                assert!((uut - f64::from(u8::from(i == j))).abs() < 1e-12, "U·Uᵀ {i}{j}: {uut}");
+            }
+        }
+        let det = dot(o.u[0], cross(o.u[1], o.u[2]));
+        assert!((det - 1.0).abs() < 1e-12, "{det}");
+        // UB·h is h's reciprocal-lattice vector: h·(UB·h') reads off a·b* = 0 etc.
+        let [a, b, c] = cell.map(|v| r.apply(v));
+        for (h, axis) in [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]].iter().zip(0..3) {
+            let g: [f64; 3] = std::array::from_fn(|i| (0..3).map(|k| o.ub[i][k] * h[k]).sum());
+            let reads = [dot(a, g), dot(b, g), dot(c, g)];
+            for (k, x) in reads.iter().enumerate() {
+                let want = f64::from(u8::from(k == axis));
+                assert!((x - want).abs() < 1e-12, "a_{k}·UB·e_{axis} = {x}");
+            }
+        }
+        // B is upper triangular: U's first column is a* along
+        let a_star = [o.ub[0][0], o.ub[1][0], o.ub[2][0]];
+        let u0 = [o.u[0][0], o.u[1][0], o.u[2][0]];
+        let along = unit(a_star);
+        assert!((0..3).all(|i| (along[i] - u0[i]).abs() < 1e-12), "{a_star:?} {u0:?}");
     }
 
     #[test]

@@ -14,12 +14,15 @@
 //!     detector                   NXdetector: depends_on, distance, beam_center_x/y,
 //!                                x/y_pixel_size, count_time, saturation_value,
 //!                                underload_value, sensor_material, sensor_thickness,
-//!                                data (link to /entry/data/data)
+//!                                pixel_mask (as a frame: 1 padding, 256 -mask/-roi),
+//!                                frame_time (a series), data (link to /entry/data/data)
 //!       transformations/origin   translation 0 (the chain's root)
 //!       module, module_1, …      NXdetector_module: data_origin, data_size,
 //!                                module_offset (corner of the first pixel),
 //!                                fast/slow_pixel_direction (pixel size along them)
-//!   sample                       NXsample: depends_on transformations/phi
+//!   sample                       NXsample: depends_on transformations/phi (phi, phi_end,
+//!                                phi_increment_set: one per frame); unit_cell,
+//!                                orientation_matrix, ub_matrix (Busing-Levy, at phi 0)
 //! ```
 //!
 //! The file is written by the pure-Rust `rust-hdf5` crate (no C library)
@@ -103,7 +106,7 @@ fn scratch_bytes(
 fn write_file(path: &Path, img: &MxImage, compression: Compression) -> H5<()> {
     let file = H5File::create(path)?;
     let root = file.root_group();
-    header(&root, img)?;
+    header(&root, img, None)?;
     let beam = group(&root.group("entry/instrument")?, "beam", "NXbeam")?;
     if let [(lambda, _)] = img.spectrum_a.as_slice() {
         number(&beam, "incident_wavelength", *lambda, Some("angstrom"))?;
@@ -135,7 +138,9 @@ const DETECTOR: &str = "/entry/instrument/detector";
 
 /// Everything of an NXmx file but the beam and the data: the entry, source,
 /// instrument, detector with its modules and transformations, and sample.
-pub(crate) fn header(root: &H5Group, img: &MxImage) -> H5<()> {
+/// `scan`: a rotation series' frames, each's phi at its start (every frame
+/// turning by the image's `phi_range_deg`); `None`: the image's one phi.
+pub(crate) fn header(root: &H5Group, img: &MxImage, scan: Option<&[f64]>) -> H5<()> {
     let frame = img.frame();
     let det_path = DETECTOR;
 
@@ -170,10 +175,26 @@ pub(crate) fn header(root: &H5Group, img: &MxImage) -> H5<()> {
     text(&detector, "sensor_material", &img.sensor_material)?;
     number(&detector, "sensor_thickness", img.sensor_thickness_m, Some("m"))?;
 
+    // (NXmx bit 0: no sensor, the padding of a smaller panel; bit 8: masked
+    // by the user, here -mask and the pixels outside the -roi)
+    let [n, smax, fmax] = frame_shape(img);
+    let mut mask = vec![1u32; n * smax * fmax];
+    for (k, (p, masked)) in img.panels.iter().zip(&img.masked).enumerate() {
+        for row in 0..p.spixels {
+            let at = (k * smax + row) * fmax;
+            for (f, m) in mask[at..at + p.fpixels].iter_mut().enumerate() {
+                let left_out = masked.get(row * p.fpixels + f).copied().unwrap_or(false);
+                *m = if left_out { 256 } else { 0 };
+            }
+        }
+    }
+    let mask_shape: &[usize] = if n == 1 { &[smax, fmax] } else { &[n, smax, fmax] };
+    crate::h5::deflated(&detector, "pixel_mask", mask_shape, &mask)?;
+    integer(&detector, "pixel_mask_applied", 0)?;
+
     let transformations = group(&detector, "transformations", "NXtransformations")?;
     axis(&transformations, "origin", 0.0, "m", "translation", [0.0, 0.0, 1.0], ".")?;
 
-    let n = img.panels.len();
     for (i, p) in img.panels.iter().enumerate() {
         let name = if i == 0 { "module".to_string() } else { format!("module_{i}") };
         let module = group(&detector, &name, "NXdetector_module")?;
@@ -201,13 +222,28 @@ pub(crate) fn header(root: &H5Group, img: &MxImage) -> H5<()> {
     let sample = group(&entry, "sample", "NXsample")?;
     text(&sample, "name", "simulated crystal")?;
     text(&sample, "depends_on", "/entry/sample/transformations/phi")?;
+    if let Some(o) = img.orientation() {
+        array_nd(&sample, "unit_cell", &[1, 6], &o.unit_cell, None)?;
+        array(&sample, "unit_cell_abc", &o.unit_cell[..3], Some("angstrom"))?;
+        array(&sample, "unit_cell_alphabetagamma", &o.unit_cell[3..], Some("deg"))?;
+        array_nd(&sample, "orientation_matrix", &[1, 3, 3], o.u.as_flattened(), None)?;
+        array_nd(&sample, "ub_matrix", &[1, 3, 3], o.ub.as_flattened(), Some("1/angstrom"))?;
+    }
     let goniometer = group(&sample, "transformations", "NXtransformations")?;
     let spindle = frame.apply(img.spindle);
-    let phi = goniometer.new_dataset::<f64>().shape([1]).create("phi")?;
-    phi.write_raw(&[img.phi_start_deg])?;
+    let starts = scan.unwrap_or(std::slice::from_ref(&img.phi_start_deg));
+    let phi = goniometer.new_dataset::<f64>().shape([starts.len()]).create("phi")?;
+    phi.write_raw(starts)?;
     axis_attrs(&phi, "deg", "rotation", spindle, ".")?;
-    array(&goniometer, "phi_end", &[img.phi_start_deg + img.phi_range_deg], Some("deg"))?;
-    array(&goniometer, "phi_increment_set", &[img.phi_range_deg], Some("deg"))?;
+    let ends: Vec<f64> = starts.iter().map(|s| s + img.phi_range_deg).collect();
+    array(&goniometer, "phi_end", &ends, Some("deg"))?;
+    let widths = vec![img.phi_range_deg; starts.len()];
+    array(&goniometer, "phi_increment_set", &widths, Some("deg"))?;
+    if scan.is_some() {
+        // (a rotation series' frames follow each other: dxtbx takes each
+        // image's exposure and epochs from it)
+        number(&detector, "frame_time", img.exposure_s, Some("s"))?;
+    }
     Ok(())
 }
 
@@ -272,6 +308,8 @@ pub(crate) mod tests {
             sensor_thickness_m: 0.0,
             start_time: "2026-11-25T12:00:00Z".into(),
             end_time: "2026-11-25T12:00:01Z".into(),
+            masked: vec![],
+            crystal_a: None,
         }
     }
 

@@ -60,7 +60,9 @@ impl SeriesFile {
     /// `frames` shots of the detector and experiment of `img` (its pixels
     /// are not read), the frames stored as `compression` says. `noiseless`:
     /// also keep the float images. `spec`: the dataset's specification and
-    /// its digest, stored with the shots.
+    /// its digest, stored with the shots. `scan`: a rotation series, each
+    /// frame's phi at its start (one per frame), else every frame at the
+    /// image's phi.
     pub fn create(
         target: &Path,
         img: &MxImage,
@@ -68,11 +70,18 @@ impl SeriesFile {
         noiseless: bool,
         spec: (&str, &str),
         compression: Compression,
+        scan: Option<&[f64]>,
     ) -> Result<SeriesFile, IoError> {
         if img.panels.is_empty() || frames == 0 {
             return Err(IoError::InvalidInput {
                 path: target.to_path_buf(),
                 reason: "a series needs a panel and a frame".into(),
+            });
+        }
+        if scan.is_some_and(|s| s.len() != frames) {
+            return Err(IoError::InvalidInput {
+                path: target.to_path_buf(),
+                reason: format!("a rotation series of {frames} frames needs {frames} angles"),
             });
         }
         let pending = Pending::create(target)?;
@@ -85,7 +94,7 @@ impl SeriesFile {
         let err = error(target);
         let file = H5File::create(&temp).map_err(&err)?;
         let root = file.root_group();
-        header(&root, img).map_err(&err)?;
+        header(&root, img, scan).map_err(&err)?;
         let [n, smax, fmax] = frame_shape(img);
         let frame = if n == 1 { vec![smax, fmax] } else { vec![n, smax, fmax] };
         let shape: Vec<usize> = std::iter::once(frames).chain(frame.iter().copied()).collect();
@@ -308,9 +317,16 @@ mod tests {
             pixels: &[],
         };
         let img = image(vec![panel(3, 2), panel(2, 1)]);
-        let mut file =
-            SeriesFile::create(&target, &img, 2, true, ("spec text", "abc"), Compression::None)
-                .unwrap();
+        let mut file = SeriesFile::create(
+            &target,
+            &img,
+            2,
+            true,
+            ("spec text", "abc"),
+            Compression::None,
+            None,
+        )
+        .unwrap();
         let frames: Vec<(Vec<i32>, Vec<i32>)> =
             (0..2).map(|k| ((0..6).map(|i| i + 10 * k).collect(), vec![-1 - k, -2 - k])).collect();
         for (k, (a, b)) in frames.iter().enumerate() {
@@ -350,7 +366,8 @@ mod tests {
 
         // a file not committed leaves nothing behind
         let other = dir.join("t.nxs");
-        let file = SeriesFile::create(&other, &img, 2, false, ("", ""), Compression::None).unwrap();
+        let file =
+            SeriesFile::create(&other, &img, 2, false, ("", ""), Compression::None, None).unwrap();
         drop(file);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         std::fs::remove_dir_all(&dir).ok();

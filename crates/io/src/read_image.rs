@@ -73,6 +73,60 @@ pub struct ImageFile {
     pub header: Vec<(String, String)>,
 }
 
+/// The geometry an image's header gives, where it gives it: miniCBF's
+/// `Detector_distance`, `Beam_xy`, `Wavelength` and `Pixel_size`, NXmx's
+/// `distance`, `beam_center_x`/`_y`, `incident_wavelength` and
+/// `x_pixel_size`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HeaderGeometry {
+    /// Sample to where the beam meets the detector (m).
+    pub distance_m: Option<f64>,
+    /// Where the beam meets the detector, pixels from the outer corner of
+    /// the first pixel (fast, slow).
+    pub beam_centre_px: Option<[f64; 2]>,
+    /// The wavelength (Å): one, not a spectrum.
+    pub wavelength_a: Option<f64>,
+    /// The pixel size (m) along fast.
+    pub pixel_size_m: Option<f64>,
+}
+
+impl ImageFile {
+    /// What the header says of the geometry (nothing for SMV and raw
+    /// images, whose headers are read elsewhere).
+    pub fn geometry(&self) -> HeaderGeometry {
+        let value = |key: &str| self.header.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        // the numbers of a header value: "(150.25, 146.5) pixels" holds two
+        let numbers = |key: &str| -> Vec<f64> {
+            value(key)
+                .unwrap_or("")
+                .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',')
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        };
+        let first = |key: &str| numbers(key).first().copied();
+        match self.format {
+            ImageFormat::Cbf => HeaderGeometry {
+                distance_m: first("Detector_distance"),
+                beam_centre_px: match numbers("Beam_xy")[..] {
+                    [f, s, ..] => Some([f, s]),
+                    _ => None,
+                },
+                wavelength_a: first("Wavelength"),
+                pixel_size_m: first("Pixel_size"),
+            },
+            ImageFormat::Nxmx => HeaderGeometry {
+                distance_m: first("distance"),
+                beam_centre_px: first("beam_center_x")
+                    .zip(first("beam_center_y"))
+                    .map(|(f, s)| [f, s]),
+                wavelength_a: first("incident_wavelength"),
+                pixel_size_m: first("x_pixel_size"),
+            },
+            _ => HeaderGeometry::default(),
+        }
+    }
+}
+
 /// Reads frame `frame` (0 for the first) of the image file at `path`.
 pub fn read_image(path: &Path, frame: usize) -> Result<ImageFile, IoError> {
     crate::regular_file(path)?;
@@ -355,8 +409,9 @@ fn read_nxmx(path: &Path, frame: usize) -> Result<ImageFile, IoError> {
         let all = numbers(&ds, &vec![0; rank], &ds.shape()).ok()?;
         match all.as_slice() {
             [one] => Some(*one),
-            // one value per frame
-            many => many.get(frame).copied(),
+            // one value per frame (a spectrum's wavelengths are not)
+            many if many.len() == frames => many.get(frame).copied(),
+            _ => None,
         }
     };
     let det = "entry/instrument/detector";
@@ -450,6 +505,7 @@ mod tests {
             false,
             ("", ""),
             Compression::Deflate { level: 1 },
+            None,
         )
         .unwrap();
         let frames: Vec<Vec<i32>> =

@@ -1,4 +1,6 @@
-//! `-batch FILE`: many shots of one experiment that differ in orientation.
+//! `-batch FILE`: many shots of one experiment that differ in orientation;
+//! and the experiments of an `-expt` list (dials.stills_process, xia2.ssx),
+//! one shot each, written the same way.
 //!
 //! Each line of the file holds three misset angles (deg, about x, y, z) that
 //! replace `-misset` for one shot. Every shot's plan is resolved on the host
@@ -14,7 +16,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::render::{cpu, RenderInfo};
 use nanobragg_core::setup::{Plan, SetupSeeds};
-use nanobragg_core::Experiment;
+use nanobragg_core::{Experiment, SimConfig};
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::g;
 use nanobragg_io::image_writer::{self, Image};
@@ -116,89 +118,14 @@ impl BatchOutputs {
     }
 
     /// Refuses, before any shot is rendered, a batch that cannot be written
-    /// whole: a shot's file that is a directory or may not be written, a
-    /// directory that does not exist or may not be written, or a filesystem
-    /// with less free space than the shots need (`sizes`: the bytes of one
-    /// shot's file of each output).
-    fn check(&self, shots: usize, sizes: &[u64]) -> Result<()> {
-        use std::collections::BTreeMap;
-        // bytes written and freed (old files replaced) per filesystem, and
-        // the most needed at one time: a shot's new files are all written
-        // before its old ones go
-        #[derive(Default)]
-        struct Use {
-            dir: PathBuf,
-            net: i128,
-            peak: i128,
-        }
-        let mut by_fs: BTreeMap<u64, Use> = BTreeMap::new();
-        let mut probed = std::collections::BTreeSet::new();
-        for i in 1..=shots {
-            let mut shot: BTreeMap<u64, (i128, i128)> = BTreeMap::new();
-            for ((flag, path), &size) in self.shot_files(i).into_iter().zip(sizes) {
-                let Some(path) = path else { continue };
-                if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
-                    bail!("{flag}: cannot write '{}': it is a directory", path.display());
-                }
-                let real = std::fs::canonicalize(&path).unwrap_or(path.clone());
-                let dir = match real.parent() {
-                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
-                let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-                if probed.insert(dir.clone()) {
-                    // a temporary made and removed: the directory exists
-                    // and may be written
-                    drop(crate::output_files::open_output(flag, &path)?);
-                }
-                nanobragg_io::atomic::check_writable(&path)
-                    .map_err(|e| crate::output_files::write_error(flag, e))?;
-                let (dev, old) = fs_and_freed(&dir, &real);
-                by_fs.entry(dev).or_insert_with(|| Use { dir, ..Use::default() });
-                let e = shot.entry(dev).or_default();
-                // rounded up to whole blocks (4 KiB on most filesystems)
-                e.0 += i128::from(size.div_ceil(4096) * 4096);
-                e.1 += i128::from(old);
-            }
-            for (dev, (new, old)) in shot {
-                let u = by_fs.entry(dev).or_default();
-                u.peak = u.peak.max(u.net + new);
-                u.net += new - old;
-            }
-        }
-        for u in by_fs.values() {
-            let Some(free) = nanobragg_io::atomic::available_bytes(&u.dir) else { continue };
-            if u.peak > i128::from(free) {
-                let mb = |b: i128| b as f64 / 1e6;
-                bail!(
-                    "-batch: the {shots} shots need {:.1} MB in '{}' but only {:.1} MB are free",
-                    mb(u.peak),
-                    u.dir.display(),
-                    mb(i128::from(free))
-                );
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The filesystem of `dir` (its device number), and the bytes freed when
-/// `file`, an existing output with no other hard link, is replaced.
-fn fs_and_freed(dir: &Path, file: &Path) -> (u64, u64) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let dev = std::fs::metadata(dir).map(|m| m.dev()).unwrap_or(0);
-        let old = match std::fs::metadata(file) {
-            Ok(m) if m.is_file() && m.nlink() == 1 => m.blocks() * 512,
-            _ => 0,
-        };
-        (dev, old)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (dir, file);
-        (0, 0)
+    /// whole (see [`crate::output_files::check_shots`]; `sizes`: the bytes
+    /// of one shot's file of each output).
+    fn check(&self, what: &str, shots: usize, sizes: &[u64]) -> Result<()> {
+        let files = (1..=shots).map(|i| {
+            let files = self.shot_files(i).into_iter().zip(sizes);
+            files.filter_map(|((flag, path), &size)| Some((flag, path?, size))).collect()
+        });
+        crate::output_files::check_shots(what, files.collect())
     }
 }
 
@@ -216,14 +143,73 @@ pub fn run_batch(
     sf_plan: &Plan,
 ) -> Result<()> {
     let angles = read_batch(batch)?;
-    let shot_config = |a: &[f64; 3]| {
-        let mut cfg = inv.config.clone();
-        cfg.crystal.misset = Misset::Angles(*a);
-        cfg
+    let shots = Shots {
+        what: "-batch",
+        count: angles.len(),
+        config: &|i| {
+            let mut cfg = inv.config.clone();
+            cfg.crystal.misset = Misset::Angles(angles[i]);
+            cfg
+        },
+        label: &|i| {
+            let a = angles[i];
+            format!("misset {} {} {} deg", g(a[0]), g(a[1]), g(a[2]))
+        },
+        orientations_only: true,
     };
+    run_shots(inv, &shots, seeds, noise_seed, sf_plan)
+}
+
+/// The experiments of an `-expt` list, rendered one shot each as
+/// [`run_batch`] renders its shots (experiment k's noise from the seed
+/// `noise_seed` + k).
+pub fn run_expt_shots(
+    inv: &Invocation,
+    seeds: SetupSeeds,
+    noise_seed: i64,
+    sf_plan: &Plan,
+) -> Result<()> {
+    let configs = &inv.shot_configs;
+    let shots = Shots {
+        what: "-expt",
+        count: configs.len(),
+        config: &|i| configs[i].clone(),
+        label: &|i| {
+            let lambda = configs[i].beam.lambda_a;
+            format!("experiment {i}, {} Å", g(lambda))
+        },
+        orientations_only: false,
+    };
+    run_shots(inv, &shots, seeds, noise_seed, sf_plan)
+}
+
+/// Shots rendered one after the other into numbered files.
+struct Shots<'a> {
+    /// The flag they come from, for messages.
+    what: &'static str,
+    /// How many.
+    count: usize,
+    /// Shot `i`'s (from 0) configuration.
+    config: &'a dyn Fn(usize) -> SimConfig,
+    /// What shot `i` is, for its line of the report.
+    label: &'a dyn Fn(usize) -> String,
+    /// The shots differ in the crystal's orientation alone (the GPU streams
+    /// them through one upload).
+    orientations_only: bool,
+}
+
+/// Renders and writes `shots` (see [`run_batch`]).
+fn run_shots(
+    inv: &Invocation,
+    shots: &Shots,
+    seeds: SetupSeeds,
+    noise_seed: i64,
+    sf_plan: &Plan,
+) -> Result<()> {
+    let what = shots.what;
     let experiment = |i: usize| {
-        crate::panels::experiment(inv, &shot_config(&angles[i]), seeds, Some(sf_plan))
-            .with_context(|| format!("-batch shot {}", i + 1))
+        crate::panels::experiment(inv, &(shots.config)(i), seeds, Some(sf_plan))
+            .with_context(|| format!("{what} shot {}", i + 1))
     };
     // the first shot's whole image gives the outputs' sizes
     let mut first = Some(experiment(0)?);
@@ -250,7 +236,7 @@ pub fn run_batch(
         })
         .collect();
     inv.check_device()?;
-    outputs.check(angles.len(), &sizes)?;
+    outputs.check(what, shots.count, &sizes)?;
     let gpu = inv.uses_gpu();
     let out = std::io::stdout();
     let mut out = out.lock();
@@ -264,7 +250,7 @@ pub fn run_batch(
     let start = Instant::now();
     let mut write_shot = |i: usize, image: &[f32], exp: &Experiment, info: RenderInfo| {
         crate::render::check_finite_image(image, inv, exp.whole())
-            .map_err(|e| anyhow!("-batch shot {}: {e}", i + 1))?;
+            .map_err(|e| anyhow!("{what} shot {}: {e}", i + 1))?;
         let names = outputs.shot_files(i + 1);
         let mut owned: Vec<Option<Pending>> = Vec::with_capacity(names.len());
         for (flag, path) in &names {
@@ -296,6 +282,7 @@ pub fn run_batch(
             noise: take("-noisefile"),
             nxmx: take("-nxmxfile"),
             cbf: take("-cbffile"),
+            frame: None,
         };
         if files.int.is_some()
             || files.pgm.is_some()
@@ -311,7 +298,6 @@ pub fn run_batch(
             names.iter().zip(owned).filter_map(|((flag, _), p)| Some((*flag, p?))).collect();
         crate::output_files::commit(files)?;
         let max = image.iter().fold(0.0f32, |m, &v| m.max(v));
-        let a = angles[i];
         let list: Vec<String> = names
             .iter()
             .zip(&outputs.list)
@@ -323,24 +309,22 @@ pub fn run_batch(
             .collect();
         writeln!(
             out,
-            "shot {}: misset {} {} {} deg, max_I = {}, wrote {}",
+            "shot {}: {}, max_I = {}, wrote {}",
             i + 1,
-            g(a[0]),
-            g(a[1]),
-            g(a[2]),
+            (shots.label)(i),
             g(max as f64),
             list.join(", ")
         )?;
         Ok(())
     };
-    if gpu && first.as_ref().is_some_and(|e| e.plans.len() == 1) {
+    if gpu && shots.orientations_only && first.as_ref().is_some_and(|e| e.plans.len() == 1) {
         // the GPU renderer streams the shots of one detector plane: each
         // shot is planned for its orientation, and again when its image
         // comes back (a plan at a time is held beside the first; the
         // structure factors are shared)
         let first = first.take().expect("checked above");
         let mut orientations = vec![nanobragg_cuda::Shot::from_plan(&first.plans[0])];
-        for i in 1..angles.len() {
+        for i in 1..shots.count {
             orientations.push(nanobragg_cuda::Shot::from_plan(&experiment(i)?.plans[0]));
         }
         let mut renderer = nanobragg_cuda::GpuRenderer::new(&first.plans[0], inv.precision)
@@ -390,7 +374,7 @@ pub fn run_batch(
         // each shot planned just before it renders; its panels side by side
         // on the CPU (the precision -exact included, which the GPU kernel
         // lacks), one after the other on the GPU
-        for i in 0..angles.len() {
+        for i in 0..shots.count {
             let exp = match first.take() {
                 Some(exp) => exp,
                 None => experiment(i)?,
@@ -403,9 +387,9 @@ pub fn run_batch(
     writeln!(
         out,
         "rendered {} shots in {} s ({} images/s) on the {}",
-        angles.len(),
+        shots.count,
         g(secs),
-        g(angles.len() as f64 / secs),
+        g(shots.count as f64 / secs),
         if gpu { "GPU" } else { "CPU" }
     )?;
     Ok(())

@@ -56,12 +56,40 @@ pub fn run(inv: Invocation) -> Result<()> {
     let Seeds { setup: seeds, noise_idum } = inv.seeds();
     // (nanoBragg.c keeps seeds negated)
     let noise_seed = noise_idum.wrapping_neg();
+    crate::series::check(&inv)?;
+    check_expt_shots(&inv)?;
     let exp = crate::panels::experiment(&inv, &inv.config, seeds, None)?;
     check_experiment(&inv, &exp)?;
     match &inv.batch_path {
         Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed, &exp.plans[0]),
+        None if !inv.shot_configs.is_empty() => {
+            crate::batch::run_expt_shots(&inv, seeds, noise_seed, &exp.plans[0])
+        }
+        None if inv.series.images > 1 => {
+            crate::series::run_series(&inv, seeds, noise_seed, &exp.plans[0])
+        }
         None => crate::run::run(&inv, &exp, seeds, noise_idum),
     }
+}
+
+/// Refuses what the shots of an `-expt` list of several experiments cannot
+/// do: each experiment is one still shot, written as `-batch` writes its
+/// shots.
+fn check_expt_shots(inv: &Invocation) -> Result<()> {
+    let Some((path, n)) = &inv.expt_shots else { return Ok(()) };
+    let refused = [
+        ("-batch", inv.batch_path.is_some()),
+        ("-images", inv.series.images > 1),
+        ("-gradient", inv.gradient.is_some()),
+        ("-printout", inv.printout),
+    ];
+    if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
+        anyhow::bail!(
+            "{flag}: not with -expt {}, whose {n} experiments are rendered one shot each",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Refuses, before anything is written, a bad `-gradient` (printing what
@@ -83,6 +111,16 @@ fn check_experiment(inv: &Invocation, exp: &Experiment) -> Result<()> {
             "-cbffile: miniCBF holds one panel; this detector has {}: write -nxmxfile",
             exp.plans.len()
         ));
+    }
+    if inv.outputs.cbffile.is_some() {
+        let plan = &exp.plans[0];
+        let d = &plan.detector;
+        let rotates = plan.osc_rad != 0.0;
+        if let Some(why) =
+            nanobragg_io::cbf::unheld_geometry(d.fdet, d.sdet, d.beam, d.spindle, rotates)
+        {
+            bail!("-cbffile: {why}: write -nxmxfile, which holds any geometry");
+        }
     }
     check_outputs(inv, &exp.configs[0], &exp.plans[0])?;
     if inv.config.detector.curved {

@@ -44,8 +44,9 @@ pub(crate) const PLACEMENT: &[&str] = &[
 /// A detector file read before the flags are applied.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DetectorFile {
-    /// `-expt`.
-    Expt(Experiment),
+    /// `-expt`: its experiments (one, or the shots of a list such as
+    /// dials.stills_process writes).
+    Expt(std::sync::Arc<Vec<Experiment>>),
     /// `-geom`.
     Geom(Geometry),
 }
@@ -56,14 +57,35 @@ pub fn read(flag: &str, path: &std::path::Path) -> Result<DetectorFile, CliError
     let table = |error| CliError::Table { flag: flag.into(), error };
     let file = match flag {
         "-geom" => DetectorFile::Geom(nanobragg_io::crystfel::read_geom(path).map_err(table)?),
-        _ => DetectorFile::Expt(nanobragg_io::expt::read_expt(path).map_err(table)?),
+        _ => {
+            let list = nanobragg_io::expt::read_expt_list(path).map_err(table)?;
+            if list.len() > 1 {
+                if let Some((k, scan)) = list
+                    .iter()
+                    .enumerate()
+                    .find_map(|(k, e)| e.scan.as_ref().filter(|s| s.images > 1).map(|s| (k, s)))
+                {
+                    return Err(CliError::Unused {
+                        what: format!(
+                            "{flag} {}: experiment {k} of {} is a rotation scan of {} images; a list of experiments is rendered one still shot each (give the scan's experiment alone)",
+                            path.display(),
+                            list.len(),
+                            scan.images
+                        ),
+                    });
+                }
+            }
+            DetectorFile::Expt(std::sync::Arc::new(list))
+        }
     };
-    let panels = match &file {
-        DetectorFile::Expt(e) => &e.panels,
-        DetectorFile::Geom(g) => &g.panels,
+    // (the panels of every experiment: a shot's are checked as the first's)
+    let all_panels: Vec<&Panel> = match &file {
+        DetectorFile::Expt(list) => list.iter().flat_map(|e| &e.panels).collect(),
+        DetectorFile::Geom(g) => g.panels.iter().collect(),
     };
+    let panels = &all_panels;
     let sensor = |p: &Panel| (p.thickness_mm, p.mu_per_mm);
-    if let Some(p) = panels.iter().find(|p| sensor(p) != sensor(&panels[0])) {
+    if let Some(p) = panels.iter().find(|p| sensor(p) != sensor(panels[0])) {
         return Err(CliError::Unused {
             what: format!(
                 "{flag} {}: panel {} has another sensor (thickness, mu) than panel {}; one sensor for every panel is simulated",
@@ -88,10 +110,11 @@ pub fn read(flag: &str, path: &std::path::Path) -> Result<DetectorFile, CliError
     Ok(file)
 }
 
-/// Sets what a detector file describes.
-pub fn apply_file(config: &mut SimConfig, file: &DetectorFile) {
+/// Sets what a detector file describes: for an experiment list, what its
+/// experiment `shot` (from 0) describes.
+pub fn apply_file(config: &mut SimConfig, file: &DetectorFile, shot: usize) {
     match file {
-        DetectorFile::Expt(e) => apply(config, e),
+        DetectorFile::Expt(list) => apply(config, &list[shot.min(list.len() - 1)]),
         DetectorFile::Geom(g) => apply_geom(config, g),
     }
 }
@@ -141,14 +164,19 @@ pub fn apply(config: &mut SimConfig, e: &Experiment) {
         d.thick_um = if absorbs { p.thickness_mm * 1000.0 } else { 0.0 };
         d.attenuation_um = Some(absorbs.then(|| 1000.0 / p.mu_per_mm));
     }
-    if let Some([start, width]) = e.oscillation_deg {
-        config.crystal.phi0_deg = start;
-        config.crystal.osc_deg = width;
+    if let Some(scan) = &e.scan {
+        config.crystal.phi0_deg = scan.start_deg;
+        config.crystal.osc_deg = scan.width_deg;
+        if let Some(t) = scan.exposure_s {
+            config.beam.exposure_s = t;
+        }
     }
     set_panels(config, &e.panels);
     if let Some(real) = e.real_space {
         config.crystal.real_space_a = Some(real);
         config.crystal.mat = None;
+        // (the file's cell replaces a -cell before it; one after it rescales)
+        config.crystal.cell = None;
     }
 }
 

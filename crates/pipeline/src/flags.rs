@@ -457,9 +457,19 @@ fn detector_file(inv: &mut Invocation, o: &Occurrence) {
     let path = o.path(0);
     if let Some((_, file)) = inv.detector_files.iter().find(|(p, _)| *p == path) {
         let file = file.clone();
-        crate::expt::apply_file(&mut inv.config, &file);
-        if matches!(&file, crate::expt::DetectorFile::Expt(e) if e.real_space.is_some()) {
-            inv.mat_path = None;
+        crate::expt::apply_file(&mut inv.config, &file, inv.expt_shot);
+        if let crate::expt::DetectorFile::Expt(list) = &file {
+            let e = &list[inv.expt_shot.min(list.len() - 1)];
+            if let Some(scan) = &e.scan {
+                inv.series = crate::invocation::Series {
+                    first_image: scan.first_image,
+                    images: scan.images,
+                };
+            }
+            if e.real_space.is_some() {
+                inv.mat_path = None;
+            }
+            inv.expt_shots = if list.len() > 1 { Some((path.clone(), list.len())) } else { None };
         }
     }
 }
@@ -549,7 +559,7 @@ pub static FLAGS: &[Flag] = &[
     Flag::switch("-dials", D, "DIALS convention: as XDS with spindle and polarization along y; pivots about the sample",
         |inv, _| convention(inv, Convention::Dials, Pivot::Beam)),
     Flag::file("-expt", D, Kind::InFile,
-        "DIALS experiment list (one experiment): beam, detector panels (one, or several rendered as one image stacked along slow), crystal orientation, rotation axis and oscillation; later flags override it, detector placement flags after it are refused",
+        "DIALS experiment list (one experiment): beam, detector panels (one, or several rendered as one image stacked along slow), crystal orientation, rotation axis and scan (a scan of N images is a rotation series, see -images); later flags override it, detector placement flags after it are refused",
         detector_file),
     Flag::file("-geom", D, Kind::InFile,
         "CrystFEL geometry file: detector panels (placed in the DIALS frame, beam along -z) and the wavelength of its photon_energy; later flags override it, detector placement flags after it are refused",
@@ -806,6 +816,10 @@ pub static FLAGS: &[Flag] = &[
     Flag::num("-osc", X, "deg", Check::NonNegative, "spindle rotation range during the exposure",
         |inv, o| inv.config.crystal.osc_deg = o.num(0))
         .dflt("0"),
+    Flag::int("-images", X, Check::Positive,
+        "a rotation series of this many images, image k (from 0) turning the crystal from -phi + k*-osc by -osc, each with the -mosaic_seed domains and noise seed -seed + k: one NXmx file of every frame (-nxmxfile), numbered files of the others (NAME_00001.img)",
+        |inv, o| inv.series.images = o.int(0) as usize)
+        .dflt("1, or the -expt scan's"),
     Flag::num("-phistep", X, "deg", Check::NonNegative, "spindle rotation step",
         |inv, o| inv.config.crystal.phistep_deg = o.num(0))
         .dflt("from -osc and -phisteps"),
@@ -904,7 +918,7 @@ pub static FLAGS: &[Flag] = &[
         |inv, _| inv.config.sampling.corrected = true),
     // ------------------------------------------------------------------ output
     Flag::file("-floatfile", O, Kind::OutFile, "raw image of 4-byte floats (photons per pixel)",
-        |inv, o| inv.outputs.floatfile = o.path(0))
+        |inv, o| { inv.outputs.floatfile = o.path(0); inv.outputs.floatfile_given = true; })
         .aka(&["-floatimage"])
         .dflt("floatimage.bin"),
     Flag::file("-intfile", O, Kind::OutFile, "noiseless SMV image, scaled by -scale",
@@ -981,6 +995,13 @@ pub static FLAGS: &[Flag] = &[
     Flag::int("-psf_radius", O, Check::AtMost(1 << 20), "radius of the -psf kernel in pixels (0: automatic)",
         |inv, o| inv.outputs.response.psf_radius = Some(o.int(0)))
         .dflt("automatic"),
+    Flag::word("-shard", O, &[],
+        "render part i (0-based) of K of a rotation series: a contiguous block of its images (default: SLURM_ARRAY_TASK_ID of the job array)",
+        |inv, o| inv.shard = Some(o.text(0).to_string()))
+        .vals("i/K")
+        .dflt("0/1"),
+    Flag::switch("-resume", O, "rotation series: render only the images whose files (or whose block's NXmx file) are not yet written",
+        |inv, _| inv.resume = true),
     Flag::int("-seed", O, Check::Any, "random seed for the noise image",
         |inv, o| inv.seed = Some(o.int(0)))
         .dflt("clock"),

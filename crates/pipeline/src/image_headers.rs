@@ -87,22 +87,35 @@ pub struct BeamSpot {
 /// from a ratio taken before the rotation). A beam along the plane, which
 /// never meets it, gives C's values.
 pub fn beam_spot(d: &Detector) -> BeamSpot {
-    use nanobragg_core::vec3::{dot, magnitude};
-    let along = dot(d.beam, d.odet);
-    let t = dot(d.pix0, d.odet) / along;
-    if !(along.abs() > 1e-12 && t.is_finite() && t > 0.0) {
+    use nanobragg_core::vec3::{cross, dot, magnitude};
+    // (the plane of the pixels: custom axes need not make odet its normal,
+    // nor be perpendicular to each other)
+    let normal = cross(d.fdet, d.sdet);
+    let along = dot(d.beam, normal);
+    let t = dot(d.pix0, normal) / along;
+    if !(along.abs() > 1e-12 * magnitude(normal) && t.is_finite() && t > 0.0) {
         let centre_px = [d.fbeam_m / d.pixel_size_m, d.sbeam_m / d.pixel_size_m];
         return BeamSpot { centre_px, distance_m: d.distance_m };
     }
     let r: [f64; 3] = std::array::from_fn(|i| d.beam[i] * t - d.pix0[i]);
-    let centre_px = [dot(r, d.fdet) / d.pixel_size_m, dot(r, d.sdet) / d.pixel_size_m];
+    // r = u·fdet + v·sdet
+    let (ff, fs, ss) = (dot(d.fdet, d.fdet), dot(d.fdet, d.sdet), dot(d.sdet, d.sdet));
+    let (rf, rs) = (dot(r, d.fdet), dot(r, d.sdet));
+    let det = ff * ss - fs * fs;
+    let (u, v) = ((rf * ss - rs * fs) / det, (rs * ff - rf * fs) / det);
+    let centre_px = [u / d.pixel_size_m, v / d.pixel_size_m];
     BeamSpot { centre_px, distance_m: t * magnitude(d.beam) }
 }
 
 /// The int32 image of this run, each panel with its pixels, with its
 /// geometry and values, for the NXmx and CBF writers (the detector-wide
 /// values, distance and beam centre, are `plan`'s).
-pub fn mx_image<'a>(plan: &Plan, panels: &[(&Detector, &'a [i32])], o: &Outputs) -> MxImage<'a> {
+pub fn mx_image<'a>(
+    plan: &Plan,
+    panels: &[(&Plan, &'a [i32])],
+    o: &Outputs,
+    one_orientation: bool,
+) -> MxImage<'a> {
     use nanobragg_core::units::RTD;
     let d = &plan.detector;
     let spot = beam_spot(d);
@@ -122,7 +135,8 @@ pub fn mx_image<'a>(plan: &Plan, panels: &[(&Detector, &'a [i32])], o: &Outputs)
     MxImage {
         panels: panels
             .iter()
-            .map(|&(p, pixels)| Panel {
+            .map(|&(p, pixels)| (&p.detector, pixels))
+            .map(|(p, pixels)| Panel {
                 origin_m: p.pix0,
                 fast: p.fdet,
                 slow: p.sdet,
@@ -150,7 +164,32 @@ pub fn mx_image<'a>(plan: &Plan, panels: &[(&Detector, &'a [i32])], o: &Outputs)
         sensor_thickness_m: d.thick_m,
         start_time: utc_iso8601(start),
         end_time: utc_iso8601(end),
+        masked: panels.iter().map(|(p, _)| left_out(p)).collect(),
+        crystal_a: one_orientation.then(|| {
+            let c = &plan.cell;
+            [c.a_m, c.b_m, c.c_m].map(|v| v.map(|x| x * 1e10))
+        }),
     }
+}
+
+/// Whether each pixel of the panel of `plan` is left out of its image (its
+/// `-mask` 0, outside its `-roi`); empty where none is.
+fn left_out(plan: &Plan) -> Vec<bool> {
+    let d = &plan.detector;
+    let [xmin, xmax, ymin, ymax] = d.roi;
+    let all_in =
+        xmin <= 0 && ymin <= 0 && xmax >= d.fpixels as i64 - 1 && ymax >= d.spixels as i64 - 1;
+    if all_in && plan.mask.as_ref().is_none_or(|m| m.iter().all(|&v| v != 0)) {
+        return Vec::new();
+    }
+    (0..d.spixels as i64)
+        .flat_map(|s| (0..d.fpixels as i64).map(move |f| (f, s)))
+        .enumerate()
+        .map(|(i, (f, s))| {
+            let masked = plan.mask.as_ref().is_some_and(|m| m[i] == 0);
+            masked || f < xmin || f > xmax || s < ymin || s > ymax
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use crate::image_headers::{mx_image, smv_header};
 use crate::invocation::{Invocation, Outputs};
 use crate::output_files::write_error;
 use anyhow::Result;
-use nanobragg_core::geometry::Detector;
 use nanobragg_core::render::RenderInfo;
 use nanobragg_core::response::{noisy_image_tiled, Bits, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
@@ -38,6 +37,9 @@ pub struct ImageFiles<'a> {
     pub nxmx: Option<&'a mut Pending>,
     /// `-cbffile`.
     pub cbf: Option<&'a mut Pending>,
+    /// Where the int32 image of NXmx and miniCBF is kept (a rotation
+    /// series' frame), if anywhere.
+    pub frame: Option<&'a mut Vec<i32>>,
 }
 
 /// The image statistics, with the integer image written on the way (where
@@ -144,7 +146,7 @@ pub fn write_images(
     }
     // the int32 image of -nxmxfile and -cbffile: the noise image's draws
     // when there is noise, else the -intfile conversion, neither clipped at 65535
-    let wide = files.nxmx.is_some() || files.cbf.is_some();
+    let wide = files.nxmx.is_some() || files.cbf.is_some() || files.frame.is_some();
     let mut pixels32 = (wide && !o.calculate_noise)
         .then(|| pgm::int_image_i32(image, fp, sp, roi, int_scale, o.adc_offset));
     if files.noise.is_some() || (wide && o.calculate_noise) {
@@ -218,9 +220,9 @@ pub fn write_images(
     if let Some(pixels) = &pixels32 {
         // each panel's pixels in one piece
         let parts: Vec<_> = (0..exp.plans.len()).map(|k| exp.layout.piece(k, pixels)).collect();
-        let with_pixels: Vec<(&Detector, &[i32])> =
-            exp.detectors().into_iter().zip(parts.iter().map(|v| &v[..])).collect();
-        let img = mx_image(plan, &with_pixels, o);
+        let with_pixels: Vec<(&Plan, &[i32])> =
+            exp.plans.iter().zip(parts.iter().map(|v| &v[..])).collect();
+        let img = mx_image(plan, &with_pixels, o, true);
         if let Some(file) = files.nxmx {
             writeln!(out, "writing {} as NXmx (HDF5) with 4-byte integers", shown(&o.nxmxfile))?;
             image_writer::write(file, Image::Nxmx(&img, o.nxmx_compression))
@@ -230,6 +232,9 @@ pub fn write_images(
             writeln!(out, "writing {} as miniCBF with 4-byte integers", shown(&o.cbffile))?;
             image_writer::write(file, Image::Cbf(&img)).map_err(|e| write_error("-cbffile", e))?;
         }
+    }
+    if let (Some(frame), Some(pixels)) = (files.frame, pixels32) {
+        *frame = pixels;
     }
     Ok(())
 }

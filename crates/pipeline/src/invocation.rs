@@ -20,6 +20,9 @@ pub struct Outputs {
     pub noisefile: PathBuf,
     /// `-intfile` was given (under `-batch`, each shot then writes one).
     pub intfile_given: bool,
+    /// `-floatfile` was given (a rotation series writes float images only then,
+    /// or when it writes no other image).
+    pub floatfile_given: bool,
     /// `-pgmfile` was given (under `-batch`, each shot then writes one).
     pub pgmfile_given: bool,
     /// `-noisefile` was given (under `-batch`, each shot then writes one).
@@ -107,6 +110,7 @@ impl Default for Outputs {
             pgmfile: PathBuf::from("image.pgm"),
             noisefile: PathBuf::from("noiseimage.img"),
             intfile_given: false,
+            floatfile_given: false,
             pgmfile_given: false,
             noisefile_given: false,
             nxmxfile: None,
@@ -209,6 +213,38 @@ pub struct Invocation {
     /// `-h`/`--help` was given: print [`crate::flags::help_text`] and exit; the
     /// other fields are then left at their defaults.
     pub help: bool,
+    /// The rotation series: `-images`, or an `-expt` scan.
+    pub series: Series,
+    /// `-shard i/K` as given: the part of a rotation series this run renders.
+    pub shard: Option<String>,
+    /// `-resume`: render only the images of a rotation series that no file holds.
+    pub resume: bool,
+    /// The `-expt` list of several experiments that the command renders
+    /// one shot each, and how many it holds.
+    pub expt_shots: Option<(PathBuf, usize)>,
+    /// The experiment of that list `config` describes (from 0).
+    pub expt_shot: usize,
+    /// Each experiment's configuration, in order, where [`Self::expt_shots`]
+    /// is set (the first is `config`).
+    pub shot_configs: Vec<SimConfig>,
+    /// The command line as given (without the program name).
+    pub args: Vec<String>,
+}
+
+/// A rotation series: `images` images numbered from `first_image`, image k
+/// (0-based) turning the crystal from `-phi` + k·`-osc` by `-osc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Series {
+    /// The number of the first image (an `-expt` scan's `image_range[0]`, else 1).
+    pub first_image: usize,
+    /// How many images (1: one render, not a series).
+    pub images: usize,
+}
+
+impl Default for Series {
+    fn default() -> Self {
+        Series { first_image: 1, images: 1 }
+    }
 }
 
 impl Default for Invocation {
@@ -240,6 +276,13 @@ impl Default for Invocation {
             device: Device::Cpu,
             warnings: Vec::new(),
             help: false,
+            series: Series::default(),
+            expt_shots: None,
+            expt_shot: 0,
+            shot_configs: Vec::new(),
+            shard: None,
+            resume: false,
+            args: Vec::new(),
         }
     }
 }

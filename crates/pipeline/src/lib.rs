@@ -43,6 +43,7 @@ pub mod refine;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod series;
 pub mod spots;
 pub mod traces;
 

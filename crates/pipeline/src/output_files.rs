@@ -7,7 +7,7 @@
 use anyhow::{anyhow, bail, Result};
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::IoError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Starts writing the output `path` of `flag` (its temporary, beside it).
 pub fn open_output(flag: &str, path: &Path) -> Result<Pending> {
@@ -55,6 +55,92 @@ pub fn write_error(flag: &str, e: IoError) -> anyhow::Error {
 /// them, or (on an error, which names the flag and the file) none.
 pub fn commit(files: Vec<(&str, Pending)>) -> Result<()> {
     nanobragg_io::atomic::commit_all(files).map_err(|(flag, e)| write_error(flag, e))
+}
+
+/// Refuses, before any shot is rendered, shots that cannot be written
+/// whole: a file that is a directory or may not be written, a directory
+/// that does not exist or may not be written, or a filesystem with less
+/// free space than the shots need. `shots`: each shot's files, with their
+/// flags and sizes (bytes), in the order they are written; `what` names
+/// the command in the message.
+pub fn check_shots(what: &str, shots: Vec<Vec<(&str, PathBuf, u64)>>) -> Result<()> {
+    use std::collections::BTreeMap;
+    // bytes written and freed (old files replaced) per filesystem, and
+    // the most needed at one time: a shot's new files are all written
+    // before its old ones go
+    #[derive(Default)]
+    struct Use {
+        dir: PathBuf,
+        net: i128,
+        peak: i128,
+    }
+    let mut by_fs: BTreeMap<u64, Use> = BTreeMap::new();
+    let mut probed = std::collections::BTreeSet::new();
+    let count = shots.len();
+    for files in shots {
+        let mut shot: BTreeMap<u64, (i128, i128)> = BTreeMap::new();
+        for (flag, path, size) in files {
+            if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+                bail!("{flag}: cannot write '{}': it is a directory", path.display());
+            }
+            let real = std::fs::canonicalize(&path).unwrap_or(path.clone());
+            let dir = match real.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+            if probed.insert(dir.clone()) {
+                // a temporary made and removed: the directory exists
+                // and may be written
+                drop(open_output(flag, &path)?);
+            }
+            nanobragg_io::atomic::check_writable(&path).map_err(|e| write_error(flag, e))?;
+            let (dev, old) = fs_and_freed(&dir, &real);
+            by_fs.entry(dev).or_insert_with(|| Use { dir, ..Use::default() });
+            let e = shot.entry(dev).or_default();
+            // rounded up to whole blocks (4 KiB on most filesystems)
+            e.0 += i128::from(size.div_ceil(4096) * 4096);
+            e.1 += i128::from(old);
+        }
+        for (dev, (new, old)) in shot {
+            let u = by_fs.entry(dev).or_default();
+            u.peak = u.peak.max(u.net + new);
+            u.net += new - old;
+        }
+    }
+    for u in by_fs.values() {
+        let Some(free) = nanobragg_io::atomic::available_bytes(&u.dir) else { continue };
+        if u.peak > i128::from(free) {
+            let mb = |b: i128| b as f64 / 1e6;
+            bail!(
+                "{what}: the {count} shots need {:.1} MB in '{}' but only {:.1} MB are free",
+                mb(u.peak),
+                u.dir.display(),
+                mb(i128::from(free))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The filesystem of `dir` (its device number), and the bytes freed when
+/// `file`, an existing output with no other hard link, is replaced.
+fn fs_and_freed(dir: &Path, file: &Path) -> (u64, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(dir).map(|m| m.dev()).unwrap_or(0);
+        let old = match std::fs::metadata(file) {
+            Ok(m) if m.is_file() && m.nlink() == 1 => m.blocks() * 512,
+            _ => 0,
+        };
+        (dev, old)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (dir, file);
+        (0, 0)
+    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ fn is_help(arg: &str) -> bool {
 /// If `-h`/`--help` appears anywhere, nothing else is parsed and the returned
 /// invocation only has `help` set.
 pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
-    let mut inv = Invocation::default();
+    let mut inv = Invocation { args: args.to_vec(), ..Invocation::default() };
     if args.iter().any(|a| is_help(a)) {
         inv.help = true;
         return Ok(inv);
@@ -126,12 +126,51 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
     }
 
     // Pass 3: every flag in order.
+    let lists = |inv: &Invocation| {
+        inv.detector_files
+            .iter()
+            .any(|(_, f)| matches!(f, crate::expt::DetectorFile::Expt(list) if list.len() > 1))
+    };
+    let before = lists(&inv).then(|| inv.clone());
     for occ in &occurrences {
         occ.flag.apply(&mut inv, occ);
     }
 
     read_inputs(&mut inv)?;
+    if let (Some(before), Some((_, n))) = (before, inv.expt_shots.clone()) {
+        inv.shot_configs = expt_shots(&inv, before, &occurrences, n);
+    }
     Ok(inv)
+}
+
+/// The configuration of each experiment of the `-expt` list of `inv`: the
+/// flags applied again in order from the invocation `before` them, that
+/// experiment's values set where the `-expt` stands, and the files the
+/// flags name taken from `inv` (read once).
+fn expt_shots(
+    inv: &Invocation,
+    before: Invocation,
+    occurrences: &[Occurrence],
+    n: usize,
+) -> Vec<SimConfig> {
+    let mut configs = vec![inv.config.clone()];
+    for k in 1..n {
+        let mut shot = before.clone();
+        shot.expt_shot = k;
+        for occ in occurrences {
+            occ.flag.apply(&mut shot, occ);
+        }
+        let (mut cfg, main) = (shot.config, &inv.config);
+        cfg.sf.source = main.sf.source.clone();
+        cfg.beam.sources = main.beam.sources.clone();
+        cfg.beam.spectrum = main.beam.spectrum.clone();
+        cfg.amorphous = main.amorphous.clone();
+        if shot.mat_path.is_some() {
+            cfg.crystal.mat = main.crystal.mat;
+        }
+        configs.push(cfg);
+    }
+    configs
 }
 
 /// Refuses a detector placement flag after the last `-expt` or `-geom`

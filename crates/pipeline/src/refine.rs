@@ -220,6 +220,9 @@ fn read_observed(
             .map_err(|e| anyhow!("refine: -observed: {e}"))?,
         _ => read_image(path, frame).map_err(|e| anyhow!("refine: -observed: {e}"))?,
     };
+    for w in geometry_mismatches(&img.geometry(), model.plan()) {
+        eprintln!("warning: -observed {shown}: {w}");
+    }
     // each of the model's panels where its image has them
     let layout = model.layout();
     let sizes = &layout.sizes;
@@ -291,6 +294,47 @@ fn read_observed(
             ),
         },
     })
+}
+
+/// Each value of an image header's geometry that differs from the model's
+/// (the fit starts from the model's, whatever the file says): the distance
+/// and beam centre as the NXmx and miniCBF writers give them, the
+/// wavelength and the pixel size.
+fn geometry_mismatches(
+    file: &nanobragg_io::read_image::HeaderGeometry,
+    plan: &nanobragg_core::setup::Plan,
+) -> Vec<String> {
+    let g = nanobragg_io::cfmt::g;
+    let d = &plan.detector;
+    let spot = crate::image_headers::beam_spot(d);
+    let differs = |a: f64, b: f64, rel: f64| (a - b).abs() > rel * a.abs().max(b.abs());
+    let mut out = Vec::new();
+    let mut say = |what: &str, file: String, model: String| {
+        out.push(format!(
+            "the file's {what} is {file}, the model's {model} (the fit starts from the model's)"
+        ));
+    };
+    if let Some(x) = file.distance_m.filter(|&x| differs(x, spot.distance_m, 1e-6)) {
+        say("distance", format!("{} mm", g(x * 1e3)), format!("{} mm", g(spot.distance_m * 1e3)));
+    }
+    if let Some([f, s]) = file.beam_centre_px {
+        let [mf, ms] = spot.centre_px;
+        if (f - mf).abs() > 0.01 || (s - ms).abs() > 0.01 {
+            say(
+                "beam centre",
+                format!("({}, {}) pixels", g(f), g(s)),
+                format!("({}, {})", g(mf), g(ms)),
+            );
+        }
+    }
+    let lambda_a = plan.sources.central_lambda_m * 1e10;
+    if let Some(x) = file.wavelength_a.filter(|&x| differs(x, lambda_a, 1e-6)) {
+        say("wavelength", format!("{} Å", g(x)), format!("{} Å", g(lambda_a)));
+    }
+    if let Some(x) = file.pixel_size_m.filter(|&x| differs(x, d.pixel_size_m, 1e-6)) {
+        say("pixel size", format!("{} mm", g(x * 1e3)), format!("{} mm", g(d.pixel_size_m * 1e3)));
+    }
+    out
 }
 
 /// An observed image of raw 4-byte floats, `fp` x `sp`.
@@ -960,6 +1004,12 @@ fn start(
 fn parameters(inv: &Invocation, params: &[Target]) -> Result<Parameters> {
     if inv.batch_path.is_some() {
         bail!("refine: -batch is not supported (refine one image at a time)");
+    }
+    if let Some((path, n)) = &inv.expt_shots {
+        bail!(
+            "refine: -expt {} holds {n} experiments: refine one at a time (dials.split_experiments writes them apart)",
+            path.display()
+        );
     }
     if inv.gradient.is_some() {
         bail!("refine: -gradient is not supported here (refine computes its own derivatives)");

@@ -77,6 +77,7 @@ impl OutputFiles {
             noise: self.noise.as_mut(),
             nxmx: self.nxmx.as_mut(),
             cbf: self.cbf.as_mut(),
+            frame: None,
         }
     }
 }

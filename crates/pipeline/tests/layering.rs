@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["traces", "image_outputs"],
     &["gradient"],
-    &["run", "batch", "dataset", "refine", "noisify", "nonbragg", "add"],
+    &["run", "batch", "series", "dataset", "refine", "noisify", "nonbragg", "add"],
     &["dispatch"],
 ];
 

@@ -434,6 +434,12 @@ fn words(args: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 fn from_args(py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Experiment> {
     let args = words(args)?;
     let inv = nanobragg_pipeline::parse_args(&args).map_err(error)?;
+    if let Some((path, n)) = &inv.expt_shots {
+        return Err(error(format!(
+            "-expt {}: {n} experiments; an Experiment is one (dials.split_experiments writes them apart, or render the list with the command line)",
+            path.display()
+        )));
+    }
     warn(py, &inv.warnings, &[])?;
     Experiment::from_invocation(py, inv)
 }

@@ -643,15 +643,16 @@ fn write_file(
     shots: &[u64],
     bar: &indicatif::ProgressBar,
 ) -> Result<f64> {
-    let panels: Vec<(&nanobragg_core::geometry::Detector, &[i32])> =
-        set.header.iter().map(|p| (&p.detector, &[][..])).collect();
-    let header = crate::image_headers::mx_image(&set.header[0], &panels, &set.inv.outputs);
+    let panels: Vec<(&nanobragg_core::setup::Plan, &[i32])> =
+        set.header.iter().map(|p| (p, &[][..])).collect();
+    // (each shot's crystal is turned its own way: see /entry/simulation)
+    let header = crate::image_headers::mx_image(&set.header[0], &panels, &set.inv.outputs, false);
     let spec = &set.spec;
     let digest = spec.digest();
     let compression = set.inv.outputs.nxmx_compression;
     let texts = (spec.text.as_str(), digest.as_str());
     let mut file =
-        image_writer::series(path, &header, shots.len(), spec.noiseless, texts, compression)
+        image_writer::series(path, &header, shots.len(), spec.noiseless, texts, compression, None)
             .map_err(|e| anyhow!("dataset: {e}"))?;
     let mut photons = 0.0;
     for &i in shots {

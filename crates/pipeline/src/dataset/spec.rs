@@ -287,13 +287,19 @@ impl DatasetSpec {
     /// The digest of the spec's text (FNV-1a, 64 bits, hex): files written
     /// from another spec are not taken for this one's by `-resume`.
     pub fn digest(&self) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in self.text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{h:016x}")
+        digest(&self.text)
     }
+}
+
+/// The FNV-1a digest (64 bits, hex) of `text`: what tells a resumed run's
+/// files from another specification's.
+pub fn digest(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 #[cfg(test)]
