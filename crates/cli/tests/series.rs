@@ -76,7 +76,8 @@ fn shards_and_resume_give_the_whole_series() {
     let images = ["-phi", "30", "-images", "5", "-nxmxfile", "w.nxs", "-noisefile", "n.img"];
     run(&dir, &images);
     for shard in ["0/2", "1/2"] {
-        run(&dir, &[&images[..], &["-nxmxfile", "p.nxs", "-shard", shard]].concat());
+        let part = ["-nxmxfile", "p.nxs", "-noisefile", "q.img", "-shard", shard];
+        run(&dir, &[&images[..], &part].concat());
     }
     // worker w of 2 renders images [w·5/2, (w+1)·5/2): 1–2 and 3–5
     for (k, (part, at)) in
@@ -90,7 +91,7 @@ fn shards_and_resume_give_the_whole_series() {
     // -resume renders only the image whose file is missing
     let kept = std::fs::read(dir.join("n_00002.img")).unwrap();
     std::fs::remove_file(dir.join("n_00004.img")).unwrap();
-    let out = run(&dir, &["-phi", "30", "-images", "5", "-noisefile", "n.img", "-resume"]);
+    let out = run(&dir, &[&images[..], &["-resume"]].concat());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("image 4:") && !stdout.contains("image 2:"), "{stdout}");
     assert_eq!(std::fs::read(dir.join("n_00002.img")).unwrap(), kept);
@@ -100,6 +101,25 @@ fn shards_and_resume_give_the_whole_series() {
         std::fs::read(dir.join("n_00004.img")).unwrap()
             == std::fs::read(dir.join("a.img")).unwrap()
     );
+    // another command's files are not resumed
+    std::fs::remove_file(dir.join("n_00004.img")).unwrap();
+    let other = [&images[..], &["-resume", "-seed", "8"]].concat();
+    let out = nanobragg(&dir, &[&TRICLINIC[..], &BASE, &other].concat());
+    let e = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(e.contains("n_series.txt") && e.contains("another command"), "{e}");
+    assert!(!dir.join("n_00004.img").exists());
+    // a block's NXmx file that holds its images is kept; one of another
+    // command is written again
+    let part = ["-nxmxfile", "p.nxs", "-noisefile", "q.img", "-shard", "1/2"];
+    let block = [&images[..], &part].concat();
+    let before = std::fs::read(dir.join("p_00003-00005.nxs")).unwrap();
+    let out = run(&dir, &[&block[..], &["-resume"]].concat());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("kept"));
+    assert_eq!(std::fs::read(dir.join("p_00003-00005.nxs")).unwrap(), before);
+    let only_nxmx = ["-phi", "30", "-images", "5", "-nxmxfile", "p.nxs", "-shard", "1/2"];
+    let out = run(&dir, &[&only_nxmx[..], &["-resume", "-N", "3"]].concat());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("kept"));
+    assert!(frame(&dir.join("p_00003-00005.nxs"), 0) != frame(&dir.join("w.nxs"), 2));
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -121,6 +141,13 @@ fn what_a_series_cannot_do_is_refused() {
     let out = nanobragg(&dir, &unseeded);
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && e.contains("-seed"), "{e}");
+    // and a random orientation without its seed
+    let e = refused(&dir, &[&series[..], &["-misset", "random", "-shard", "0/2"]].concat());
+    assert!(e.contains("-misset_seed"), "{e}");
+    let refine = ["refine", "-observed", "x.bin", "-refine", "distance"];
+    let out = nanobragg(&dir, &[&refine[..], &TRICLINIC, &BASE, &series].concat());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && e.contains("refine: -images"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -132,6 +132,13 @@ pub fn unheld_geometry(
             round6(tilt)
         ));
     }
+    let skew = 90.0 - angle(fast, slow);
+    if skew.abs() > TOLERANCE_DEG {
+        return Some(format!(
+            "the fast and slow axes are {} deg from perpendicular; miniCBF readers take them perpendicular",
+            round6(skew.abs())
+        ));
+    }
     // (fast along the horizontal either way: the frame a reader gives the
     // image is then ours or ours turned 180° about the beam)
     let up = crate::mx::LAB_UP;
@@ -379,7 +386,7 @@ mod tests {
         assert!(cbf_bytes(&image(&pixels)).is_ok());
         let (c, s) = (10f64.to_radians().cos(), 10f64.to_radians().sin());
         type Change = fn(&mut MxImage, f64, f64);
-        let cases: [(&str, Change); 4] = [
+        let cases: [(&str, Change); 5] = [
             ("mirrored", |i, _, _| i.panels[0].slow = [0.0, 1.0, 0.0]),
             // two-theta 10° about the spindle: slow swings towards the beam
             ("tilted 10 deg", |i, c, s| i.panels[0].slow = [s, -c, 0.0]),
@@ -389,6 +396,8 @@ mod tests {
                 i.panels[0].slow = [0.0, -c, s];
             }),
             ("rotation axis is 180 deg", |i, _, _| i.spindle = [0.0, 0.0, -1.0]),
+            // slow 10° off perpendicular, in the plane square to the beam
+            ("10 deg from perpendicular", |i, c, s| i.panels[0].slow = [0.0, -c, s]),
         ];
         for (want, change) in cases {
             let mut img = image(&pixels);

@@ -179,7 +179,8 @@ pub(crate) fn header(root: &H5Group, img: &MxImage, scan: Option<&[f64]>) -> H5<
     // by the user, here -mask and the pixels outside the -roi)
     let [n, smax, fmax] = frame_shape(img);
     let mut mask = vec![1u32; n * smax * fmax];
-    for (k, (p, masked)) in img.panels.iter().zip(&img.masked).enumerate() {
+    for (k, p) in img.panels.iter().enumerate() {
+        let masked = img.masked.get(k).map_or(&[][..], |m| &m[..]);
         for row in 0..p.spixels {
             let at = (k * smax + row) * fmax;
             for (f, m) in mask[at..at + p.fpixels].iter_mut().enumerate() {
@@ -377,9 +378,24 @@ pub(crate) mod tests {
                 pixels: &b,
             },
         ];
-        let img = image(panels.clone());
+        let mut img = image(panels.clone());
+        // panel 0's pixel (2, 1) left out; panel 1 gives no list
+        let mut left_out = vec![false; 24];
+        left_out[6 + 2] = true;
+        img.masked = vec![left_out];
         let bytes = nxmx_bytes(&img, Compression::None).unwrap();
         let (f, path) = open(&bytes, "panels");
+        let mask: Vec<u32> =
+            f.dataset("entry/instrument/detector/pixel_mask").unwrap().read_raw().unwrap();
+        for (i, &m) in mask.iter().enumerate() {
+            let (k, s, x) = (i / 24, i / 6 % 4, i % 6);
+            let want = match k {
+                0 if (s, x) == (1, 2) => 256,
+                1 if s >= 3 || x >= 5 => 1,
+                _ => 0,
+            };
+            assert_eq!(m, want, "panel {k} ({x}, {s})");
+        }
         assert_eq!(read_str(&f.dataset("entry/definition").unwrap()), "NXmx");
         let data = f.dataset("entry/data/data").unwrap();
         assert_eq!(data.shape(), [1, 2, 4, 6]);
@@ -465,6 +481,11 @@ pub(crate) mod tests {
         let origin: Vec<i32> =
             f.dataset("entry/instrument/detector/module/data_origin").unwrap().read_raw().unwrap();
         assert_eq!(origin, [0, 0]);
+        // no panel masks given: every pixel valid
+        let mask = f.dataset("entry/instrument/detector/pixel_mask").unwrap();
+        assert_eq!(mask.shape(), [3, 4]);
+        assert_eq!(mask.read_raw::<u32>().unwrap(), [0; 12]);
+        drop(mask);
         // one wavelength: a scalar, no weights
         let lambda = f.dataset("entry/instrument/beam/incident_wavelength").unwrap();
         assert_eq!(lambda.shape(), Vec::<usize>::new());

@@ -414,6 +414,28 @@ fn read_nxmx(path: &Path, frame: usize) -> Result<ImageFile, IoError> {
             _ => None,
         }
     };
+    // lengths in m and wavelengths in Å, whatever unit the file gives
+    // (a unit not known here: the value is not given)
+    let in_unit = |p: &str, value: f64| -> Option<f64> {
+        let geometry = ["distance", "x_pixel_size", "y_pixel_size", "incident_wavelength"];
+        if !geometry.iter().any(|g| p.ends_with(g)) {
+            return Some(value);
+        }
+        let ds = file.dataset(p).ok()?;
+        let Ok(attr) = ds.attr("units") else { return Some(value) };
+        let unit = attr.read_string().ok()?;
+        let scale = match (p.ends_with("wavelength"), unit.trim()) {
+            (true, "angstrom" | "Angstrom" | "Å" | "A") => 1.0,
+            (true, "nm") => 10.0,
+            (true, "m") => 1e10,
+            (false, "m") => 1.0,
+            (false, "mm") => 1e-3,
+            (false, "um" | "µm" | "micron" | "microns") => 1e-6,
+            (false, "cm") => 1e-2,
+            _ => return None,
+        };
+        Some(value * scale)
+    };
     let det = "entry/instrument/detector";
     let mut header = Vec::new();
     for (name, p) in [
@@ -427,7 +449,7 @@ fn read_nxmx(path: &Path, frame: usize) -> Result<ImageFile, IoError> {
         ("saturation_value", format!("{det}/saturation_value")),
         ("underload_value", format!("{det}/underload_value")),
     ] {
-        if let Some(v) = number(&p) {
+        if let Some(v) = number(&p).and_then(|v| in_unit(&p, v)) {
             header.push((name.to_string(), v.to_string()));
         }
     }
@@ -492,6 +514,14 @@ mod tests {
             let value = |k: &str| got.header.iter().find(|(n, _)| n == k).unwrap().1.clone();
             assert_eq!(value("distance"), "0.1");
             assert_eq!(value("x_pixel_size"), "0.0001");
+            // the geometry refine compares (three wavelengths: no one wavelength)
+            let want = HeaderGeometry {
+                distance_m: Some(0.1),
+                beam_centre_px: Some([10.5, 12.5]),
+                wavelength_a: None,
+                pixel_size_m: Some(1e-4),
+            };
+            assert_eq!(got.geometry(), want);
             let err = read_image(&path, 1).unwrap_err().to_string();
             assert!(err.contains("frame 1 asked of a file of 1 frame"), "{err}");
         }

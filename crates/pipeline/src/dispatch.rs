@@ -9,7 +9,7 @@
 
 use crate::invocation::Invocation;
 use crate::render::Seeds;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::SimConfig;
 use nanobragg_core::setup::Plan;
 use nanobragg_core::Experiment;
@@ -60,6 +60,14 @@ pub fn run(inv: Invocation) -> Result<()> {
     check_expt_shots(&inv)?;
     let exp = crate::panels::experiment(&inv, &inv.config, seeds, None)?;
     check_experiment(&inv, &exp)?;
+    // (an -expt list's experiments may differ in detector: each is checked
+    // before the first is written)
+    for (k, cfg) in inv.shot_configs.iter().enumerate().skip(1) {
+        let shot = crate::panels::experiment(&inv, cfg, seeds, Some(&exp.plans[0]))
+            .with_context(|| format!("-expt shot {} (experiment {k})", k + 1))?;
+        check_experiment(&inv, &shot)
+            .with_context(|| format!("-expt shot {} (experiment {k})", k + 1))?;
+    }
     match &inv.batch_path {
         Some(batch) => crate::batch::run_batch(&inv, batch, seeds, noise_seed, &exp.plans[0]),
         None if !inv.shot_configs.is_empty() => {

@@ -138,7 +138,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, CliError> {
 
     read_inputs(&mut inv)?;
     if let (Some(before), Some((_, n))) = (before, inv.expt_shots.clone()) {
-        inv.shot_configs = expt_shots(&inv, before, &occurrences, n);
+        inv.shot_configs = expt_shots(&inv, before, &occurrences, n)?;
     }
     Ok(inv)
 }
@@ -152,8 +152,10 @@ fn expt_shots(
     before: Invocation,
     occurrences: &[Occurrence],
     n: usize,
-) -> Vec<SimConfig> {
+) -> Result<Vec<SimConfig>, CliError> {
     let mut configs = vec![inv.config.clone()];
+    // (read once, where an experiment without a crystal needs it)
+    let mut mat = inv.config.crystal.mat;
     for k in 1..n {
         let mut shot = before.clone();
         shot.expt_shot = k;
@@ -165,12 +167,17 @@ fn expt_shots(
         cfg.beam.sources = main.beam.sources.clone();
         cfg.beam.spectrum = main.beam.spectrum.clone();
         cfg.amorphous = main.amorphous.clone();
-        if shot.mat_path.is_some() {
-            cfg.crystal.mat = main.crystal.mat;
+        if let Some(path) = &shot.mat_path {
+            if mat.is_none() {
+                let read = nanobragg_core::crystal::matfile::read_mat(path)
+                    .map_err(|error| CliError::Input { flag: "-mat".into(), error })?;
+                mat = Some(read);
+            }
+            cfg.crystal.mat = mat;
         }
         configs.push(cfg);
     }
-    configs
+    Ok(configs)
 }
 
 /// Refuses a detector placement flag after the last `-expt` or `-geom`

@@ -1005,6 +1005,11 @@ fn parameters(inv: &Invocation, params: &[Target]) -> Result<Parameters> {
     if inv.batch_path.is_some() {
         bail!("refine: -batch is not supported (refine one image at a time)");
     }
+    if inv.series.images > 1 || inv.shard.is_some() || inv.resume {
+        bail!(
+            "refine: -images, an -expt scan of several images, -shard and -resume are not supported (refine one image: give its -phi, and -observed_frame for a frame of a series file)"
+        );
+    }
     if let Some((path, n)) = &inv.expt_shots {
         bail!(
             "refine: -expt {} holds {n} experiments: refine one at a time (dials.split_experiments writes them apart)",

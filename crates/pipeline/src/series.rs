@@ -11,7 +11,9 @@
 //! worker w of W renders the contiguous block of images
 //! [w·N/W, (w+1)·N/W), its NXmx file named by the block
 //! (`NAME_00001-00050.nxs`); `-resume` renders only the images whose files
-//! (or whose block's NXmx file) are not yet written.
+//! (or whose block's NXmx file) are not yet written, and only where they
+//! were written by the same command: the NXmx file's stamp, and for the
+//! numbered files `NAME_series.txt` beside the first output's, say so.
 
 use crate::dataset::team::{shard_from, Team};
 use crate::image_outputs::{write_images, ImageFiles};
@@ -30,12 +32,11 @@ use std::time::Instant;
 
 /// Flags a rotation series does not take: they render or write something
 /// other than the series' images.
-const NOT_IN_A_SERIES: [(&str, &str); 5] = [
+const NOT_IN_A_SERIES: [(&str, &str); 4] = [
     ("-batch", "a batch's shots differ in orientation, a series' in phi"),
     ("-gradient", "derivative images are written for one image"),
     ("-printout", "pixel traces are printed for one image"),
     ("-printout_pixel", "pixel traces are printed for one image"),
-    ("-pgmscale", "the PGM preview's scale is chosen per image"),
 ];
 
 /// Flags that say how a series is run, not what it renders: left out of
@@ -101,6 +102,13 @@ fn tagged(name: &Path, tag: &str) -> PathBuf {
     name.with_file_name(file)
 }
 
+/// The file beside the numbered output `name` that names the command its
+/// files were written by (`f.bin`: `f_series.txt`).
+fn manifest_path(name: &Path) -> PathBuf {
+    let stem = name.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    name.with_file_name(format!("{stem}_series.txt"))
+}
+
 /// The image files of one image of the series: each numbered output's
 /// flag and name.
 fn image_files(
@@ -135,11 +143,17 @@ fn run_block(
     let (phi0, osc) = (inv.config.crystal.phi0_deg, inv.config.crystal.osc_deg);
     let (w, workers) = (w as usize, workers as usize);
     let block = (n * w / workers)..(n * (w + 1) / workers);
-    // (the clock seed differs between the runs that share or resume a
-    // series: their noise images would not be those of one command)
-    if (workers > 1 || inv.resume) && inv.outputs.calculate_noise && inv.seed.is_none() {
+    // (the clock seeds differ between the runs that share or resume a
+    // series: their images would not be those of one command)
+    if workers > 1 || inv.resume {
         let how = if inv.resume { "resumed" } else { "split among workers" };
-        bail!("a rotation series {how} needs the noise -seed (or -nonoise), so that every run draws image k's noise from the same seed");
+        if inv.outputs.calculate_noise && inv.seed.is_none() {
+            bail!("a rotation series {how} needs the noise -seed (or -nonoise), so that every run draws image k's noise from the same seed");
+        }
+        let crystal = &inv.config.crystal;
+        if crystal.misset == Misset::Random && crystal.misset_seed.is_none() {
+            bail!("a rotation series {how} needs -misset_seed with -misset random, so that every run turns the crystal the same way");
+        }
     }
     let out = std::io::stdout();
     let mut out = out.lock();
@@ -194,6 +208,22 @@ fn run_block(
         )?;
     }
     let write_nxmx = nxmx_path.is_some() && !nxmx_done;
+    // the numbered files' command, beside them: -resume keeps only the
+    // files of the same command
+    let manifest = numbered.first().map(|(_, p)| manifest_path(p));
+    let manifest_text = format!(
+        "nanobragg rotation series\ndigest: {digest}\nimages: {} to {}\ncommand: {stamp}\n",
+        first,
+        first + n - 1
+    );
+    if let (Some(path), true) = (&manifest, inv.resume) {
+        let shown = path.display();
+        match std::fs::read_to_string(path) {
+            Ok(text) if text == manifest_text => {}
+            Ok(_) => bail!("-resume: {shown} says the numbered files are another command's: run without -resume (or with that command)"),
+            Err(e) => bail!("-resume: {shown}: {e}: the numbered files cannot be told to be this command's (run without -resume)"),
+        }
+    }
     let todo: Vec<usize> = block
         .clone()
         .filter(|&k| {
@@ -250,13 +280,25 @@ fn run_block(
     };
     inv.check_device()?;
     crate::output_files::check_shots("-images", sizes)?;
+    if let (Some(path), false) = (&manifest, inv.resume) {
+        let mut file = crate::output_files::open_output("-images", path)?;
+        file.write(|w| w.write_all(manifest_text.as_bytes()))
+            .map_err(|e| crate::output_files::write_error("-images", e))?;
+        crate::output_files::commit(vec![("-images", file)])?;
+    }
 
     let mut series = match (&nxmx_path, write_nxmx) {
         (Some(path), true) => {
             let exp = next.as_ref().expect("planned above");
             let panels: Vec<_> = exp.plans.iter().map(|p| (p, &[][..])).collect();
             // (one crystal, turned by phi alone)
-            let header = crate::image_headers::mx_image(exp.whole(), &panels, o, true);
+            let mut header = crate::image_headers::mx_image(exp.whole(), &panels, o, true);
+            // (the frames follow each other)
+            let start = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |t| t.as_secs());
+            let span = exp.whole().exposure_s.max(0.0) * block.len() as f64;
+            header.end_time = nanobragg_io::mx::utc_iso8601(start + span.round() as u64);
             // the first image of the block is planned first: the header's phi
             // is its start
             let starts: Vec<f64> = block.clone().map(|k| phi0 + k as f64 * osc).collect();

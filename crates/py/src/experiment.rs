@@ -411,6 +411,12 @@ impl Detector {
     fn from_file(flag: &str, path: PathBuf) -> PyResult<Detector> {
         let args = [flag.to_string(), path.display().to_string()];
         let mut inv = nanobragg_pipeline::parse_args(&args).map_err(error)?;
+        if let Some((path, n)) = &inv.expt_shots {
+            return Err(error(format!(
+                "{flag} {}: {n} experiments; a Detector is one experiment's (dials.split_experiments writes them apart)",
+                path.display()
+            )));
+        }
         Ok(split(&mut inv).2)
     }
 }
@@ -576,6 +582,7 @@ impl Experiment {
     /// The experiment of `args` with the structure factors `arrays`.
     fn parsed(py: Python<'_>, args: &[String], arrays: Option<SfSource>) -> PyResult<Experiment> {
         let inv = nanobragg_pipeline::parse_args(args).map_err(error)?;
+        crate::one_image(&inv)?;
         let keep_arrays = inv.hkl_path.is_none();
         let e = Experiment::from_invocation(py, inv)?;
         if let Some(sf) = arrays.filter(|_| keep_arrays) {

@@ -434,14 +434,28 @@ fn words(args: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 fn from_args(py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Experiment> {
     let args = words(args)?;
     let inv = nanobragg_pipeline::parse_args(&args).map_err(error)?;
+    one_image(&inv)?;
+    warn(py, &inv.warnings, &[])?;
+    Experiment::from_invocation(py, inv)
+}
+
+/// Refuses a command line of several images: an `-expt` list of several
+/// experiments, a rotation series (`-images`, an `-expt` scan), `-shard`
+/// and `-resume`. An `Experiment` is one image.
+pub(crate) fn one_image(inv: &Invocation) -> PyResult<()> {
     if let Some((path, n)) = &inv.expt_shots {
         return Err(error(format!(
             "-expt {}: {n} experiments; an Experiment is one (dials.split_experiments writes them apart, or render the list with the command line)",
             path.display()
         )));
     }
-    warn(py, &inv.warnings, &[])?;
-    Experiment::from_invocation(py, inv)
+    if inv.series.images > 1 || inv.shard.is_some() || inv.resume {
+        return Err(error(format!(
+            "a rotation series of {} images (-images, an -expt scan, -shard, -resume): an Experiment is one image (give its phi; the command line renders the series)",
+            inv.series.images
+        )));
+    }
+    Ok(())
 }
 
 /// The command line's warnings about its input (the command prints them

@@ -630,3 +630,22 @@ def test_bad_arguments_are_refused_with_a_message():
     skip = np.zeros(observed.shape, dtype=bool)
     skip[0, 0] = True
     assert np.isfinite(p.loss(p.start, negative, loss="poisson", skip=skip)["value"])
+
+
+def test_a_command_line_of_several_images_is_refused(tmp_path):
+    # an Experiment is one image: a rotation series and an experiment list are the command
+    # line's
+    with pytest.raises(nanobragg.Error, match="rotation series of 4 images"):
+        nanobragg.from_args(MODEL + " -osc 0.5 -images 4")
+    beam = ('{"direction": [0, 0, 1], "wavelength": 1.0, "polarization_normal": [0, 1, 0], '
+            '"polarization_fraction": 0.999}')
+    panel = ('{"name": "p", "origin": [-2.0, 2.0, -100.0], "fast_axis": [1, 0, 0], '
+             '"slow_axis": [0, -1, 0], "pixel_size": [0.1, 0.1], "image_size": [16, 16]}')
+    (tmp_path / "two.expt").write_text(
+        '{"__id__": "ExperimentList", "experiment": [{"beam": 0, "detector": 0}, '
+        f'{{"beam": 0, "detector": 0}}], "beam": [{beam}], "detector": [{{"panels": [{panel}]}}]}}')
+    path = str(tmp_path / "two.expt")
+    with pytest.raises(nanobragg.Error, match="2 experiments"):
+        nanobragg.from_args(MODEL + f" -expt {path}")
+    with pytest.raises(nanobragg.Error, match="2 experiments"):
+        nanobragg.Detector.from_expt(path)

@@ -34,7 +34,10 @@ use team::Team;
 
 /// Flags of the shared model that write files of their own or render
 /// something other than one image: a dataset writes its files itself.
-const NOT_IN_A_DATASET: [&str; 13] = [
+const NOT_IN_A_DATASET: [&str; 16] = [
+    "-images",
+    "-shard",
+    "-resume",
     "-floatfile",
     "-intfile",
     "-noisefile",
@@ -86,6 +89,12 @@ impl Dataset {
         });
         if let Some((given, name)) = refused {
             let also = if given == name { String::new() } else { format!(" ({name})") };
+            if ["-shard", "-resume"].contains(&name) {
+                bail!(
+                    "dataset {}: {given}{also} in args: give it on the command line (nanobragg dataset SPEC {name} ...)",
+                    spec.path.display()
+                );
+            }
             bail!(
                 "dataset {}: {given}{also} is not a dataset's flag: a dataset writes its shots \
                  to NXmx files named by `output` and `name`",
@@ -98,6 +107,20 @@ impl Dataset {
             .map_err(|e| anyhow!("dataset {}: args: {e}", spec.path.display()))?;
         if inv.help {
             bail!("dataset {}: args: -h is not a model", spec.path.display());
+        }
+        if let Some((path, n)) = &inv.expt_shots {
+            bail!(
+                "dataset {}: args: -expt {} holds {n} experiments; a dataset's model is one (its shots are drawn from the spec)",
+                spec.path.display(),
+                path.display()
+            );
+        }
+        if inv.series.images > 1 {
+            bail!(
+                "dataset {}: args: the -expt scan of {} images is a rotation series, not a dataset's model (render it with the command line)",
+                spec.path.display(),
+                inv.series.images
+            );
         }
         let spectra = match &spec.spectrum {
             Some(spec::Spectrum::Files { files }) => files
