@@ -451,3 +451,17 @@ def test_crystfel_and_dials_files_give_the_mcstas_frame(tmp_path):
         got[flag] = positions_from_file(tmp_path / f"{name}.nxs")
     # one detector, one frame, whichever file gave it
     assert np.abs(got["-geom"] - got["-expt"]).max() < 1e-12
+
+
+def test_the_noise_stream_is_recorded(tmp_path):
+    # the parallel stream and its version in /entry/simulation; the c stream's files say c
+    for rng, label in [("parallel", b"parallel philox4x32-10 v1"), ("c", b"c ran1")]:
+        cmd = [exe(), *COMMON, "-noise_rng", rng, "-floatfile", "f.bin", "-nxmxfile", f"{rng}.nxs"]
+        subprocess.run(cmd, check=True, cwd=tmp_path, capture_output=True)
+        with h5py.File(tmp_path / f"{rng}.nxs", "r") as f:
+            assert f["/entry/simulation/noise_rng"][()] == label
+    # without noise nothing is drawn: no stream
+    subprocess.run([exe(), *COMMON, "-nonoise", "-floatfile", "f.bin", "-nxmxfile", "q.nxs"],
+                   check=True, cwd=tmp_path, capture_output=True)
+    with h5py.File(tmp_path / "q.nxs", "r") as f:
+        assert "simulation" not in f["/entry"]

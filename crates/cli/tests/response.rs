@@ -160,3 +160,34 @@ fn response_options_that_need_another_are_refused() {
     }
     fs::remove_dir_all(&dir).ok();
 }
+
+/// `-noise_rng parallel`: the noise image (plain Poisson, and with the
+/// detector response) is the same for 1 and 2 threads, recorded in the SMV
+/// header, and not the `c` stream's; the default is the `c` stream.
+#[test]
+fn parallel_noise_stream_is_the_same_for_any_thread_count() {
+    let dir = scratch("noise-rng");
+    let noise = |name: &str, extra: &[&str]| {
+        let mut args = MODEL.to_vec();
+        args.extend_from_slice(&["-seed", "5", "-nopgm", "-floatfile", "f.bin"]);
+        args.extend_from_slice(&["-noisefile", name]);
+        args.extend_from_slice(extra);
+        run(&dir, &args);
+        fs::read(dir.join(name)).unwrap()
+    };
+    for response in [&[][..], &["-readout_noise", "3", "-gain", "1.2", "-flicker", "0.01"][..]] {
+        let with = |threads: &'static str, rng: &'static str| {
+            [response, &["-threads", threads, "-noise_rng", rng]].concat()
+        };
+        let one = noise("p1.img", &with("1", "parallel"));
+        let two = noise("p2.img", &with("2", "parallel"));
+        assert!(one == two, "{response:?}: the parallel stream depends on the thread count");
+        let header = String::from_utf8_lossy(&one[..512]).into_owned();
+        assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v1;"), "{header}");
+        assert!(header.contains("NOISE_SEED=5;"), "{header}");
+        let c = noise("c.img", &with("2", "c"));
+        assert!(c != one, "{response:?}: the two streams give one image");
+        assert!(!String::from_utf8_lossy(&c[..512]).contains("NOISE_RNG"));
+        assert!(noise("d.img", response) == c, "{response:?}: the default is not the c stream");
+    }
+}

@@ -89,6 +89,73 @@ pub fn noise_image_wide(
     (NoiseImage { pixels, photons, overloads }, pixels32)
 }
 
+/// [`noise_image_wide`] from the `parallel` stream
+/// ([`crate::noise_stream`]): pixel i's count from the draws of pixel i
+/// under `seed`, rows drawn in parallel (rayon's current pool). The image
+/// depends on neither the thread count nor the order of the rows.
+///
+/// # Panics
+/// If `float_image` has fewer than `fpixels * spixels` values.
+pub fn noise_image_parallel(
+    float_image: &[f32],
+    fpixels: usize,
+    spixels: usize,
+    roi: [i64; 4],
+    adc_offset: f64,
+    seed: i64,
+    wide: bool,
+) -> (NoiseImage, Vec<i32>) {
+    use crate::noise_stream::{first_blocks, PixelDraws, Purpose};
+    use rayon::prelude::*;
+    let n = fpixels * spixels;
+    assert!(float_image.len() >= n, "float image has {} pixels, need {n}", float_image.len());
+    let [xmin, xmax, ymin, ymax] = roi;
+    let mut pixels = vec![0u16; n];
+    let mut pixels32 = if wide { vec![0i32; n] } else { Vec::new() };
+    let width = fpixels.max(1);
+    // (a row without 32-bit pixels gets an empty slice)
+    let rows32: Vec<&mut [i32]> = match wide {
+        true => pixels32.chunks_mut(width).collect(),
+        false => (0..spixels).map(|_| &mut [][..]).collect(),
+    };
+    let (photons, overloads) = pixels
+        .par_chunks_mut(width)
+        .zip(rows32)
+        .enumerate()
+        .map_init(Vec::new, |blocks, (slow, (row, row32))| {
+            let s = slow as i64;
+            let (mut photons, mut overloads) = (0.0f64, 0u64);
+            // the ROI's part of the row
+            let lo = xmin.max(0) as usize;
+            let hi = (xmax.min(fpixels as i64 - 1) + 1).max(0) as usize;
+            if s < ymin || s > ymax || lo >= hi {
+                return (photons, overloads);
+            }
+            let start = slow * fpixels;
+            blocks.resize(hi - lo, [0u32; 4]);
+            first_blocks(seed, (start + lo) as u64, Purpose::Poisson, blocks);
+            for ((fast, out), block) in row.iter_mut().enumerate().skip(lo).zip(blocks.iter()) {
+                let idx = start + fast;
+                let mut draws =
+                    PixelDraws::starting_with(seed, idx as u64, Purpose::Poisson, *block);
+                let mut test = draws.poisson(f64::from(float_image[idx]));
+                photons += test;
+                test += adc_offset;
+                if let Some(p) = row32.get_mut(fast) {
+                    *p = test as i32;
+                }
+                if test > 65535.0 {
+                    test = 65535.0;
+                    overloads += 1;
+                }
+                *out = test as i32 as u16;
+            }
+            (photons, overloads)
+        })
+        .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    (NoiseImage { pixels, photons, overloads }, pixels32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -171,6 +171,111 @@ pub fn noisy_image_tiled(
     NoisyImage { pixels16, pixels32, photons_before_psf, psf, photons: total, overloads }
 }
 
+/// [`noisy_image_tiled`] from the `parallel` stream
+/// ([`crate::noise_stream`]): pixel i's flicker, Poisson and read-out draws
+/// from the draws of pixel i under `seed`, its calibration error from
+/// those under `calibration_seed`; rows in parallel (rayon's current
+/// pool). The image depends on neither the thread count nor the tiling
+/// (the PSF still spreads light within each tile).
+pub fn noisy_image_parallel(
+    photons: &[f32],
+    tiles: &PanelLayout,
+    response: &Response,
+    seed: i64,
+    calibration_seed: i64,
+) -> NoisyImage {
+    use crate::noise_stream::{first_blocks, PixelDraws, Purpose};
+    use rayon::prelude::*;
+    let r = response;
+    let width = tiles.width.max(1);
+    // a row's first blocks of one purpose, into a buffer of the thread's
+    let blocks_of = |blocks: &mut Vec<[u32; 4]>, seed: i64, first: usize, len: usize, p| {
+        blocks.resize(len, [0u32; 4]);
+        first_blocks(seed, first as u64, p, blocks);
+    };
+    let mut counts = vec![0f32; photons.len()];
+    let sum: f64 = counts
+        .par_chunks_mut(width)
+        .enumerate()
+        .map_init(
+            || (Vec::new(), Vec::new(), Vec::new()),
+            |(flicker, calibration, poisson), (row, out)| {
+                let (first, len) = (row * width, out.len());
+                if r.flicker_noise > 0.0 {
+                    blocks_of(flicker, seed, first, len, Purpose::Flicker);
+                }
+                if r.calibration_noise > 0.0 {
+                    blocks_of(calibration, calibration_seed, first, len, Purpose::Calibration);
+                }
+                blocks_of(poisson, seed, first, len, Purpose::Poisson);
+                let mut sum = 0.0f64;
+                for (f, c) in out.iter_mut().enumerate() {
+                    let idx = (first + f) as u64;
+                    let mut mean = f64::from(photons[first + f]);
+                    if r.flicker_noise > 0.0 {
+                        let block = flicker[f];
+                        let mut d = PixelDraws::starting_with(seed, idx, Purpose::Flicker, block);
+                        mean *= 1.0 + r.flicker_noise * d.gauss();
+                    }
+                    if r.calibration_noise > 0.0 {
+                        let (key, block) = (calibration_seed, calibration[f]);
+                        let mut d =
+                            PixelDraws::starting_with(key, idx, Purpose::Calibration, block);
+                        mean *= 1.0 + r.calibration_noise * d.gauss();
+                    }
+                    let mut d = PixelDraws::starting_with(seed, idx, Purpose::Poisson, poisson[f]);
+                    let k = d.poisson(mean);
+                    sum += k;
+                    *c = k as f32;
+                }
+                sum
+            },
+        )
+        .sum();
+    let (mut photons_before_psf, mut psf) = (None, Vec::new());
+    if let Some((shape, fwhm_pixels, radius)) = r.psf {
+        photons_before_psf = Some(sum);
+        for (k, &[f, s]) in tiles.sizes.iter().enumerate() {
+            let tile = tiles.get(k, &counts);
+            let mut applied = apply_psf(&tile, f, s, shape, fwhm_pixels, radius);
+            tiles.put(k, &std::mem::take(&mut applied.image), &mut counts);
+            psf.push(applied);
+        }
+    }
+    let n = counts.len();
+    let (mut pixels16, mut pixels32) = (vec![0u16; n], vec![0u32; n]);
+    let (total, overloads) = pixels16
+        .par_chunks_mut(width)
+        .zip(pixels32.par_chunks_mut(width))
+        .enumerate()
+        .map_init(Vec::new, |readout, (row, (out16, out32))| {
+            let first = row * width;
+            if r.readout_noise > 0.0 {
+                blocks_of(readout, seed, first, out16.len(), Purpose::Readout);
+            }
+            let (mut total, mut overloads) = (0.0f64, 0u64);
+            for (f, (p16, p32)) in out16.iter_mut().zip(out32.iter_mut()).enumerate() {
+                let c = counts[first + f];
+                total += f64::from(c);
+                let mut adu = f64::from(c) * r.gain + r.adc_offset;
+                if r.readout_noise > 0.0 {
+                    let idx = (first + f) as u64;
+                    let mut d = PixelDraws::starting_with(seed, idx, Purpose::Readout, readout[f]);
+                    adu += r.readout_noise * d.gauss();
+                }
+                match r.bits {
+                    Bits::U32 if adu > 2147483647.0 => overloads += 1,
+                    Bits::U16 if adu > 65535.0 => overloads += 1,
+                    _ => {}
+                }
+                (*p16, *p32) = adu_pixels(adu);
+            }
+            (total, overloads)
+        })
+        .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    NoisyImage { pixels16, pixels32, photons_before_psf, psf, photons: total, overloads }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -330,6 +330,7 @@ mod tests {
             end_time: "2026-11-25T12:00:01Z".into(),
             masked: vec![],
             crystal_a: None,
+            noise_rng: None,
         }
     }
 

@@ -79,6 +79,9 @@ pub struct MxImage<'a> {
     /// The crystal's real-space a, b, c (Å, laboratory frame) at phi = 0,
     /// where the image has one crystal orientation.
     pub crystal_a: Option<[[f64; 3]; 3]>,
+    /// The random stream the pixels' noise was drawn from and its version
+    /// (`/entry/simulation/noise_rng`), where they hold noise.
+    pub noise_rng: Option<&'static str>,
 }
 
 /// A crystal as NXsample holds it, in the NeXus frame at phi = 0 (Busing &

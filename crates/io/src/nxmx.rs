@@ -129,6 +129,10 @@ fn write_file(path: &Path, img: &MxImage, compression: Compression) -> H5<()> {
     }
     drop(data);
     link_data(&root)?;
+    if let Some(stream) = img.noise_rng {
+        let sim = group(&root.group("entry")?, "simulation", "NXcollection")?;
+        text(&sim, "noise_rng", stream)?;
+    }
     drop((beam, data_group, root));
     file.close()
 }
@@ -311,6 +315,7 @@ pub(crate) mod tests {
             end_time: "2026-11-25T12:00:01Z".into(),
             masked: vec![],
             crystal_a: None,
+            noise_rng: None,
         }
     }
 

@@ -105,6 +105,9 @@ impl SeriesFile {
         let sim = group(&entry, "simulation", "NXcollection").map_err(&err)?;
         text(&sim, "spec", spec.0).map_err(&err)?;
         text(&sim, "spec_digest", spec.1).map_err(&err)?;
+        if let Some(stream) = img.noise_rng {
+            text(&sim, "noise_rng", stream).map_err(&err)?;
+        }
         let noiseless = match noiseless {
             true => {
                 let ds = frames_dataset::<f32>(&sim, "noiseless", &shape, compression);

@@ -938,6 +938,11 @@ pub static FLAGS: &[Flag] = &[
         |inv, o| inv.outputs.nxmx_compression =
             nanobragg_io::nxmx::Compression::parse(o.text(0)).unwrap_or_default())
         .dflt("none"),
+    Flag::word("-noise_rng", O, &["c", "parallel"],
+        "the noise's random stream: c (nanoBragg.c's serial ran1, bit for bit its images) or parallel (Philox4x32-10 per pixel: the same image for any thread count or tiling, drawn in parallel; docs/noise.md)",
+        |inv, o| inv.outputs.noise_rng =
+            nanobragg_core::noise_stream::NoiseStream::parse(o.text(0)).unwrap_or_default())
+        .dflt("c"),
     Flag::file("-cbffile", O, Kind::OutFile,
         "miniCBF image (Pilatus header, byte_offset) in int32: the same pixels as -nxmxfile",
         |inv, o| inv.outputs.cbffile = Some(o.path(0)))

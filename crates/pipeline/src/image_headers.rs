@@ -165,6 +165,7 @@ pub fn mx_image<'a>(
         start_time: utc_iso8601(start),
         end_time: utc_iso8601(end),
         masked: panels.iter().map(|(p, _)| left_out(p)).collect(),
+        noise_rng: o.calculate_noise.then(|| o.noise_rng.label()),
         crystal_a: one_orientation.then(|| {
             let c = &plan.cell;
             [c.a_m, c.b_m, c.c_m].map(|v| v.map(|x| x * 1e10))

@@ -9,8 +9,9 @@ use crate::image_headers::{mx_image, smv_header};
 use crate::invocation::{Invocation, Outputs};
 use crate::output_files::write_error;
 use anyhow::Result;
+use nanobragg_core::noise_stream::NoiseStream;
 use nanobragg_core::render::RenderInfo;
-use nanobragg_core::response::{noisy_image_tiled, Bits, SharedSeeds};
+use nanobragg_core::response::{noisy_image_parallel, noisy_image_tiled, Bits, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::Plan;
 use nanobragg_core::stats::{
@@ -154,16 +155,26 @@ pub fn write_images(
         let mut noise32 = None;
         let pixels = match response(o, d.pixel_size_m)? {
             None => {
-                let mut rng = NoiseRng::new(noise_idum);
-                let (noise, wide_pixels) = nanobragg_core::noise::noise_image_wide(
-                    image,
-                    fp,
-                    sp,
-                    roi,
-                    o.adc_offset,
-                    &mut rng,
-                    wide,
-                );
+                let (noise, wide_pixels) = match o.noise_rng {
+                    NoiseStream::C => nanobragg_core::noise::noise_image_wide(
+                        image,
+                        fp,
+                        sp,
+                        roi,
+                        o.adc_offset,
+                        &mut NoiseRng::new(noise_idum),
+                        wide,
+                    ),
+                    NoiseStream::Parallel => nanobragg_core::noise::noise_image_parallel(
+                        image,
+                        fp,
+                        sp,
+                        roi,
+                        o.adc_offset,
+                        noise_idum.wrapping_neg(),
+                        wide,
+                    ),
+                };
                 let photons = nanobragg_io::cfmt::f(noise.photons, 0);
                 writeln!(out, "{photons} photons on noise image ({} overloads)", noise.overloads)?;
                 if wide {
@@ -173,9 +184,20 @@ pub fn write_images(
             }
             Some(response) => {
                 let calib_idum = o.response.calib_seed.map_or(NOISIFY_CALIB_IDUM, |s| -s);
-                let mut seeds = SharedSeeds::new(noise_idum, calib_idum);
                 // the PSF spreads light within each panel
-                let noisy = noisy_image_tiled(image, &exp.layout, &response, &mut seeds);
+                let noisy = match o.noise_rng {
+                    NoiseStream::C => {
+                        let mut seeds = SharedSeeds::new(noise_idum, calib_idum);
+                        noisy_image_tiled(image, &exp.layout, &response, &mut seeds)
+                    }
+                    NoiseStream::Parallel => noisy_image_parallel(
+                        image,
+                        &exp.layout,
+                        &response,
+                        noise_idum.wrapping_neg(),
+                        calib_idum.wrapping_neg(),
+                    ),
+                };
                 if let Some(before) = noisy.photons_before_psf {
                     writeln!(
                         out,
@@ -212,7 +234,13 @@ pub fn write_images(
                     SmvPixels::U16(&pixels)
                 }
             };
-            let header = smv_header(plan);
+            let header = match o.noise_rng {
+                // (the C stream's header stays nanoBragg.c's)
+                NoiseStream::C => smv_header(plan),
+                NoiseStream::Parallel => smv_header(plan)
+                    .entry("NOISE_RNG", o.noise_rng.label())
+                    .entry("NOISE_SEED", noise_idum.wrapping_neg()),
+            };
             image_writer::write(file, Image::Smv(&header, pixels))
                 .map_err(|e| write_error("-noisefile", e))?;
         }

@@ -37,6 +37,8 @@ pub struct Outputs {
     pub write_pgm: bool,
     /// Write the noise image (default true; `-nonoise` clears, `-noisefile` sets).
     pub calculate_noise: bool,
+    /// `-noise_rng`: the random stream of the noise (default nanoBragg.c's).
+    pub noise_rng: nanobragg_core::noise_stream::NoiseStream,
     /// `-scale` for the integer image; 0 (or negative) = automatic.
     pub int_scale: f64,
     /// `-pgmscale` for the PGM file; 0 (or negative) = automatic.
@@ -118,6 +120,7 @@ impl Default for Outputs {
             nxmx_compression: nanobragg_io::nxmx::Compression::None,
             write_pgm: true,
             calculate_noise: true,
+            noise_rng: nanobragg_core::noise_stream::NoiseStream::C,
             int_scale: 0.0,
             pgm_scale: 0.0,
             adc_offset: 40.0,

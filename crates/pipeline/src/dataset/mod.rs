@@ -34,7 +34,8 @@ use team::Team;
 
 /// Flags of the shared model that write files of their own or render
 /// something other than one image: a dataset writes its files itself.
-const NOT_IN_A_DATASET: [&str; 16] = [
+const NOT_IN_A_DATASET: [&str; 17] = [
+    "-noise_rng",
     "-images",
     "-shard",
     "-resume",
@@ -89,6 +90,12 @@ impl Dataset {
         });
         if let Some((given, name)) = refused {
             let also = if given == name { String::new() } else { format!(" ({name})") };
+            if name == "-noise_rng" {
+                bail!(
+                    "dataset {}: {given}{also}: a dataset's noise is drawn from nanoBragg.c's stream (the parallel stream is the render command's for now)",
+                    spec.path.display()
+                );
+            }
             if ["-shard", "-resume"].contains(&name) {
                 bail!(
                     "dataset {}: {given}{also} in args: give it on the command line (nanobragg dataset SPEC {name} ...)",
