@@ -1,5 +1,6 @@
 //! The Poisson noise image nanoBragg.c writes at the end of a run.
 
+use crate::noise_stream::PixelStream;
 use crate::rng::NoiseRng;
 
 /// A noise image and the totals the C program reports for it.
@@ -90,8 +91,8 @@ pub fn noise_image_wide(
 }
 
 /// [`noise_image_wide`] from the `parallel` stream
-/// ([`crate::noise_stream`]): pixel i's count from the draws of pixel i
-/// under `seed`, rows drawn in parallel (rayon's current pool). The image
+/// ([`crate::noise_stream`]): pixel i's count from the draws of pixel
+/// `stream.first_pixel` + i under `stream.seed`, rows drawn in parallel (rayon's current pool). The image
 /// depends on neither the thread count nor the order of the rows.
 ///
 /// # Panics
@@ -102,10 +103,11 @@ pub fn noise_image_parallel(
     spixels: usize,
     roi: [i64; 4],
     adc_offset: f64,
-    seed: i64,
+    stream: PixelStream,
     wide: bool,
 ) -> (NoiseImage, Vec<i32>) {
     use crate::noise_stream::{first_blocks, PixelDraws, Purpose};
+    let PixelStream { seed, first_pixel } = stream;
     use rayon::prelude::*;
     let n = fpixels * spixels;
     assert!(float_image.len() >= n, "float image has {} pixels, need {n}", float_image.len());
@@ -133,11 +135,15 @@ pub fn noise_image_parallel(
             }
             let start = slow * fpixels;
             blocks.resize(hi - lo, [0u32; 4]);
-            first_blocks(seed, (start + lo) as u64, Purpose::Poisson, blocks);
+            first_blocks(seed, first_pixel + (start + lo) as u64, Purpose::Poisson, blocks);
             for ((fast, out), block) in row.iter_mut().enumerate().skip(lo).zip(blocks.iter()) {
                 let idx = start + fast;
-                let mut draws =
-                    PixelDraws::starting_with(seed, idx as u64, Purpose::Poisson, *block);
+                let mut draws = PixelDraws::starting_with(
+                    seed,
+                    first_pixel + idx as u64,
+                    Purpose::Poisson,
+                    *block,
+                );
                 let mut test = draws.poisson(f64::from(float_image[idx]));
                 photons += test;
                 test += adc_offset;

@@ -10,6 +10,7 @@
 //! draws (see [`SharedSeeds`]).
 
 use crate::geometry::PanelLayout;
+use crate::noise_stream::PixelStream;
 use crate::psf::{apply_psf, PsfApplied, PsfShape};
 use crate::rng::NoiseRng;
 
@@ -173,25 +174,26 @@ pub fn noisy_image_tiled(
 
 /// [`noisy_image_tiled`] from the `parallel` stream
 /// ([`crate::noise_stream`]): pixel i's flicker, Poisson and read-out draws
-/// from the draws of pixel i under `seed`, its calibration error from
-/// those under `calibration_seed`; rows in parallel (rayon's current
+/// from the draws of pixel `stream.first_pixel` + i under `stream.seed`, its
+/// calibration error from those under `calibration_seed`; rows in parallel (rayon's current
 /// pool). The image depends on neither the thread count nor the tiling
 /// (the PSF still spreads light within each tile).
 pub fn noisy_image_parallel(
     photons: &[f32],
     tiles: &PanelLayout,
     response: &Response,
-    seed: i64,
+    stream: PixelStream,
     calibration_seed: i64,
 ) -> NoisyImage {
     use crate::noise_stream::{first_blocks, PixelDraws, Purpose};
+    let PixelStream { seed, first_pixel } = stream;
     use rayon::prelude::*;
     let r = response;
     let width = tiles.width.max(1);
     // a row's first blocks of one purpose, into a buffer of the thread's
     let blocks_of = |blocks: &mut Vec<[u32; 4]>, seed: i64, first: usize, len: usize, p| {
         blocks.resize(len, [0u32; 4]);
-        first_blocks(seed, first as u64, p, blocks);
+        first_blocks(seed, first_pixel + first as u64, p, blocks);
     };
     let mut counts = vec![0f32; photons.len()];
     let sum: f64 = counts
@@ -210,7 +212,7 @@ pub fn noisy_image_parallel(
                 blocks_of(poisson, seed, first, len, Purpose::Poisson);
                 let mut sum = 0.0f64;
                 for (f, c) in out.iter_mut().enumerate() {
-                    let idx = (first + f) as u64;
+                    let idx = first_pixel + (first + f) as u64;
                     let mut mean = f64::from(photons[first + f]);
                     if r.flicker_noise > 0.0 {
                         let block = flicker[f];
@@ -259,7 +261,7 @@ pub fn noisy_image_parallel(
                 total += f64::from(c);
                 let mut adu = f64::from(c) * r.gain + r.adc_offset;
                 if r.readout_noise > 0.0 {
-                    let idx = (first + f) as u64;
+                    let idx = first_pixel + (first + f) as u64;
                     let mut d = PixelDraws::starting_with(seed, idx, Purpose::Readout, readout[f]);
                     adu += r.readout_noise * d.gauss();
                 }

@@ -12,8 +12,8 @@ use std::path::Path;
 /// Layers, low to high. `sf` sits below `config` because a configuration holds
 /// the structure factors it was given (an `-hkl` file's entries, an Fdump grid).
 const LAYERS: &[&[&str]] = &[
-    &["units", "error", "real", "vec3", "rng", "param", "memory"],
-    &["physics", "psf", "sf", "amorphous"],
+    &["units", "error", "real", "vec3", "rng", "philox", "param", "memory"],
+    &["physics", "psf", "sf", "amorphous", "noise_stream"],
     &["config"],
     &["geometry", "crystal", "source"],
     &["setup", "experiment"],

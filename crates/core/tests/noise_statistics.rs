@@ -14,7 +14,12 @@
 
 use nanobragg_core::geometry::PanelLayout;
 use nanobragg_core::noise::noise_image_parallel;
-use nanobragg_core::noise_stream::{PixelDraws, Purpose};
+use nanobragg_core::noise_stream::{PixelDraws, PixelStream, Purpose};
+
+/// The whole image's stream of `seed`.
+fn at(seed: i64) -> PixelStream {
+    PixelStream { seed, first_pixel: 0 }
+}
 use nanobragg_core::response::{noisy_image_parallel, Bits, Response};
 
 /// ln k!, exactly enough for the pmf (summed logarithms).
@@ -127,7 +132,7 @@ fn moments(v: &[f64]) -> (f64, f64) {
 fn readout_noise_has_its_mean_and_variance() {
     let (w, h) = (500, 400);
     let photons = vec![100f32; w * h];
-    let img = noisy_image_parallel(&photons, &PanelLayout::whole(w, h), &response(7.0), 11, 12);
+    let img = noisy_image_parallel(&photons, &PanelLayout::whole(w, h), &response(7.0), at(11), 12);
     let adu: Vec<f64> = img.pixels32.iter().map(|&p| f64::from(p)).collect();
     let (mean, var) = moments(&adu);
     eprintln!("read-out: mean {mean:.3}, variance {var:.2}");
@@ -184,9 +189,9 @@ fn the_image_depends_on_neither_threads_nor_tiles() {
     for threads in [1, 2, 3] {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         for tiles in [&whole, &stacked] {
-            let img = pool.install(|| noisy_image_parallel(&photons, tiles, &r, 21, 22));
+            let img = pool.install(|| noisy_image_parallel(&photons, tiles, &r, at(21), 22));
             let plain = pool.install(|| {
-                noise_image_parallel(&photons, w, h, [0, w as i64, 0, h as i64], 40.0, 21, true)
+                noise_image_parallel(&photons, w, h, [0, w as i64, 0, h as i64], 40.0, at(21), true)
             });
             images.push((img.pixels32, img.photons, plain.0.pixels, plain.1, plain.0.photons));
         }

@@ -9,7 +9,7 @@ use crate::image_headers::{mx_image, smv_header};
 use crate::invocation::{Invocation, Outputs};
 use crate::output_files::write_error;
 use anyhow::Result;
-use nanobragg_core::noise_stream::NoiseStream;
+use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
 use nanobragg_core::render::RenderInfo;
 use nanobragg_core::response::{noisy_image_parallel, noisy_image_tiled, Bits, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
@@ -171,7 +171,7 @@ pub fn write_images(
                         sp,
                         roi,
                         o.adc_offset,
-                        noise_idum.wrapping_neg(),
+                        PixelStream { seed: noise_idum.wrapping_neg(), first_pixel: 0 },
                         wide,
                     ),
                 };
@@ -194,7 +194,7 @@ pub fn write_images(
                         image,
                         &exp.layout,
                         &response,
-                        noise_idum.wrapping_neg(),
+                        PixelStream { seed: noise_idum.wrapping_neg(), first_pixel: 0 },
                         calib_idum.wrapping_neg(),
                     ),
                 };

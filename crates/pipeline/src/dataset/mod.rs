@@ -18,7 +18,9 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::config::{Misset, SimConfig};
-use nanobragg_core::response::{noisy_image, Response, SharedSeeds};
+use nanobragg_core::geometry::PanelLayout;
+use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
+use nanobragg_core::response::{noisy_image, noisy_image_parallel, Response, SharedSeeds};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::setup::Plan;
 use nanobragg_core::Experiment;
@@ -34,8 +36,7 @@ use team::Team;
 
 /// Flags of the shared model that write files of their own or render
 /// something other than one image: a dataset writes its files itself.
-const NOT_IN_A_DATASET: [&str; 17] = [
-    "-noise_rng",
+const NOT_IN_A_DATASET: [&str; 16] = [
     "-images",
     "-shard",
     "-resume",
@@ -90,12 +91,6 @@ impl Dataset {
         });
         if let Some((given, name)) = refused {
             let also = if given == name { String::new() } else { format!(" ({name})") };
-            if name == "-noise_rng" {
-                bail!(
-                    "dataset {}: {given}{also}: a dataset's noise is drawn from nanoBragg.c's stream (the parallel stream is the render command's for now)",
-                    spec.path.display()
-                );
-            }
             if ["-shard", "-resume"].contains(&name) {
                 bail!(
                     "dataset {}: {given}{also} in args: give it on the command line (nanobragg dataset SPEC {name} ...)",
@@ -110,8 +105,12 @@ impl Dataset {
         }
         let mut args = spec.args.clone();
         args.extend_from_slice(extra);
-        let inv = crate::parse_args(&args)
+        let mut inv = crate::parse_args(&args)
             .map_err(|e| anyhow!("dataset {}: args: {e}", spec.path.display()))?;
+        // (a dataset's noise is drawn in parallel unless the args say c)
+        if !spec.args.iter().any(|a| a == "-noise_rng") {
+            inv.outputs.noise_rng = NoiseStream::Parallel;
+        }
         if inv.help {
             bail!("dataset {}: args: -h is not a model", spec.path.display());
         }
@@ -145,6 +144,14 @@ impl Dataset {
         let pixel_m = set.header[0].detector.pixel_size_m;
         set.response = crate::detector_response::response(&set.inv.outputs, pixel_m)?;
         Ok(set)
+    }
+
+    /// The digest of the spec and the noise stream (its version included):
+    /// a resumed run does not take files of another spec, nor of another
+    /// stream, for its own.
+    pub fn digest(&self) -> String {
+        let stream = self.inv.outputs.noise_rng.label();
+        spec::digest(&format!("{}\nnoise_rng: {stream}", self.spec.text))
     }
 
     /// Shot `i`'s draws.
@@ -222,6 +229,40 @@ impl Dataset {
                         scale,
                         o.adc_offset,
                     )
+                })
+                .collect()
+        } else if o.noise_rng == NoiseStream::Parallel {
+            // each panel's pixels numbered after the panels before it
+            let mut first = 0u64;
+            let seed = d.noise_seed;
+            (plans.iter().zip(&noiseless))
+                .map(|(p, img)| {
+                    let dd = &p.detector;
+                    let at = first;
+                    first += (dd.fpixels * dd.spixels) as u64;
+                    match &self.response {
+                        None => {
+                            let (noise, wide) = nanobragg_core::noise::noise_image_parallel(
+                                img,
+                                dd.fpixels,
+                                dd.spixels,
+                                dd.roi,
+                                o.adc_offset,
+                                PixelStream { seed, first_pixel: at },
+                                true,
+                            );
+                            photons += noise.photons;
+                            wide
+                        }
+                        Some(r) => {
+                            let calib = o.response.calib_seed.unwrap_or(-NOISIFY_CALIB_IDUM);
+                            let tile = PanelLayout::whole(dd.fpixels, dd.spixels);
+                            let stream = PixelStream { seed, first_pixel: at };
+                            let n = noisy_image_parallel(img, &tile, r, stream, calib);
+                            photons += n.photons;
+                            n.pixels32.iter().map(|&v| v as i32).collect()
+                        }
+                    }
                 })
                 .collect()
         } else {
@@ -419,7 +460,7 @@ fn parse_file_name(name: &str, file: &str) -> Option<(u64, Option<u32>, Option<u
 /// The shots of `owned` that no file in the folder holds; a file written
 /// from another spec is refused.
 fn missing_shots(set: &Dataset, owned: &[u64]) -> Result<Vec<u64>> {
-    let digest = set.spec.digest();
+    let digest = set.digest();
     let mut done = std::collections::HashSet::new();
     for f in existing_files(&set.spec.output, &set.spec.name)? {
         let (shots, d) = read_shots(&f)?;
@@ -678,7 +719,7 @@ fn write_file(
     // (each shot's crystal is turned its own way: see /entry/simulation)
     let header = crate::image_headers::mx_image(&set.header[0], &panels, &set.inv.outputs, false);
     let spec = &set.spec;
-    let digest = spec.digest();
+    let digest = set.digest();
     let compression = set.inv.outputs.nxmx_compression;
     let texts = (spec.text.as_str(), digest.as_str());
     let mut file =
