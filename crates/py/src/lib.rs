@@ -628,22 +628,40 @@ impl Image {
     }
 
     /// The `-noisefile` pixels, uint16 (slow, fast), Poisson deviates of the
-    /// image plus `adc` as nanoBragg.c draws them, with the total photons and
-    /// the overloads: (pixels, photons, overloads). `seed` defaults to the
-    /// experiment's `-seed` (else the clock, as the command line).
-    #[pyo3(signature = (seed = None, adc = None))]
+    /// image plus `adc`, with the total photons and the overloads: (pixels,
+    /// photons, overloads). `seed` defaults to the experiment's `-seed`
+    /// (else the clock, as the command line). `noise_rng`: "parallel" (the
+    /// default: Philox per pixel, the command line's `-noise_rng parallel`)
+    /// or "c" (nanoBragg.c's draws, the command line's default).
+    #[pyo3(signature = (seed = None, adc = None, noise_rng = "parallel"))]
     fn noise_image<'py>(
         &self,
         py: Python<'py>,
         seed: Option<Int<i64>>,
         adc: Option<f64>,
+        noise_rng: &str,
     ) -> PyResult<(Bound<'py, PyArray2<u16>>, f64, u64)> {
+        use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
         let [sp, fp] = self.shape;
         let idum = seed.map_or(self.noise_idum, |s| -s.0);
         let adc = adc.unwrap_or(self.adc_offset);
-        let mut rng = NoiseRng::new(idum);
-        let noise =
-            nanobragg_core::noise::noise_image(&self.image, fp, sp, self.roi, adc, &mut rng);
+        let stream = NoiseStream::parse(noise_rng).ok_or_else(|| {
+            error(format!("noise_rng = {noise_rng:?}: use \"parallel\" or \"c\""))
+        })?;
+        let noise = match stream {
+            NoiseStream::C => {
+                let mut rng = NoiseRng::new(idum);
+                nanobragg_core::noise::noise_image(&self.image, fp, sp, self.roi, adc, &mut rng)
+            }
+            NoiseStream::Parallel => {
+                let at = PixelStream { seed: idum.wrapping_neg(), first_pixel: 0 };
+                let (image, roi) = (&self.image, self.roi);
+                py.detach(|| {
+                    nanobragg_core::noise::noise_image_parallel(image, fp, sp, roi, adc, at, false)
+                })
+                .0
+            }
+        };
         let pixels = PyArray1::from_vec(py, noise.pixels).reshape(self.shape)?;
         Ok((pixels, noise.photons, noise.overloads))
     }

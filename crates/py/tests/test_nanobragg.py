@@ -204,9 +204,17 @@ def test_render_gives_the_command_lines_int_and_noise_images_and_statistics(tmp_
     image = nanobragg.render(nanobragg.from_args(args))
     assert np.array_equal(image.float, np.fromfile(tmp_path / "f.bin", "<f4").reshape(64, 64))
     assert np.array_equal(image.int_image(), smv_pixels(tmp_path / "i.img", (64, 64)))
-    noise, photons, overloads = image.noise_image()
+    noise, photons, overloads = image.noise_image(noise_rng="c")
     assert np.array_equal(noise, smv_pixels(tmp_path / "n.img", (64, 64)))
     assert f"{photons:.0f} photons on noise image ({overloads} overloads)" in out.stdout
+    # the default is the parallel stream, the command line's -noise_rng parallel
+    out = cli(args + " -floatfile f.bin -noisefile p.img -nopgm -noise_rng parallel", tmp_path)
+    parallel = image.noise_image()
+    assert np.array_equal(parallel[0], smv_pixels(tmp_path / "p.img", (64, 64)))
+    assert f"{parallel[1]:.0f} photons on noise image ({parallel[2]} overloads)" in out.stdout
+    assert not np.array_equal(parallel[0], noise)
+    with pytest.raises(nanobragg.Error, match="noise_rng"):
+        image.noise_image(noise_rng="philox")
     s = image.stats
     assert f"mean= {s['mean']:.6g} rms= {s['rms']:.6g} rmsd= {s['rmsd']:.6g}" in out.stdout
     assert s["pixels"] == 58 * 46 and 0 < image.seconds
@@ -563,7 +571,7 @@ def test_render_of_a_multi_panel_model_is_the_command_lines(tmp_path):
     assert np.array_equal(image.float, np.fromfile(tmp_path / "f.bin", "<f4").reshape(shape))
     assert not image.float[64:70].any()
     assert np.array_equal(image.int_image(), smv_pixels(tmp_path / "i.img", shape))
-    noise, photons, overloads = image.noise_image()
+    noise, photons, overloads = image.noise_image(noise_rng="c")
     assert np.array_equal(noise, smv_pixels(tmp_path / "n.img", shape))
     assert f"{photons:.0f} photons on noise image ({overloads} overloads)" in out.stdout
     s = image.stats
