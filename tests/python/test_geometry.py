@@ -14,8 +14,6 @@ The nanobragg executable: $NANOBRAGG_EXE, else target/{release,debug}/nanobragg.
 """
 
 import json
-import os
-import pathlib
 import subprocess
 
 import numpy as np
@@ -24,19 +22,10 @@ import pytest
 h5py = pytest.importorskip("h5py")
 nxmx = pytest.importorskip("nxmx")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from test_formats import exe  # noqa: E402
+
 PX_MM = 0.1
 NPIX = 40
-
-
-def exe():
-    if os.environ.get("NANOBRAGG_EXE"):
-        return os.environ["NANOBRAGG_EXE"]
-    built = [ROOT / "target" / p / "nanobragg" for p in ("release", "debug")]
-    built = [p for p in built if p.exists()]
-    if not built:
-        pytest.skip("no nanobragg executable built (cargo build)")
-    return str(max(built, key=lambda p: p.stat().st_mtime))
 
 
 MODEL = ["-cell", "40", "50", "60", "80", "95", "100", "-default_F", "100", "-N", "2",

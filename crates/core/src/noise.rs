@@ -73,21 +73,28 @@ pub fn noise_image_wide(
                 continue;
             }
             let idx = slow * fpixels + fast;
-            let mut test = rng.poidev(float_image[idx]) as f64;
-            photons += test;
-            test += adc_offset;
+            let count = rng.poidev(float_image[idx]) as f64;
+            photons += count;
+            let (p16, p32, over) = noise_pixel(count + adc_offset);
             if wide {
-                // `as` truncates toward zero and saturates at the i32 range
-                pixels32[idx] = test as i32;
+                pixels32[idx] = p32;
             }
-            if test > 65535.0 {
-                test = 65535.0;
-                overloads += 1;
-            }
-            pixels[idx] = test as i32 as u16;
+            overloads += u64::from(over);
+            pixels[idx] = p16;
         }
     }
     (NoiseImage { pixels, photons, overloads }, pixels32)
+}
+
+/// A noise pixel of `adu` (count plus offset) as C stores it: 16 bits
+/// clipped at 65535 (whether it was clipped), a negative value through a
+/// 32-bit integer's low 16 bits; and the 32-bit pixel, truncated toward
+/// zero and saturated at the i32 range.
+#[inline]
+fn noise_pixel(adu: f64) -> (u16, i32, bool) {
+    let over = adu > 65535.0;
+    let p16 = if over { 65535.0 } else { adu } as i32 as u16;
+    (p16, adu as i32, over)
 }
 
 /// [`noise_image_wide`] from the `parallel` stream
@@ -144,17 +151,14 @@ pub fn noise_image_parallel(
                     Purpose::Poisson,
                     *block,
                 );
-                let mut test = draws.poisson(f64::from(float_image[idx]));
-                photons += test;
-                test += adc_offset;
+                let count = draws.poisson(f64::from(float_image[idx]));
+                photons += count;
+                let (p16, p32, over) = noise_pixel(count + adc_offset);
                 if let Some(p) = row32.get_mut(fast) {
-                    *p = test as i32;
+                    *p = p32;
                 }
-                if test > 65535.0 {
-                    test = 65535.0;
-                    overloads += 1;
-                }
-                *out = test as i32 as u16;
+                overloads += u64::from(over);
+                *out = p16;
             }
             (photons, overloads)
         })

@@ -140,36 +140,52 @@ pub fn noisy_image_tiled(
         sum += c as f64;
         counts.push(c);
     }
-    let (mut photons_before_psf, mut psf) = (None, Vec::new());
-    if let Some((shape, fwhm_pixels, radius)) = r.psf {
-        photons_before_psf = Some(sum);
-        for (k, &[f, s]) in tiles.sizes.iter().enumerate() {
-            let tile = tiles.get(k, &counts);
-            let mut applied = apply_psf(&tile, f, s, shape, fwhm_pixels, radius);
-            tiles.put(k, &std::mem::take(&mut applied.image), &mut counts);
-            psf.push(applied);
-        }
-    }
+    let psf = spread_within_tiles(&mut counts, tiles, r);
+    let photons_before_psf = r.psf.map(|_| sum);
     let (mut pixels16, mut pixels32) = (Vec::with_capacity(counts.len()), Vec::new());
     pixels32.reserve(counts.len());
     let mut total = 0.0f64;
     let mut overloads = 0u64;
     for &c in &counts {
         total += c as f64;
-        let mut adu = c as f64 * r.gain + r.adc_offset;
-        if r.readout_noise > 0.0 {
-            adu += r.readout_noise * seeds.rng.gaussdev() as f64;
-        }
-        match r.bits {
-            Bits::U32 if adu > 2147483647.0 => overloads += 1,
-            Bits::U16 if adu > 65535.0 => overloads += 1,
-            _ => {}
-        }
-        let (p16, p32) = adu_pixels(adu);
+        let (p16, p32, over) = adu_of(c, r, || f64::from(seeds.rng.gaussdev()));
+        overloads += u64::from(over);
         pixels16.push(p16);
         pixels32.push(p32);
     }
     NoisyImage { pixels16, pixels32, photons_before_psf, psf, photons: total, overloads }
+}
+
+/// Spreads `counts` by the PSF of `r` (if any) within each panel of
+/// `tiles`, as light does not cross from one panel to another: each
+/// panel's report (empty without a PSF).
+fn spread_within_tiles(counts: &mut [f32], tiles: &PanelLayout, r: &Response) -> Vec<PsfApplied> {
+    let Some((shape, fwhm_pixels, radius)) = r.psf else { return Vec::new() };
+    let mut psf = Vec::with_capacity(tiles.sizes.len());
+    for (k, &[f, s]) in tiles.sizes.iter().enumerate() {
+        let tile = tiles.get(k, counts);
+        let mut applied = apply_psf(&tile, f, s, shape, fwhm_pixels, radius);
+        tiles.put(k, &std::mem::take(&mut applied.image), counts);
+        psf.push(applied);
+    }
+    psf
+}
+
+/// A count `c` in ADU: the gain, the offset and (with read-out noise) a
+/// Gaussian deviate of `readout`, then the image's integer types and
+/// whether the value passes the type's maximum.
+#[inline]
+fn adu_of(c: f32, r: &Response, readout: impl FnOnce() -> f64) -> (u16, u32, bool) {
+    let mut adu = c as f64 * r.gain + r.adc_offset;
+    if r.readout_noise > 0.0 {
+        adu += r.readout_noise * readout();
+    }
+    let over = match r.bits {
+        Bits::U32 => adu > 2147483647.0,
+        Bits::U16 => adu > 65535.0,
+    };
+    let (p16, p32) = adu_pixels(adu);
+    (p16, p32, over)
 }
 
 /// [`noisy_image_tiled`] from the `parallel` stream
@@ -234,16 +250,8 @@ pub fn noisy_image_parallel(
             },
         )
         .sum();
-    let (mut photons_before_psf, mut psf) = (None, Vec::new());
-    if let Some((shape, fwhm_pixels, radius)) = r.psf {
-        photons_before_psf = Some(sum);
-        for (k, &[f, s]) in tiles.sizes.iter().enumerate() {
-            let tile = tiles.get(k, &counts);
-            let mut applied = apply_psf(&tile, f, s, shape, fwhm_pixels, radius);
-            tiles.put(k, &std::mem::take(&mut applied.image), &mut counts);
-            psf.push(applied);
-        }
-    }
+    let psf = spread_within_tiles(&mut counts, tiles, r);
+    let photons_before_psf = r.psf.map(|_| sum);
     let n = counts.len();
     let (mut pixels16, mut pixels32) = (vec![0u16; n], vec![0u32; n]);
     let (total, overloads) = pixels16
@@ -259,18 +267,14 @@ pub fn noisy_image_parallel(
             for (f, (p16, p32)) in out16.iter_mut().zip(out32.iter_mut()).enumerate() {
                 let c = counts[first + f];
                 total += f64::from(c);
-                let mut adu = f64::from(c) * r.gain + r.adc_offset;
-                if r.readout_noise > 0.0 {
-                    let idx = first_pixel + (first + f) as u64;
-                    let mut d = PixelDraws::starting_with(seed, idx, Purpose::Readout, readout[f]);
-                    adu += r.readout_noise * d.gauss();
-                }
-                match r.bits {
-                    Bits::U32 if adu > 2147483647.0 => overloads += 1,
-                    Bits::U16 if adu > 65535.0 => overloads += 1,
-                    _ => {}
-                }
-                (*p16, *p32) = adu_pixels(adu);
+                let pixel = first_pixel + (first + f) as u64;
+                let gauss = || {
+                    let block = readout[f];
+                    PixelDraws::starting_with(seed, pixel, Purpose::Readout, block).gauss()
+                };
+                let over;
+                (*p16, *p32, over) = adu_of(c, r, gauss);
+                overloads += u64::from(over);
             }
             (total, overloads)
         })

@@ -104,10 +104,7 @@ pub fn unheld_geometry(
     spindle: [f64; 3],
     rotates: bool,
 ) -> Option<String> {
-    let cross = |a: [f64; 3], b: [f64; 3]| {
-        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
-    };
-    let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    use crate::mx::{cross, dot};
     let angle = |a: [f64; 3], b: [f64; 3]| {
         let c = dot(a, b);
         let s = dot(cross(a, b), cross(a, b)).sqrt();

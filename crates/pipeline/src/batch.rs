@@ -53,14 +53,9 @@ pub fn read_batch(path: &Path) -> Result<Vec<[f64; 3]>> {
     Ok(shots)
 }
 
-/// The float image name of shot `i` (1-based): `<stem>_NNNNN<.ext>`.
-pub fn shot_path(floatfile: &Path, i: usize) -> PathBuf {
-    let stem = floatfile.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let name = match floatfile.extension() {
-        Some(ext) => format!("{stem}_{i:05}.{}", ext.to_string_lossy()),
-        None => format!("{stem}_{i:05}"),
-    };
-    floatfile.with_file_name(name)
+/// The file name of shot `i` (1-based) of an output: `<stem>_NNNNN<.ext>`.
+pub fn shot_path(name: &Path, i: usize) -> PathBuf {
+    crate::output_files::tagged(name, &format!("{i:05}"))
 }
 
 /// One output of a batch: a file per shot (`<stem>_NNNNN<ext>`), or a device
@@ -213,28 +208,11 @@ fn run_shots(
     };
     // the first shot's whole image gives the outputs' sizes
     let mut first = Some(experiment(0)?);
-    let (pixels, smv_len) = {
-        let plan = first.as_ref().map(Experiment::whole).expect("a batch plans its first shot");
-        let d = &plan.detector;
-        let smv = crate::image_headers::smv_header(plan);
-        ((d.fpixels * d.spixels) as u64, smv.bytes(nanobragg_io::smv::SmvType::U16).len() as u64)
-    };
     let mut outputs = BatchOutputs::new(inv)?;
-    let sizes: Vec<u64> = outputs
-        .list
-        .iter()
-        .map(|(flag, _)| match *flag {
-            "-floatfile" => 4 * pixels,
-            // (the header's scale takes at most a few dozen bytes)
-            "-pgmfile" => pixels + 128,
-            // int32 pixels: uncompressed in NXmx; at most 5 bytes each
-            // with CBF's byte_offset below 32767 counts (15 in the worst case,
-            // which a simulated image does not reach), and the headers
-            "-nxmxfile" => 4 * pixels + 65536,
-            "-cbffile" => 5 * pixels + 8192,
-            _ => smv_len + 2 * pixels,
-        })
-        .collect();
+    let sizes: Vec<u64> = {
+        let plan = first.as_ref().map(Experiment::whole).expect("a batch plans its first shot");
+        outputs.list.iter().map(|(flag, _)| crate::image_outputs::file_bytes(flag, plan)).collect()
+    };
     inv.check_device()?;
     outputs.check(what, shots.count, &sizes)?;
     let gpu = inv.uses_gpu();

@@ -267,6 +267,25 @@ pub fn write_images(
     Ok(())
 }
 
+/// The most bytes the file of output `flag` (`-floatfile`, `-intfile`,
+/// `-noisefile`, `-pgmfile`, `-nxmxfile`, `-cbffile`) takes for one image
+/// of `plan`: what the free-space check before a batch or series counts.
+pub fn file_bytes(flag: &str, plan: &Plan) -> u64 {
+    let d = &plan.detector;
+    let pixels = (d.fpixels * d.spixels) as u64;
+    match flag {
+        "-floatfile" => 4 * pixels,
+        // (the header's scale takes at most a few dozen bytes)
+        "-pgmfile" => pixels + 128,
+        // int32 pixels: uncompressed in NXmx; at most 5 bytes each with
+        // CBF's byte_offset below 32767 counts (15 in the worst case, which
+        // a simulated image does not reach), and the headers
+        "-nxmxfile" => 4 * pixels + 65536,
+        "-cbffile" => 5 * pixels + 8192,
+        _ => smv_header(plan).bytes(nanobragg_io::smv::SmvType::U16).len() as u64 + 2 * pixels,
+    }
+}
+
 /// An optional output's name as the run's lines show it.
 fn shown(path: &Option<std::path::PathBuf>) -> std::path::Display<'_> {
     path.as_deref().unwrap_or(Path::new("")).display()

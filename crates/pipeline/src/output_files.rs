@@ -57,6 +57,17 @@ pub fn commit(files: Vec<(&str, Pending)>) -> Result<()> {
     nanobragg_io::atomic::commit_all(files).map_err(|(flag, e)| write_error(flag, e))
 }
 
+/// `name` with `_<tag>` before its extension (`d/s.nxs`, `00012`:
+/// `d/s_00012.nxs`): the names of shots, series images and blocks.
+pub fn tagged(name: &Path, tag: &str) -> PathBuf {
+    let stem = name.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = match name.extension() {
+        Some(ext) => format!("{stem}_{tag}.{}", ext.to_string_lossy()),
+        None => format!("{stem}_{tag}"),
+    };
+    name.with_file_name(file)
+}
+
 /// Refuses, before any shot is rendered, shots that cannot be written
 /// whole: a file that is a directory or may not be written, a directory
 /// that does not exist or may not be written, or a filesystem with less

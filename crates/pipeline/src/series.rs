@@ -18,6 +18,7 @@
 use crate::dataset::team::{shard_from, Team};
 use crate::image_outputs::{write_images, ImageFiles};
 use crate::invocation::Invocation;
+use crate::output_files::tagged;
 use anyhow::{bail, Context, Result};
 use nanobragg_core::config::Misset;
 use nanobragg_core::setup::{Plan, SetupSeeds};
@@ -92,16 +93,6 @@ fn stamp(args: &[String]) -> String {
     kept.join(" ")
 }
 
-/// `name` with `_<tag>` before its extension.
-fn tagged(name: &Path, tag: &str) -> PathBuf {
-    let stem = name.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let file = match name.extension() {
-        Some(ext) => format!("{stem}_{tag}.{}", ext.to_string_lossy()),
-        None => format!("{stem}_{tag}"),
-    };
-    name.with_file_name(file)
-}
-
 /// The file beside the numbered output `name` that names the command its
 /// files were written by (`f.bin`: `f_series.txt`).
 fn manifest_path(name: &Path) -> PathBuf {
@@ -115,7 +106,7 @@ fn image_files(
     numbered: &[(&'static str, PathBuf)],
     number: usize,
 ) -> Vec<(&'static str, PathBuf)> {
-    numbered.iter().map(|(flag, name)| (*flag, tagged(name, &format!("{number:05}")))).collect()
+    numbered.iter().map(|(flag, name)| (*flag, crate::batch::shot_path(name, number))).collect()
 }
 
 /// Renders this worker's images of the series of `inv` and writes them
@@ -254,17 +245,7 @@ fn run_block(
     let mut next = Some(experiment(todo[0])?);
     let sizes = {
         let plan = next.as_ref().map(Experiment::whole).expect("planned above");
-        let d = &plan.detector;
-        let pixels = (d.fpixels * d.spixels) as u64;
-        let smv = crate::image_headers::smv_header(plan);
-        let smv_len = smv.bytes(nanobragg_io::smv::SmvType::U16).len() as u64;
-        let size = |flag: &str| match flag {
-            "-floatfile" => 4 * pixels,
-            "-pgmfile" => pixels + 128,
-            // (byte_offset: at most 5 bytes a pixel below 32767 counts)
-            "-cbffile" => 5 * pixels + 8192,
-            _ => smv_len + 2 * pixels,
-        };
+        let size = |flag: &str| crate::image_outputs::file_bytes(flag, plan);
         let mut shots: Vec<Vec<(&str, PathBuf, u64)>> = todo
             .iter()
             .map(|&k| {
@@ -273,7 +254,8 @@ fn run_block(
             })
             .collect();
         if let (Some(p), true) = (&nxmx_path, write_nxmx) {
-            let frames = (block.len() as u64) * 4 * pixels + 65536;
+            let d = &plan.detector;
+            let frames = (block.len() * d.fpixels * d.spixels) as u64 * 4 + 65536;
             shots[0].push(("-nxmxfile", p.clone(), frames));
         }
         shots
