@@ -191,3 +191,51 @@ fn parallel_noise_stream_is_the_same_for_any_thread_count() {
         assert!(noise("d.img", response) == c, "{response:?}: the default is not the c stream");
     }
 }
+
+/// `noisify -noise_rng parallel` on a render's float image equals the render's
+/// own response from the parallel stream (the same seeds and options, the
+/// PSF included), pixel for pixel, for 1 and 3 threads, and records the
+/// stream in its header.
+#[test]
+fn noisify_parallel_stream_equals_the_in_run_response() {
+    let dir = scratch("noisify-parallel");
+    let mut args = MODEL.to_vec();
+    args.extend(RESPONSE);
+    args.extend(["-readout_noise", "3", "-noise_rng", "parallel"]);
+    args.extend(["-floatfile", "f.bin", "-noisefile", "n.img"]);
+    run(&dir, &args);
+    let want = pixels(&dir.join("n.img"));
+    for threads in ["1", "3"] {
+        let mut args = vec!["noisify", "-floatfile", "f.bin", "-pixel", "0.1", "-readout", "3"];
+        args.extend(RESPONSE);
+        args.extend([
+            "-noise_rng",
+            "parallel",
+            "-nopgm",
+            "-intfile",
+            "i.img",
+            "-noisefile",
+            "m.img",
+        ]);
+        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+            .args(&args)
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let file = fs::read(dir.join("m.img")).unwrap();
+        let header = String::from_utf8_lossy(&file[..512]).into_owned();
+        assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v1;"), "{header}");
+        assert!(header.contains("NOISE_SEED=5;"), "{header}");
+        assert!(file[512..] == want[..], "{threads} threads: noisify's parallel stream differs");
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+        .args(["noisify", "-floatfile", "f.bin", "-noise_rng", "philox"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("c or parallel"));
+    fs::remove_dir_all(&dir).ok();
+}

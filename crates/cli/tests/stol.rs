@@ -108,13 +108,18 @@ fn strs(v: &[String]) -> Vec<&str> {
 }
 
 /// Bragg image + `nonbragg` image through `add`, against one render with
-/// `-stol`: every pixel within 1e-6 relative, for one and two threads.
+/// `-stol`: every pixel within 1e-6 relative, for one and two threads, in the
+/// fast f64 and f32 renders (the background's lanes) and `-exact` (the
+/// C-bit sum); with a spectrum and a divergence, several sources in each of
+/// several directions.
 #[test]
 fn in_run_background_equals_nonbragg_plus_add() {
     let dir = scratch("stol", "equal");
     water(&dir);
-    let cases: [(&str, &[&str], &[&str]); 3] = [
+    let spread = ["-dispersion", "3", "-dispsteps", "5", "-divergence", "0.2", "-divsteps", "3"];
+    let cases: [(&str, &[&str], &[&str]); 4] = [
         ("plain", &[], &[]),
+        ("spectrum and divergence", &spread, &spread),
         (
             "sample and polarization",
             &["-polar", "0.8", "-amorphous_thick", "0.03", "-density", "0.92", "-MW", "18.5"],
@@ -134,17 +139,24 @@ fn in_run_background_equals_nonbragg_plus_add() {
         // the background is a real part of the sum, not a rounding error
         let share = bg.iter().sum::<f64>() / want.iter().sum::<f64>();
         assert!(share > 0.01, "{name}: background share {share}");
-        for threads in ["1", "2"] {
+        let runs =
+            [["1", "-dtype", "float64"], ["2", "-dtype", "float64"], ["2", "-dtype", "float32"]];
+        for [threads, how, what] in runs.into_iter().chain([["2", "-exact", ""]]) {
             let mut args = bragg_args(&["-stol", "water.stol", "-floatfile", "in_run.bin"]);
             args.extend(ours.iter().map(|s| s.to_string()));
-            args.extend(["-threads".to_string(), threads.to_string()]);
+            args.extend(
+                ["-threads", threads, how, what]
+                    .iter()
+                    .filter(|a| !a.is_empty())
+                    .map(|s| s.to_string()),
+            );
             ok(&dir, &strs(&args));
             let got = float_file(&dir.join("in_run.bin"));
             assert_eq!(got.len(), want.len());
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!(
                     (g - w).abs() <= 1e-6 * w.abs(),
-                    "{name}, {threads} threads, pixel {i}: {g} vs {w}"
+                    "{name}, {threads} threads {how} {what}, pixel {i}: {g} vs {w}"
                 );
             }
         }

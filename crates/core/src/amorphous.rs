@@ -10,6 +10,8 @@
 //! sub-pixels and sources. The sample is thin compared with the detector
 //! distance (far field), so every molecule sees the same pixel direction.
 
+pub mod fast;
+
 use crate::physics::polarization::polarization_factor;
 use crate::vec3::{cross, dot, rotate, rotate_axis, unitize, V3};
 
@@ -575,6 +577,8 @@ pub struct Background {
     sample: AmorphousSample,
     table: StolTable,
     scale: f64,
+    /// The fast form, made on first use.
+    fast: std::sync::OnceLock<Option<fast::FastBackground>>,
 }
 
 impl Background {
@@ -592,7 +596,15 @@ impl Background {
         }
         let scale = pixel_scale(&det, &sources, &sample);
         let incident = incident_directions(&sources);
-        Some(Background { det, sources, incident, sample, table, scale })
+        let fast = std::sync::OnceLock::new();
+        Some(Background { det, sources, incident, sample, table, scale, fast })
+    }
+
+    /// The form of this background that runs one pixel per SIMD lane, within
+    /// 1e-7 relative of [`Self::pixel`] (see [`fast`]), made on the first
+    /// call; `None` where there is none.
+    pub fn fast(&self) -> Option<&fast::FastBackground> {
+        self.fast.get_or_init(|| fast::FastBackground::new(self)).as_ref()
     }
 
     /// The detector it is rendered on.

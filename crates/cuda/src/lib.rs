@@ -91,7 +91,7 @@ pub(crate) fn finish(
     // (the kernel gathers no row statistics: callers take them from the image)
     let (rendered, info) = out.into_parts();
     image.copy_from_slice(&rendered);
-    nanobragg_core::render::cpu::add_background(plan, image);
+    nanobragg_core::render::cpu::add_background(plan, precision, image);
     put_first_sweep(plan, precision, image, None);
     Ok(info)
 }

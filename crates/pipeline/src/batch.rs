@@ -309,7 +309,7 @@ fn run_shots(
             .map_err(|e| anyhow!("-device cuda: {e}"))?;
         let mut failure = None;
         // the same for every shot (the orientation does not change it)
-        let background = cpu::background_image(&first.plans[0]);
+        let background = cpu::background_image(&first.plans[0], inv.precision);
         renderer
             .render_batch_with(&orientations, |i, img| {
                 if failure.is_some() {

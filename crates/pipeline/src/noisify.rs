@@ -14,8 +14,12 @@ use std::path::Path;
 use crate::detector_response::report_psf;
 use crate::output_files::{open_output, write_error};
 use anyhow::{anyhow, bail, Context, Result};
+use nanobragg_core::geometry::PanelLayout;
+use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
 use nanobragg_core::psf::PsfShape;
-use nanobragg_core::response::{adu_pixels, noisy_image, Bits, Response, SharedSeeds};
+use nanobragg_core::response::{
+    adu_pixels, noisy_image, noisy_image_parallel, Bits, Response, SharedSeeds,
+};
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::{f, g};
 use nanobragg_io::image_writer::{self, Image, SmvHeader, SmvPixels};
@@ -58,6 +62,8 @@ struct Options {
     /// Seed words as the reference holds them (minus the user's values).
     seed: i64,
     calib_seed: i64,
+    /// `-noise_rng`: C's serial stream (the default) or the parallel one.
+    noise_rng: NoiseStream,
     /// Console lines printed while reading the arguments (unknown PSF types).
     warnings: Vec<String>,
 }
@@ -97,6 +103,7 @@ impl Default for Options {
             calibration: 0.03,
             seed: -now,
             calib_seed: 123456789,
+            noise_rng: NoiseStream::C,
             warnings: Vec::new(),
         }
     }
@@ -105,6 +112,7 @@ impl Default for Options {
 /// What an option does with its value.
 #[derive(Clone, Copy)]
 enum Set {
+    NoiseRng,
     Lambda,
     Xbeam,
     Ybeam,
@@ -191,6 +199,7 @@ const OPTIONS: &[Opt] = &[
     opt(&["-calib_seed"], Set::CalibSeed),
     opt(&["-badpix_seed", "-hotpix_seed"], Set::UnusedSeed),
     opt(&["-adc"], Set::Adc),
+    Opt { names: &["-noise_rng"], exact_len: true, takes_value: true, set: Set::NoiseRng },
     opt(&["-gain"], Set::Gain),
     opt(&["-phi"], Set::Phi),
     opt(&["-osc"], Set::Osc),
@@ -321,6 +330,10 @@ fn apply(o: &mut Options, set: Set, v: &str) -> Result<()> {
         Set::Flicker => o.flicker = atof(v),
         Set::Calibration => o.calibration = atof(v),
         Set::Scale => o.scale = atof(v),
+        Set::NoiseRng => {
+            o.noise_rng = NoiseStream::parse(v)
+                .ok_or_else(|| anyhow!("-noise_rng: '{v}' is not a noise stream (c or parallel)"))?
+        }
         Set::Seed => o.seed = -(atoi(v) as i64),
         Set::CalibSeed => o.calib_seed = -(atoi(v) as i64),
         Set::UnusedSeed => {}
@@ -558,8 +571,23 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         psf,
         bits: if o.bits == 32 { Bits::U32 } else { Bits::U16 },
     };
-    let mut seeds = SharedSeeds::new(o.seed, o.calib_seed);
-    let noisy = noisy_image(&photons, x, y, &response, &mut seeds);
+    let (noisy, smv_header) = match o.noise_rng {
+        NoiseStream::C => {
+            let mut seeds = SharedSeeds::new(o.seed, o.calib_seed);
+            (noisy_image(&photons, x, y, &response, &mut seeds), smv_header)
+        }
+        NoiseStream::Parallel => {
+            let stream = PixelStream { seed: o.seed.wrapping_neg(), first_pixel: 0 };
+            let tiles = PanelLayout::whole(x, y);
+            let calibration = o.calib_seed.wrapping_neg();
+            let noisy = noisy_image_parallel(&photons, &tiles, &response, stream, calibration);
+            // (a header copied with -header is the reference's: left as it is)
+            let header = smv_header
+                .entry("NOISE_RNG", o.noise_rng.label())
+                .entry("NOISE_SEED", o.seed.wrapping_neg());
+            (noisy, header)
+        }
+    };
     if let (Some(before), Some(applied)) = (noisy.photons_before_psf, noisy.psf.first()) {
         writeln!(out, "{} photons on noise image before PSF", f(before, 0))?;
         writeln!(out, "  applying PSF width = {} um", g(o.psf_fwhm_m as f64 * 1e6))?;

@@ -8,6 +8,7 @@
 //! Each row is computed by one thread in a fixed order, so the image does not
 //! depend on the number of threads.
 
+use super::background::add_row;
 use super::kernel::{Exact, Fast, Kernel, MathMode};
 use super::rows::{render_planes, zeroed_plane, KernelRows, Pixel, RowKernel, VALUE};
 use crate::real::{Num, Real, X2};
@@ -161,7 +162,7 @@ mod x86 {
                 // SAFETY: `level` is at most this CPU's (`detect`), so the
                 // CPU has the wrapper's target features.
                 let rows = unsafe { $wrap::new(KernelRows::new(kernel, VALUE)) };
-                render_with(plan, &rows, image, stats)
+                render_with(plan, &rows, image, stats, true)
             }};
         }
         let out = match (level, precision) {
@@ -178,14 +179,17 @@ mod x86 {
 }
 
 /// Render into `image` (`fpixels * spixels` long; pixels not rendered are
-/// set to 0), gathering each row's statistics where `stats`.
+/// set to 0), gathering each row's statistics where `stats`; the amorphous
+/// background in its fast form where `fast`.
 fn render_with<T: Pixel, K: RowKernel<T>>(
     plan: &Plan,
     rows: &K,
     image: &mut [T],
     stats: bool,
+    fast: bool,
 ) -> RenderInfo {
-    let out = render_planes(plan, rows, &mut [image], stats, plan.background.as_deref());
+    let background = plan.background.as_deref().map(|bg| (bg, fast));
+    let out = render_planes(plan, rows, &mut [image], stats, background);
     RenderInfo { omega_sum: out.omega_sum, interpolation_fallback: out.fallback, rows: out.rows }
 }
 
@@ -196,7 +200,8 @@ fn render_portable<T: Pixel, V: Num, M: MathMode>(
     image: &mut [T],
     stats: bool,
 ) -> RenderInfo {
-    render_with(plan, &KernelRows::new(kernel, VALUE), image, stats)
+    let fast = TypeId::of::<M>() != TypeId::of::<Exact>();
+    render_with(plan, &KernelRows::new(kernel, VALUE), image, stats, fast)
 }
 
 /// Runs `f` on `threads` threads (0: the current pool's), in the current
@@ -212,9 +217,10 @@ pub fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
 }
 
 /// The plan's amorphous background (`-stol`) as an image (0 outside the ROI
-/// and under the mask), rows in parallel; `None` without one. The CPU
-/// renders include it already: this is for images rendered elsewhere.
-pub fn background_image(plan: &Plan) -> Option<Vec<f64>> {
+/// and under the mask), rows in parallel, as a render in `precision` adds it;
+/// `None` without one. The CPU renders include it already: this is for
+/// images rendered elsewhere.
+pub fn background_image(plan: &Plan, precision: Precision) -> Option<Vec<f64>> {
     use rayon::prelude::*;
     let bg = plan.background.as_deref()?;
     let fp = plan.detector.fpixels;
@@ -223,14 +229,20 @@ pub fn background_image(plan: &Plan) -> Option<Vec<f64>> {
         image
             .par_chunks_mut(fp)
             .enumerate()
-            .for_each(|(s, row)| super::rows::add_background(plan, bg, s, row));
+            .for_each(|(s, row)| add_row(plan, bg, fast_background(precision), s, row));
     }
     Some(image)
 }
 
+/// Whether a render in `precision` adds the fast form of the background.
+fn fast_background(precision: Precision) -> bool {
+    precision != Precision::Exact64
+}
+
 /// Adds the plan's amorphous background (`-stol`), if any, to an image
-/// rendered elsewhere (the GPU); the CPU renders include it already.
-pub fn add_background(plan: &Plan, image: &mut [f32]) {
+/// rendered elsewhere (the GPU) in `precision`; the CPU renders include it
+/// already.
+pub fn add_background(plan: &Plan, precision: Precision, image: &mut [f32]) {
     use rayon::prelude::*;
     let Some(bg) = plan.background.as_deref() else { return };
     let fp = plan.detector.fpixels;
@@ -238,7 +250,7 @@ pub fn add_background(plan: &Plan, image: &mut [f32]) {
         image
             .par_chunks_mut(fp)
             .enumerate()
-            .for_each(|(s, row)| super::rows::add_background(plan, bg, s, row));
+            .for_each(|(s, row)| add_row(plan, bg, fast_background(precision), s, row));
     }
 }
 
@@ -329,7 +341,8 @@ pub fn put_first_sweep<T: Pixel>(
     if let (Some(i), Some(bg)) = (put, plan.background.as_deref()) {
         // the pixel as the render left it: with the background
         let fp = plan.detector.fpixels;
-        image[i] = image[i].plus(bg.pixel(i % fp, i / fp, &mut 0.0));
+        let value = super::background::pixel(bg, fast_background(precision), i % fp, i / fp);
+        image[i] = image[i].plus(value);
     }
     if let (Some(i), Some(rows)) = (put, rows) {
         let fp = plan.detector.fpixels;

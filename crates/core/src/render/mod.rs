@@ -1,6 +1,7 @@
 //! Render kernels: one per backend, all reading a [`crate::setup::Plan`].
 
 pub mod backend;
+pub(crate) mod background;
 pub mod cpu;
 pub mod interrupt;
 pub mod kernel;

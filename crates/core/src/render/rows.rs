@@ -150,7 +150,7 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
     kernel: &K,
     planes: &mut [&mut [T]],
     stats: bool,
-    background: Option<&Background>,
+    background: Option<(&Background, bool)>,
 ) -> PlanesOut {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
     for p in planes.iter() {
@@ -267,8 +267,8 @@ struct Rows<'a, K> {
     kernel: &'a K,
     limit: Option<usize>,
     grain: usize,
-    /// Added to the first plane's rendered pixels.
-    background: Option<&'a Background>,
+    /// Added to the first plane's rendered pixels (with the fast form).
+    background: Option<(&'a Background, bool)>,
 }
 
 impl<K> Rows<'_, K> {
@@ -313,8 +313,8 @@ impl<K> Rows<'_, K> {
                 clear_unrendered(plan, s, plane);
             }
             let out = self.kernel.row(s, &mut row, self.limit);
-            if let Some(bg) = self.background {
-                add_background(plan, bg, s, row[0]);
+            if let Some((bg, fast)) = self.background {
+                super::background::add_row(plan, bg, fast, s, row[0]);
             }
             *omega = out.omega;
             if let Some(st) = stats.get_mut(r) {
@@ -324,21 +324,6 @@ impl<K> Rows<'_, K> {
             first = first.or(out.fallback);
         }
         first
-    }
-}
-
-/// Adds the amorphous background to the rendered pixels of row `s` (inside
-/// the ROI, not masked).
-pub(crate) fn add_background<T: Pixel>(plan: &Plan, bg: &Background, s: usize, row: &mut [T]) {
-    let Some((lo, hi)) = roi_row(plan, s) else { return };
-    let fp = plan.detector.fpixels;
-    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
-    // the background's own solid-angle sum is not the render's
-    let mut omega = 0.0;
-    for f in lo..=hi {
-        if mask.is_none_or(|m| m[f] != 0) {
-            row[f] = row[f].plus(bg.pixel(f, s, &mut omega));
-        }
     }
 }
 
