@@ -39,6 +39,7 @@ hyperfine -N --style basic --warmup 1 --runs "$runs" --prepare "$clean" "${cmds[
 "$nb" nonbragg $stol -nonoise >/dev/null
 noisify="-floatfile bg.bin -seed 1 -intfile int.img -noisefile noise.img -nopgm"
 cmds=(-n "nanobragg noisify" "$nb noisify $noisify")
+cmds+=(-n "nanobragg noisify -noise_rng parallel" "$nb noisify $noisify -noise_rng parallel")
 [[ -n "${NB_NOISIFY_C:-}" ]] && cmds+=(-n "C noisify" "$NB_NOISIFY_C $noisify")
 echo "== noisify 2048² (defaults: Poisson, 3 % calibration error)"
 hyperfine -N --style basic --warmup 1 --runs "$runs" --prepare "rm -f int.img noise.img" "${cmds[@]}"
@@ -49,6 +50,10 @@ echo "== 4096² bench render: background and detector response"
 hyperfine -N --style basic --warmup 1 --runs "$runs" --prepare "$clean" \
     -n "render" "$nb $bench -nonoise" \
     -n "render + background" "$nb $bench -nonoise -stol water.stol" \
+    -n "render + background, -exact" "$nb $bench -nonoise -stol water.stol -exact" \
     -n "render + noise" "$nb $bench -noisefile noise.img" \
+    -n "render + noise, parallel stream" "$nb $bench -noisefile noise.img -noise_rng parallel" \
     -n "render + background + noise + response" \
-    "$nb $bench -stol water.stol -noisefile noise.img -readout 3 -gain 1.2"
+    "$nb $bench -stol water.stol -noisefile noise.img -readout 3 -gain 1.2" \
+    -n "render + background + noise + response, parallel stream" \
+    "$nb $bench -stol water.stol -noisefile noise.img -readout 3 -gain 1.2 -noise_rng parallel"
