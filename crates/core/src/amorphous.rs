@@ -604,7 +604,13 @@ impl Background {
     /// 1e-7 relative of [`Self::pixel`] (see [`fast`]), made on the first
     /// call; `None` where there is none.
     pub fn fast(&self) -> Option<&fast::FastBackground> {
-        self.fast.get_or_init(|| fast::FastBackground::new(self)).as_ref()
+        // not `get_or_init`: the tables are built on rayon's pool, whose
+        // waiting thread may run another task that asks for them (a
+        // re-entrant initialisation); two builds make the same tables
+        if self.fast.get().is_none() {
+            let _ = self.fast.set(fast::FastBackground::new(self));
+        }
+        self.fast.get().and_then(Option::as_ref)
     }
 
     /// The detector it is rendered on.

@@ -4,6 +4,7 @@
 
 use crate::invocation::Outputs;
 use nanobragg_core::geometry::Detector;
+use nanobragg_core::noise_stream::NoiseStream;
 use nanobragg_core::setup::Plan;
 use nanobragg_io::mx::{utc_iso8601, MxImage, Panel};
 use nanobragg_io::smv::{SmvHeader, SmvHeaderFields};
@@ -14,6 +15,12 @@ pub fn smv_header(plan: &Plan) -> SmvHeader {
 }
 
 /// nanoBragg.c's SMV header values of `plan`'s image.
+/// `header` of a noise image drawn from the parallel stream, with the lines
+/// that record it (`NOISE_RNG`, `NOISE_SEED`: the user's seed).
+pub fn parallel_noise_header(header: SmvHeader, seed: i64) -> SmvHeader {
+    header.entry("NOISE_RNG", NoiseStream::Parallel.label()).entry("NOISE_SEED", seed)
+}
+
 fn smv_fields(plan: &Plan) -> SmvHeaderFields {
     let d = &plan.detector;
     SmvHeaderFields {

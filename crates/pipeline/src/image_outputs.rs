@@ -5,7 +5,7 @@
 //! header values; [`nanobragg_io::image_writer`] writes the formats.
 
 use crate::detector_response::{report_psf, response, NOISIFY_CALIB_IDUM};
-use crate::image_headers::{mx_image, smv_header};
+use crate::image_headers::{mx_image, parallel_noise_header, smv_header};
 use crate::invocation::{Invocation, Outputs};
 use crate::output_files::write_error;
 use anyhow::Result;
@@ -237,9 +237,9 @@ pub fn write_images(
             let header = match o.noise_rng {
                 // (the C stream's header stays nanoBragg.c's)
                 NoiseStream::C => smv_header(plan),
-                NoiseStream::Parallel => smv_header(plan)
-                    .entry("NOISE_RNG", o.noise_rng.label())
-                    .entry("NOISE_SEED", noise_idum.wrapping_neg()),
+                NoiseStream::Parallel => {
+                    parallel_noise_header(smv_header(plan), noise_idum.wrapping_neg())
+                }
             };
             image_writer::write(file, Image::Smv(&header, pixels))
                 .map_err(|e| write_error("-noisefile", e))?;

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::detector_response::report_psf;
+use crate::image_headers::parallel_noise_header;
 use crate::output_files::{open_output, write_error};
 use anyhow::{anyhow, bail, Context, Result};
 use nanobragg_core::geometry::PanelLayout;
@@ -112,7 +113,6 @@ impl Default for Options {
 /// What an option does with its value.
 #[derive(Clone, Copy)]
 enum Set {
-    NoiseRng,
     Lambda,
     Xbeam,
     Ybeam,
@@ -141,6 +141,7 @@ enum Set {
     Calibration,
     Scale,
     Seed,
+    NoiseRng,
     CalibSeed,
     /// `-hotpix_seed`, `-badpix_seed`: the reference reads them and simulates
     /// no hot or bad pixels.
@@ -582,10 +583,7 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
             let calibration = o.calib_seed.wrapping_neg();
             let noisy = noisy_image_parallel(&photons, &tiles, &response, stream, calibration);
             // (a header copied with -header is the reference's: left as it is)
-            let header = smv_header
-                .entry("NOISE_RNG", o.noise_rng.label())
-                .entry("NOISE_SEED", o.seed.wrapping_neg());
-            (noisy, header)
+            (noisy, parallel_noise_header(smv_header, o.seed.wrapping_neg()))
         }
     };
     if let (Some(before), Some(applied)) = (noisy.photons_before_psf, noisy.psf.first()) {

@@ -9,28 +9,44 @@ use crate::amorphous::Background;
 use crate::real::{Mask, Num};
 use crate::setup::Plan;
 
-/// Adds the background to the pixels of row `s` inside the ROI and not
-/// masked: with `fast`, from the fast form where the background has one.
-pub(crate) fn add_row<T: Pixel>(plan: &Plan, bg: &Background, fast: bool, s: usize, row: &mut [T]) {
-    let Some((lo, hi)) = roi_row(plan, s) else { return };
-    let fp = plan.detector.fpixels;
-    let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
-    let target = Row { bg, s, lo, hi, mask };
-    match fast.then(|| bg.fast()).flatten() {
-        Some(lanes) => target.add_fast(lanes, row),
-        None => target.add_exact(row),
-    }
+/// The background as a render adds it: nonBragg's sum, or its fast form.
+/// Made before the rows are rendered, so that the fast form's tables are
+/// built once, outside the parallel rows.
+#[derive(Clone, Copy)]
+pub(crate) struct RowBackground<'a> {
+    bg: &'a Background,
+    lanes: Option<&'a FastBackground>,
 }
 
-/// The background in pixel `[f, s]` as [`add_row`] adds it.
-pub(crate) fn pixel(bg: &Background, fast: bool, f: usize, s: usize) -> f64 {
-    if let Some(lanes) = fast.then(|| bg.fast()).flatten() {
-        let (v, beyond) = lanes.lanes::<f64>(f, s);
-        if !beyond {
-            return v;
+impl<'a> RowBackground<'a> {
+    /// `bg` as a render adds it: with `fast`, its fast form where it has one.
+    pub(crate) fn new(bg: &'a Background, fast: bool) -> Self {
+        RowBackground { bg, lanes: fast.then(|| bg.fast()).flatten() }
+    }
+
+    /// Adds the background to the pixels of row `s` inside the ROI and not
+    /// masked.
+    pub(crate) fn add_row<T: Pixel>(self, plan: &Plan, s: usize, row: &mut [T]) {
+        let Some((lo, hi)) = roi_row(plan, s) else { return };
+        let fp = plan.detector.fpixels;
+        let mask = plan.mask.as_deref().map(|m| &m[s * fp..(s + 1) * fp]);
+        let target = Row { bg: self.bg, s, lo, hi, mask };
+        match self.lanes {
+            Some(lanes) => target.add_fast(lanes, row),
+            None => target.add_exact(row),
         }
     }
-    bg.pixel(f, s, &mut 0.0)
+
+    /// The background in pixel `[f, s]` as [`Self::add_row`] adds it.
+    pub(crate) fn pixel(self, f: usize, s: usize) -> f64 {
+        if let Some(lanes) = self.lanes {
+            let (v, beyond) = lanes.lanes::<f64>(f, s);
+            if !beyond {
+                return v;
+            }
+        }
+        self.bg.pixel(f, s, &mut 0.0)
+    }
 }
 
 /// The pixels `lo..=hi` of row `s` that take the background.

@@ -8,7 +8,7 @@
 //! Each row is computed by one thread in a fixed order, so the image does not
 //! depend on the number of threads.
 
-use super::background::add_row;
+use super::background::RowBackground;
 use super::kernel::{Exact, Fast, Kernel, MathMode};
 use super::rows::{render_planes, zeroed_plane, KernelRows, Pixel, RowKernel, VALUE};
 use crate::real::{Num, Real, X2};
@@ -188,7 +188,7 @@ fn render_with<T: Pixel, K: RowKernel<T>>(
     stats: bool,
     fast: bool,
 ) -> RenderInfo {
-    let background = plan.background.as_deref().map(|bg| (bg, fast));
+    let background = plan.background.as_deref().map(|bg| RowBackground::new(bg, fast));
     let out = render_planes(plan, rows, &mut [image], stats, background);
     RenderInfo { omega_sum: out.omega_sum, interpolation_fallback: out.fallback, rows: out.rows }
 }
@@ -222,14 +222,11 @@ pub fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
 /// images rendered elsewhere.
 pub fn background_image(plan: &Plan, precision: Precision) -> Option<Vec<f64>> {
     use rayon::prelude::*;
-    let bg = plan.background.as_deref()?;
+    let bg = RowBackground::new(plan.background.as_deref()?, fast_background(precision));
     let fp = plan.detector.fpixels;
     let mut image = vec![0.0f64; fp * plan.detector.spixels];
     if fp > 0 {
-        image
-            .par_chunks_mut(fp)
-            .enumerate()
-            .for_each(|(s, row)| add_row(plan, bg, fast_background(precision), s, row));
+        image.par_chunks_mut(fp).enumerate().for_each(|(s, row)| bg.add_row(plan, s, row));
     }
     Some(image)
 }
@@ -245,12 +242,10 @@ fn fast_background(precision: Precision) -> bool {
 pub fn add_background(plan: &Plan, precision: Precision, image: &mut [f32]) {
     use rayon::prelude::*;
     let Some(bg) = plan.background.as_deref() else { return };
+    let bg = RowBackground::new(bg, fast_background(precision));
     let fp = plan.detector.fpixels;
     if fp > 0 {
-        image
-            .par_chunks_mut(fp)
-            .enumerate()
-            .for_each(|(s, row)| add_row(plan, bg, fast_background(precision), s, row));
+        image.par_chunks_mut(fp).enumerate().for_each(|(s, row)| bg.add_row(plan, s, row));
     }
 }
 
@@ -341,7 +336,7 @@ pub fn put_first_sweep<T: Pixel>(
     if let (Some(i), Some(bg)) = (put, plan.background.as_deref()) {
         // the pixel as the render left it: with the background
         let fp = plan.detector.fpixels;
-        let value = super::background::pixel(bg, fast_background(precision), i % fp, i / fp);
+        let value = RowBackground::new(bg, fast_background(precision)).pixel(i % fp, i / fp);
         image[i] = image[i].plus(value);
     }
     if let (Some(i), Some(rows)) = (put, rows) {

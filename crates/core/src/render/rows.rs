@@ -15,8 +15,8 @@
 //! numbers), and [`Avx2`] / [`Avx512`] compile any row kernel with the
 //! target features of a SIMD level chosen at run time.
 
+use super::background::RowBackground;
 use super::kernel::{Fallback, Kernel, MathMode};
-use crate::amorphous::Background;
 use crate::real::{Mask, Num, Real};
 use crate::setup::Plan;
 use crate::stats::{row_stats, RowStats};
@@ -150,7 +150,7 @@ pub(crate) fn render_planes<T: Pixel, K: RowKernel<T>>(
     kernel: &K,
     planes: &mut [&mut [T]],
     stats: bool,
-    background: Option<(&Background, bool)>,
+    background: Option<RowBackground<'_>>,
 ) -> PlanesOut {
     let (fp, sp) = (plan.detector.fpixels, plan.detector.spixels);
     for p in planes.iter() {
@@ -267,8 +267,8 @@ struct Rows<'a, K> {
     kernel: &'a K,
     limit: Option<usize>,
     grain: usize,
-    /// Added to the first plane's rendered pixels (with the fast form).
-    background: Option<(&'a Background, bool)>,
+    /// Added to the first plane's rendered pixels.
+    background: Option<RowBackground<'a>>,
 }
 
 impl<K> Rows<'_, K> {
@@ -313,8 +313,8 @@ impl<K> Rows<'_, K> {
                 clear_unrendered(plan, s, plane);
             }
             let out = self.kernel.row(s, &mut row, self.limit);
-            if let Some((bg, fast)) = self.background {
-                super::background::add_row(plan, bg, fast, s, row[0]);
+            if let Some(bg) = self.background {
+                bg.add_row(plan, s, row[0]);
             }
             *omega = out.omega;
             if let Some(st) = stats.get_mut(r) {
