@@ -40,7 +40,10 @@ hyperfine -N --style basic --warmup 1 --runs "$runs" --prepare "$clean" "${cmds[
 noisify="-floatfile bg.bin -seed 1 -intfile int.img -noisefile noise.img -nopgm"
 cmds=(-n "nanobragg noisify" "$nb noisify $noisify")
 cmds+=(-n "nanobragg noisify -noise_rng parallel" "$nb noisify $noisify -noise_rng parallel")
-[[ -n "${NB_NOISIFY_C:-}" ]] && cmds+=(-n "C noisify" "$NB_NOISIFY_C $noisify")
+cmds+=(-n "nanobragg noisify -noise_rng parallel, Gaussian PSF" \
+    "$nb noisify $noisify -noise_rng parallel -psf gauss -psf_fwhm 100")
+[[ -n "${NB_NOISIFY_C:-}" ]] && cmds+=(-n "C noisify" "$NB_NOISIFY_C $noisify") \
+    && cmds+=(-n "C noisify, Gaussian PSF" "$NB_NOISIFY_C $noisify -psf gauss -psf_fwhm 100")
 echo "== noisify 2048² (defaults: Poisson, 3 % calibration error)"
 hyperfine -N --style basic --warmup 1 --runs "$runs" --prepare "rm -f int.img noise.img" "${cmds[@]}"
 
@@ -56,4 +59,6 @@ hyperfine -N --style basic --warmup 1 --runs "$runs" --prepare "$clean" \
     -n "render + background + noise + response" \
     "$nb $bench -stol water.stol -noisefile noise.img -readout 3 -gain 1.2" \
     -n "render + background + noise + response, parallel stream" \
-    "$nb $bench -stol water.stol -noisefile noise.img -readout 3 -gain 1.2 -noise_rng parallel"
+    "$nb $bench -stol water.stol -noisefile noise.img -readout 3 -gain 1.2 -noise_rng parallel" \
+    -n "render + background + noise + response + Gaussian PSF, parallel stream" \
+    "$nb $bench -stol water.stol -noisefile noise.img -readout 3 -gain 1.2 -psf gauss -psf_fwhm 100 -noise_rng parallel"

@@ -21,6 +21,7 @@ pub mod param;
 pub mod philox;
 pub mod physics;
 pub mod psf;
+pub mod psf_convolution;
 pub mod real;
 pub mod render;
 pub mod response;

@@ -113,7 +113,7 @@ pub fn noise_image_parallel(
     stream: PixelStream,
     wide: bool,
 ) -> (NoiseImage, Vec<i32>) {
-    use crate::noise_stream::{first_blocks, PixelDraws, Purpose};
+    use crate::noise_stream::poisson_counts;
     let PixelStream { seed, first_pixel } = stream;
     use rayon::prelude::*;
     let n = fpixels * spixels;
@@ -131,7 +131,7 @@ pub fn noise_image_parallel(
         .par_chunks_mut(width)
         .zip(rows32)
         .enumerate()
-        .map_init(Vec::new, |blocks, (slow, (row, row32))| {
+        .map_init(Vec::new, |counts, (slow, (row, row32))| {
             let s = slow as i64;
             let (mut photons, mut overloads) = (0.0f64, 0u64);
             // the ROI's part of the row
@@ -141,17 +141,10 @@ pub fn noise_image_parallel(
                 return (photons, overloads);
             }
             let start = slow * fpixels;
-            blocks.resize(hi - lo, [0u32; 4]);
-            first_blocks(seed, first_pixel + (start + lo) as u64, Purpose::Poisson, blocks);
-            for ((fast, out), block) in row.iter_mut().enumerate().skip(lo).zip(blocks.iter()) {
-                let idx = start + fast;
-                let mut draws = PixelDraws::starting_with(
-                    seed,
-                    first_pixel + idx as u64,
-                    Purpose::Poisson,
-                    *block,
-                );
-                let count = draws.poisson(f64::from(float_image[idx]));
+            counts.resize(hi - lo, 0.0);
+            let means = &float_image[start + lo..start + hi];
+            poisson_counts(seed, first_pixel + (start + lo) as u64, means, counts);
+            for ((fast, out), &count) in row.iter_mut().enumerate().skip(lo).zip(counts.iter()) {
                 photons += count;
                 let (p16, p32, over) = noise_pixel(count + adc_offset);
                 if let Some(p) = row32.get_mut(fast) {

@@ -98,6 +98,12 @@ fn auto_radius(shape: PsfShape, v: f64, fwhm_pixels: f64, table: bool) -> i32 {
     }
 }
 
+/// The radius noisify.c gives its kernel table for an image whose
+/// maximum is `max` (callers limit it to the image).
+pub(crate) fn auto_table_radius(shape: PsfShape, max: f64, fwhm_pixels: f64) -> i32 {
+    auto_radius(shape, max, fwhm_pixels, true)
+}
+
 /// Photons of a pixel holding `v` that fall beyond `radius` pixels.
 fn lost_beyond(shape: PsfShape, v: f64, radius: i32, fwhm_pixels: f64) -> f64 {
     let r = radius as f64;

@@ -140,7 +140,7 @@ pub fn noisy_image_tiled(
         sum += c as f64;
         counts.push(c);
     }
-    let psf = spread_within_tiles(&mut counts, tiles, r);
+    let psf = spread_within_tiles(&mut counts, tiles, r, false);
     let photons_before_psf = r.psf.map(|_| sum);
     let (mut pixels16, mut pixels32) = (Vec::with_capacity(counts.len()), Vec::new());
     pixels32.reserve(counts.len());
@@ -158,13 +158,23 @@ pub fn noisy_image_tiled(
 
 /// Spreads `counts` by the PSF of `r` (if any) within each panel of
 /// `tiles`, as light does not cross from one panel to another: each
-/// panel's report (empty without a PSF).
-fn spread_within_tiles(counts: &mut [f32], tiles: &PanelLayout, r: &Response) -> Vec<PsfApplied> {
+/// panel's report (empty without a PSF). `convolution`: the PSF as one
+/// kernel for every pixel ([`crate::psf_convolution`], the `parallel`
+/// stream's), else noisify.c's per-pixel radii.
+fn spread_within_tiles(
+    counts: &mut [f32],
+    tiles: &PanelLayout,
+    r: &Response,
+    convolution: bool,
+) -> Vec<PsfApplied> {
     let Some((shape, fwhm_pixels, radius)) = r.psf else { return Vec::new() };
     let mut psf = Vec::with_capacity(tiles.sizes.len());
     for (k, &[f, s]) in tiles.sizes.iter().enumerate() {
         let tile = tiles.get(k, counts);
-        let mut applied = apply_psf(&tile, f, s, shape, fwhm_pixels, radius);
+        let mut applied = match convolution {
+            true => crate::psf_convolution::spread(&tile, f, s, shape, fwhm_pixels, radius),
+            false => apply_psf(&tile, f, s, shape, fwhm_pixels, radius),
+        };
         tiles.put(k, &std::mem::take(&mut applied.image), counts);
         psf.push(applied);
     }
@@ -201,48 +211,42 @@ pub fn noisy_image_parallel(
     stream: PixelStream,
     calibration_seed: i64,
 ) -> NoisyImage {
-    use crate::noise_stream::{first_blocks, PixelDraws, Purpose};
+    use crate::noise_stream::{gauss_row, poisson_counts, Purpose};
     let PixelStream { seed, first_pixel } = stream;
     use rayon::prelude::*;
     let r = response;
     let width = tiles.width.max(1);
-    // a row's first blocks of one purpose, into a buffer of the thread's
-    let blocks_of = |blocks: &mut Vec<[u32; 4]>, seed: i64, first: usize, len: usize, p| {
-        blocks.resize(len, [0u32; 4]);
-        first_blocks(seed, first_pixel + first as u64, p, blocks);
+    // a row's normal deviates of one purpose, into a buffer of the thread's
+    let gauss_of = |g: &mut Vec<f64>, seed: i64, first: usize, len: usize, p| {
+        g.resize(len, 0.0);
+        gauss_row(seed, first_pixel + first as u64, p, g);
     };
     let mut counts = vec![0f32; photons.len()];
     let sum: f64 = counts
         .par_chunks_mut(width)
         .enumerate()
         .map_init(
-            || (Vec::new(), Vec::new(), Vec::new()),
-            |(flicker, calibration, poisson), (row, out)| {
+            || (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+            |(flicker, calibration, means, poisson), (row, out)| {
                 let (first, len) = (row * width, out.len());
+                means.clear();
+                means.extend(photons[first..first + len].iter().map(|&p| f64::from(p)));
                 if r.flicker_noise > 0.0 {
-                    blocks_of(flicker, seed, first, len, Purpose::Flicker);
+                    gauss_of(flicker, seed, first, len, Purpose::Flicker);
+                    for (m, g) in means.iter_mut().zip(flicker.iter()) {
+                        *m *= 1.0 + r.flicker_noise * g;
+                    }
                 }
                 if r.calibration_noise > 0.0 {
-                    blocks_of(calibration, calibration_seed, first, len, Purpose::Calibration);
+                    gauss_of(calibration, calibration_seed, first, len, Purpose::Calibration);
+                    for (m, g) in means.iter_mut().zip(calibration.iter()) {
+                        *m *= 1.0 + r.calibration_noise * g;
+                    }
                 }
-                blocks_of(poisson, seed, first, len, Purpose::Poisson);
+                poisson.resize(len, 0.0);
+                poisson_counts(seed, first_pixel + first as u64, means, poisson);
                 let mut sum = 0.0f64;
-                for (f, c) in out.iter_mut().enumerate() {
-                    let idx = first_pixel + (first + f) as u64;
-                    let mut mean = f64::from(photons[first + f]);
-                    if r.flicker_noise > 0.0 {
-                        let block = flicker[f];
-                        let mut d = PixelDraws::starting_with(seed, idx, Purpose::Flicker, block);
-                        mean *= 1.0 + r.flicker_noise * d.gauss();
-                    }
-                    if r.calibration_noise > 0.0 {
-                        let (key, block) = (calibration_seed, calibration[f]);
-                        let mut d =
-                            PixelDraws::starting_with(key, idx, Purpose::Calibration, block);
-                        mean *= 1.0 + r.calibration_noise * d.gauss();
-                    }
-                    let mut d = PixelDraws::starting_with(seed, idx, Purpose::Poisson, poisson[f]);
-                    let k = d.poisson(mean);
+                for (c, &k) in out.iter_mut().zip(poisson.iter()) {
                     sum += k;
                     *c = k as f32;
                 }
@@ -250,7 +254,7 @@ pub fn noisy_image_parallel(
             },
         )
         .sum();
-    let psf = spread_within_tiles(&mut counts, tiles, r);
+    let psf = spread_within_tiles(&mut counts, tiles, r, true);
     let photons_before_psf = r.psf.map(|_| sum);
     let n = counts.len();
     let (mut pixels16, mut pixels32) = (vec![0u16; n], vec![0u32; n]);
@@ -261,19 +265,14 @@ pub fn noisy_image_parallel(
         .map_init(Vec::new, |readout, (row, (out16, out32))| {
             let first = row * width;
             if r.readout_noise > 0.0 {
-                blocks_of(readout, seed, first, out16.len(), Purpose::Readout);
+                gauss_of(readout, seed, first, out16.len(), Purpose::Readout);
             }
             let (mut total, mut overloads) = (0.0f64, 0u64);
             for (f, (p16, p32)) in out16.iter_mut().zip(out32.iter_mut()).enumerate() {
                 let c = counts[first + f];
                 total += f64::from(c);
-                let pixel = first_pixel + (first + f) as u64;
-                let gauss = || {
-                    let block = readout[f];
-                    PixelDraws::starting_with(seed, pixel, Purpose::Readout, block).gauss()
-                };
                 let over;
-                (*p16, *p32, over) = adu_of(c, r, gauss);
+                (*p16, *p32, over) = adu_of(c, r, || readout[f]);
                 overloads += u64::from(over);
             }
             (total, overloads)

@@ -13,7 +13,7 @@ use std::path::Path;
 /// the structure factors it was given (an `-hkl` file's entries, an Fdump grid).
 const LAYERS: &[&[&str]] = &[
     &["units", "error", "real", "vec3", "rng", "philox", "param", "memory"],
-    &["physics", "psf", "sf", "amorphous", "noise_stream"],
+    &["physics", "psf", "psf_convolution", "sf", "amorphous", "noise_stream"],
     &["config"],
     &["geometry", "crystal", "source"],
     &["setup", "experiment"],

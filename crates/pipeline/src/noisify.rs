@@ -531,7 +531,13 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     let psf = o.psf.filter(|_| o.psf_fwhm_m > 0.0).map(|shape| (shape, fwhm_pixels, o.psf_radius));
     if let (false, Some((shape, w, r))) = (o.write_noise, psf) {
         writeln!(out, "  applying PSF to noiseless image width = {} pixels", g(w))?;
-        let applied = nanobragg_core::psf::apply_psf(&photons, x, y, shape, w, r);
+        // the parallel stream's PSF is one kernel for every pixel
+        let applied = match o.noise_rng {
+            NoiseStream::C => nanobragg_core::psf::apply_psf(&photons, x, y, shape, w, r),
+            NoiseStream::Parallel => {
+                nanobragg_core::psf_convolution::spread(&photons, x, y, shape, w, r)
+            }
+        };
         report_psf(&applied, out)?;
         photons = applied.image;
     }
