@@ -33,8 +33,8 @@ impl Method {
     /// The cheaper way to convolve a `width` × `height` panel with `kernel`:
     /// the direct sum costs a multiply-add per tap and pixel, the FFTs about
     /// 6 log₂(size) per padded pixel (two forward transforms and one inverse,
-    /// the kernel's included). The factor is measured on AVX2 and AVX-512
-    /// machines, where the two costs meet near a radius of 6.
+    /// the kernel's included). An operation count, not a timing: the
+    /// crossover has not been measured.
     pub fn for_kernel(kernel: &PsfKernel, width: usize, height: usize) -> Method {
         let direct = kernel.taps() as f64 * (width * height) as f64;
         let (p, q) = fft_size(width, height, kernel.radius);
