@@ -239,3 +239,79 @@ fn noisify_parallel_stream_equals_the_in_run_response() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("c or parallel"));
     fs::remove_dir_all(&dir).ok();
 }
+
+/// `nonbragg -noise_rng parallel`: the noise image is the parallel stream's
+/// Poisson image of the run's own float image (the core's function on the
+/// file it wrote), the same for 1 and 2 threads, recorded in the header;
+/// an unknown stream is refused before the work.
+#[test]
+fn nonbragg_parallel_stream_is_the_float_images_noise() {
+    use nanobragg_core::noise::noise_image_parallel;
+    use nanobragg_core::noise_stream::PixelStream;
+    let dir = scratch("nonbragg-parallel");
+    let stol = dir.join("water.stol");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden-nonbragg/inputs");
+    fs::copy(golden.join("water.stol"), &stol).unwrap();
+    let args = [
+        "nonbragg",
+        "-stol",
+        "water.stol",
+        "-lambda",
+        "1",
+        "-distance",
+        "100",
+        "-detpixels",
+        "96",
+        "-pixel",
+        "0.1",
+        "-flux",
+        "1e12",
+        "-exposure",
+        "0.5",
+        "-beamsize",
+        "0.1",
+        "-seed",
+        "7",
+        "-floatfile",
+        "f.bin",
+        "-noisefile",
+        "n.img",
+        "-nopgm",
+        "-noise_rng",
+        "parallel",
+    ];
+    let mut images = Vec::new();
+    for threads in ["1", "2"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+            .args(args)
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        images.push(fs::read(dir.join("n.img")).unwrap());
+    }
+    assert!(images[0] == images[1], "the noise image depends on the thread count");
+    let header = String::from_utf8_lossy(&images[0][..512]).into_owned();
+    assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v2;"), "{header}");
+    assert!(header.contains("NOISE_SEED=7;"), "{header}");
+    let float: Vec<f32> = fs::read(dir.join("f.bin"))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let stream = PixelStream { seed: 7, first_pixel: 0 };
+    let (want, _) = noise_image_parallel(&float, 96, 96, [0, 95, 0, 95], 40.0, stream, false);
+    let got: Vec<u16> =
+        images[0][512..].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+    assert_eq!(got, want.pixels);
+    assert!(want.photons > 1000.0, "{}", want.photons);
+    let bad = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+        .args(["nonbragg", "-stol", "water.stol", "-detpixels", "8", "-noise_rng", "philox"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("c or parallel"));
+    fs::remove_dir_all(&dir).ok();
+}

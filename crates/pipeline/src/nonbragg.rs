@@ -11,6 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::image_headers::parallel_noise_header;
 use crate::output_files::{open_output, write_error};
 use anyhow::{bail, Context, Result};
 use nanobragg_core::amorphous::{
@@ -18,7 +19,8 @@ use nanobragg_core::amorphous::{
     AmorphousSource, Background, DetectorPlacement, PixelTrace, PlacedDetector, StolTable,
     AVOGADRO, R_E_SQR,
 };
-use nanobragg_core::noise::noise_image;
+use nanobragg_core::noise::{noise_image, noise_image_parallel};
+use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::vec3::{cross, dot, rotate_axis, unitize, V3};
 use nanobragg_io::atomic::Pending;
@@ -103,6 +105,9 @@ struct Options {
     int_scale: f64,
     pgm_scale: f64,
     seed: i64,
+    /// `-noise_rng`: the stream the noise image draws from (the name as
+    /// given; checked before the work).
+    noise_rng: String,
     noise: bool,
     printout: bool,
     printout_pixel: [i32; 2],
@@ -180,6 +185,7 @@ impl Default for Options {
             int_scale: 0.0,
             pgm_scale: 0.0,
             seed: -now,
+            noise_rng: "c".into(),
             noise: true,
             printout: false,
             printout_pixel: [-1, 0],
@@ -213,6 +219,7 @@ impl Match {
 /// What an option does with its values.
 #[derive(Clone, Copy)]
 enum Set {
+    NoiseRng,
     SampleSize,
     SampleX,
     SampleY,
@@ -406,6 +413,7 @@ const OPTIONS: &[Opt] = &[
     opt(&[Sub("-progress")], 0, Set::Progress),
     opt(&[Sub("-printout_pixel")], 2, Set::PrintoutPixel),
     opt(&[Sub("-seed")], 1, Set::Seed),
+    opt(&[Exact("-noise_rng")], 1, Set::NoiseRng),
 ];
 
 /// The usage text the reference prints when no table is given.
@@ -436,6 +444,7 @@ options:
 \t-intfile\tname of smv-formatted output file (arbitrary scale)
 \t-pgmfile\tname of pgm-formatted output file (arbitrary scale)
 \t-noisefile\tname of smv-formatted output file (with Poisson noise)
+\t-noise_rng\tc (the default: the C program's stream) or parallel
 \t-Xbeam\timage X coordinate of direct-beam spot (mm)
 \t-Ybeam\timage Y coordinate of direct-beam spot (mm)
 \t-printout\tprint pixel values out to the screen
@@ -560,6 +569,7 @@ fn apply(o: &mut Options, set: Set, v: &[&str]) {
         Set::Progress => o.progress = true,
         Set::PrintoutPixel => o.printout_pixel = [n(0), n(1)],
         Set::Seed => o.seed = -(atoi(v[0]) as i64),
+        Set::NoiseRng => o.noise_rng = v[0].to_string(),
     }
 }
 
@@ -652,6 +662,9 @@ fn validate(o: &Options) -> Result<()> {
     }
     if o.source_distance == 0.0 && o.source_name.is_none() {
         bail!("-source_distance: 0 gives no beam direction");
+    }
+    if NoiseStream::parse(&o.noise_rng).is_none() {
+        bail!("-noise_rng: '{}' is not a noise stream (c or parallel)", o.noise_rng);
     }
     if magnitude(o.beam) == 0.0 || magnitude(cross(o.fdet, o.sdet)) == 0.0 {
         bail!("-beam_vector/-fdet_vector/-sdet_vector: zero or parallel vectors give no geometry");
@@ -1171,8 +1184,17 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     let pgm = Image::Pgm { fpixels, spixels, scale: pgm_scale, bytes: &pgm };
     image_writer::write(&mut files.pgm, pgm).map_err(|e| write_error("-pgmfile", e))?;
     let Some(noise_file) = files.noise.as_mut() else { return files.commit() };
-    let mut rng = NoiseRng::new(o.seed);
-    let noisy = noise_image(float, fpixels, spixels, roi.map(i64::from), o.adc, &mut rng);
+    let roi = roi.map(i64::from);
+    let (noisy, header) = match NoiseStream::parse(&o.noise_rng) {
+        Some(NoiseStream::Parallel) => {
+            let stream = PixelStream { seed: o.seed.wrapping_neg(), first_pixel: 0 };
+            let (noisy, _) =
+                noise_image_parallel(float, fpixels, spixels, roi, o.adc, stream, false);
+            (noisy, parallel_noise_header(header, o.seed.wrapping_neg()))
+        }
+        // (validated: c)
+        _ => (noise_image(float, fpixels, spixels, roi, o.adc, &mut NoiseRng::new(o.seed)), header),
+    };
     writeln!(
         out,
         "{} photons on noise image ({} overloads)",
