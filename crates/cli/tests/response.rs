@@ -21,6 +21,18 @@ fn run(dir: &Path, args: &[&str]) -> Output {
     out
 }
 
+/// `args` with `-noise_rng philox` fail with one message naming the streams.
+fn refuses_unknown_stream(dir: &Path, args: &[&str]) {
+    let bad = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+        .args(args)
+        .args(["-noise_rng", "philox"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("c or parallel"));
+}
+
 const MODEL: &[&str] = &[
     "-default_F",
     "100",
@@ -230,13 +242,7 @@ fn noisify_parallel_stream_equals_the_in_run_response() {
         assert!(header.contains("NOISE_SEED=5;"), "{header}");
         assert!(file[512..] == want[..], "{threads} threads: noisify's parallel stream differs");
     }
-    let bad = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-        .args(["noisify", "-floatfile", "f.bin", "-noise_rng", "philox"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("c or parallel"));
+    refuses_unknown_stream(&dir, &["noisify", "-floatfile", "f.bin"]);
     fs::remove_dir_all(&dir).ok();
 }
 
@@ -306,12 +312,6 @@ fn nonbragg_parallel_stream_is_the_float_images_noise() {
         images[0][512..].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
     assert_eq!(got, want.pixels);
     assert!(want.photons > 1000.0, "{}", want.photons);
-    let bad = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-        .args(["nonbragg", "-stol", "water.stol", "-detpixels", "8", "-noise_rng", "philox"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("c or parallel"));
+    refuses_unknown_stream(&dir, &["nonbragg", "-stol", "water.stol", "-detpixels", "8"]);
     fs::remove_dir_all(&dir).ok();
 }
