@@ -192,3 +192,58 @@ fn bad_tables_and_lone_sample_flags_are_refused() {
     refused(&dir, &with(&["-stol", "water.stol", "-gradient", "distance"]), "-stol");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `nonbragg -noise_rng parallel` takes the background's fast form: every
+/// pixel within 1e-6 relative of the C stream's C-bit sum, the same solid
+/// angle to nonBragg's printed digits, for one and two threads; with the
+/// default beam centre one pixel's centre lies on the direct beam (sin θ = 0,
+/// where a lane's square root must not be 0 · ∞).
+#[test]
+fn nonbragg_parallel_stream_takes_the_fast_background() {
+    let dir = scratch("stol", "nonbragg_fast");
+    water(&dir);
+    let base = [
+        "nonbragg",
+        "-stol",
+        "water.stol",
+        "-lambda",
+        "1.0",
+        "-distance",
+        "100",
+        "-detpixels",
+        "256",
+        "-pixel",
+        "0.1",
+        "-flux",
+        "1e11",
+        "-exposure",
+        "0.5",
+        "-beamsize",
+        "0.1",
+        "-seed",
+        "5",
+        "-noprogress",
+    ];
+    let solid_angle = |out: &str| {
+        out.lines().find(|l| l.starts_with("solid angle")).map(str::to_string).expect(out)
+    };
+    let c = ok(&dir, &[&base[..], &["-floatfile", "c.bin"]].concat());
+    let want = float_file(&dir.join("c.bin"));
+    for threads in ["1", "2"] {
+        let args = [&base[..], &["-floatfile", "p.bin", "-noise_rng", "parallel"]].concat();
+        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+            .args(&args)
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let p = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(solid_angle(&p), solid_angle(&c), "{threads} threads");
+        let got = float_file(&dir.join("p.bin"));
+        assert_eq!(got.len(), want.len());
+        let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs() / w.abs()).fold(0.0, f64::max);
+        assert!(worst <= 1e-6, "{threads} threads: worst relative difference {worst:e}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -476,11 +476,30 @@ fn poisson_counts_any<M: Copy + Into<f64>>(seed: i64, first: u64, means: &[M], o
                 }
             }
         }
+        // the inversions past k = 0 side by side, step for step as
+        // `inversion` takes them (the same bits), until every lane has its k
+        let inverting: [bool; LANES] =
+            std::array::from_fn(|i| done[i] == 0.0 && mean[i] < INVERSION_BELOW);
+        if inverting.iter().any(|&x| x) {
+            let (mut p, mut cdf, mut going) = (p0, p0, inverting);
+            while going.iter().any(|&x| x) {
+                for i in 0..LANES {
+                    // (`&`, not `&&`: no branch, so that the loop runs in lanes)
+                    going[i] = going[i] & (u[i] > cdf[i]) & (p[i] > 0.0);
+                    let k = count[i] + 1.0;
+                    let next = p[i] * (mean[i] / k);
+                    count[i] = if going[i] { k } else { count[i] };
+                    p[i] = if going[i] { next } else { p[i] };
+                    cdf[i] = if going[i] { cdf[i] + next } else { cdf[i] };
+                }
+            }
+            for i in 0..LANES {
+                done[i] = if inverting[i] { 1.0 } else { done[i] };
+            }
+        }
         for (i, c) in o.iter_mut().enumerate().take(m.len()) {
             *c = if done[i] != 0.0 {
                 count[i]
-            } else if mean[i] < INVERSION_BELOW {
-                inversion(u[i], mean[i], p0[i])
             } else {
                 let block = [w[0][i], w[1][i], w[2][i], w[3][i]];
                 let pixel = at + i as u64;

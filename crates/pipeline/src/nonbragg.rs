@@ -21,6 +21,7 @@ use nanobragg_core::amorphous::{
 };
 use nanobragg_core::noise::{noise_image, noise_image_parallel};
 use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
+use nanobragg_core::render::fast_amorphous_image;
 use nanobragg_core::rng::NoiseRng;
 use nanobragg_core::vec3::{cross, dot, rotate_axis, unitize, V3};
 use nanobragg_io::atomic::Pending;
@@ -1023,9 +1024,13 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     let parallel = (!o.printout && input.is_none())
         .then(|| Background::new(det, sources.clone(), sample, table.clone()))
         .flatten();
+    // the C-bit sum belongs to the drop-in's C stream; the parallel stream's
+    // runs take the background's fast form
+    let fast = NoiseStream::parse(&o.noise_rng) == Some(NoiseStream::Parallel);
     let image = match parallel {
         Some(bg) => {
-            let image = bg.render();
+            let image = fast.then(|| fast_amorphous_image(&bg)).flatten();
+            let image = image.unwrap_or_else(|| bg.render());
             let [xmin, xmax, ymin, ymax] = det.roi;
             let pixel_trace = PixelTrace {
                 fpixel: 0,
@@ -1039,10 +1044,12 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
                 value: 0.0,
             };
             // the progress lines, as the pixels are counted
-            for s in 0..spixels as i64 {
-                for f in 0..fpixels as i64 {
-                    if f >= xmin && f <= xmax && s >= ymin && s <= ymax && console.is_ok() {
-                        console = report(&pixel_trace, out);
+            if o.progress {
+                for s in 0..spixels as i64 {
+                    for f in 0..fpixels as i64 {
+                        if f >= xmin && f <= xmax && s >= ymin && s <= ymax && console.is_ok() {
+                            console = report(&pixel_trace, out);
+                        }
                     }
                 }
             }
@@ -1067,20 +1074,17 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         g(100.0 * image.omega_sum / 4.0 / std::f64::consts::PI)
     )?;
     let float = &image.pixels;
-    let in_roi = |fp: usize, sp: usize| {
-        let (f, s) = (fp as i64, sp as i64);
-        f >= roi[0] as i64 && f <= roi[1] as i64 && s >= roi[2] as i64 && s <= roi[3] as i64
-    };
+    // the ROI's rows and, per row, its pixels (clamped to the image)
+    let rows = roi_span(roi[2], roi[3], spixels).unwrap_or(0..0);
+    let cols = roi_span(roi[0], roi[1], fpixels).unwrap_or(0..0);
 
-    // statistics over the rendered pixels
+    // statistics over the rendered pixels, in the reference's order
     let (mut sum, mut sumsqr, mut max_i, mut max_at, mut n) =
         (0.0f64, 0.0f64, 0.0f64, [0.0; 2], 0i64);
-    for sp in 0..spixels {
-        for fp in 0..fpixels {
-            if !in_roi(fp, sp) {
-                continue;
-            }
-            let v = float[sp * fpixels + fp] as f64;
+    for sp in rows.clone() {
+        for (fp, &v) in cols.clone().zip(&float[sp * fpixels + cols.start..sp * fpixels + cols.end])
+        {
+            let v = v as f64;
             if v > max_i {
                 max_i = v;
                 // the reference reports the last sub-pixel's position
@@ -1093,8 +1097,8 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
             }
             sum += v;
             sumsqr += v * v;
-            n += 1;
         }
+        n += cols.len() as i64;
     }
 
     let mut stolout: Option<Vec<u8>> = None;
@@ -1115,15 +1119,12 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     // the reference's deviation loop reads each pixel's right-hand neighbour
     let mut sumsqr = 0.0;
     let mut m = 0i64;
-    for sp in 0..spixels {
-        for fp in 0..fpixels {
-            if !in_roi(fp, sp) {
-                continue;
-            }
+    for sp in rows.clone() {
+        for fp in cols.clone() {
             let v = float.get(sp * fpixels + fp + 1).copied().unwrap_or(0.0) as f64;
             sumsqr += (v - avg) * (v - avg);
-            m += 1;
         }
+        m += cols.len() as i64;
     }
     let m = m.max(2);
     let rmsd = (sumsqr / (m - 1) as f64).sqrt();
@@ -1145,13 +1146,12 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     };
     writeln!(out, "intfile_scale = {}", g(int_scale))?;
     let mut ints = vec![0u16; fpixels * spixels];
-    for sp in 0..spixels {
-        for fp in 0..fpixels {
-            if in_roi(fp, sp) {
-                let j = sp * fpixels + fp;
-                let t = (float[j] as f64 * int_scale + o.adc).clamp(0.0, 65535.0);
-                ints[j] = ((t + 0.5) as f32).floor() as u16;
-            }
+    for sp in rows.clone() {
+        let row = sp * fpixels + cols.start..sp * fpixels + cols.end;
+        for (i, &v) in ints[row.clone()].iter_mut().zip(&float[row]) {
+            let t = (v as f64 * int_scale + o.adc).clamp(0.0, 65535.0);
+            // the reference's floorf(t + 0.5): a truncation, as t ≥ 0 (or NaN: 0)
+            *i = ((t + 0.5) as f32) as u16;
         }
     }
     let header = smv_header(&o, &geo, fpixels, spixels, osc);
@@ -1167,17 +1167,13 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         int_scale
     };
     writeln!(out, "pgm_scale = {}", g(pgm_scale))?;
-    let mut pgm = Vec::with_capacity(fpixels * spixels);
-    for sp in 0..spixels {
-        for fp in 0..fpixels {
-            let byte = if in_roi(fp, sp) {
-                let t = (float[sp * fpixels + fp] as f64 * pgm_scale).min(255.0);
-                // a negative value wraps as the reference's x86 conversion does
-                t as i32 as u8
-            } else {
-                0
-            };
-            pgm.push(byte);
+    let mut pgm = vec![0u8; fpixels * spixels];
+    for sp in rows.clone() {
+        let row = sp * fpixels + cols.start..sp * fpixels + cols.end;
+        for (byte, &v) in pgm[row.clone()].iter_mut().zip(&float[row]) {
+            let t = (v as f64 * pgm_scale).min(255.0);
+            // a negative value wraps as the reference's x86 conversion does
+            *byte = t as i32 as u8;
         }
     }
     writeln!(out, "writing {} as 1-byte integers", o.pgm_name)?;
@@ -1205,6 +1201,13 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     (image_writer::write(noise_file, Image::Smv(&header, SmvPixels::U16(&noisy.pixels))))
         .map_err(|e| write_error("-noisefile", e))?;
     files.commit()
+}
+
+/// The pixels `lo..=hi` of an image axis of `len` pixels, or `None` where
+/// the span holds none.
+fn roi_span(lo: i32, hi: i32, len: usize) -> Option<std::ops::Range<usize>> {
+    let (lo, hi) = (i64::from(lo).max(0), i64::from(hi).min(len as i64 - 1));
+    (lo <= hi).then(|| lo as usize..hi as usize + 1)
 }
 
 /// `-img`: every valid pixel of the input turned back into F with its

@@ -10,12 +10,14 @@
 //!   over the group's sources is one function of `u`,
 //!   `G(u) = Σ w · sign(F) F²(u / λ)`, and one polarization factor;
 //! - each `G` is tabulated once, on a uniform grid of `u` covering the whole
-//!   detector, as a cubic per cell (Lagrange through the four nearest nodes).
-//!   The grid is refined until the cubic agrees with `G` computed exactly to
-//!   1e-7 relative at three points inside every cell (a table's interpolant
-//!   has a kink at every row, so the error falls only as the cell width: the
-//!   10,000-row water table of the tests takes 32,768 cells, built in 3 ms);
-//!   a lane's lookup is then a floor, four gathers and a Horner step;
+//!   detector, as a cubic per cell (through the cell's ends and thirds).
+//!   A table's interpolant has a kink at every row; where the group has one
+//!   wavelength and the table's rows are evenly spaced, the cells' edges are
+//!   put on the kinks (the water table of the tests then takes about one
+//!   cell per row, not 32,768 cells). The grid is refined until the cubic
+//!   agrees with `G` computed exactly to 1e-7 relative at three points
+//!   inside every cell; a lane's lookup is then a floor, four gathers and a
+//!   Horner step;
 //! - the polarization is the algebraic Kahn factor of
 //!   [`Polarization`] (no trigonometry).
 //!
@@ -33,8 +35,9 @@ use crate::vec3::{dot, unitize, V3};
 /// quarter, half and three quarters of every cell).
 const CELL_TOLERANCE: f64 = 1e-7;
 
-/// The most table lookups spent on building and checking a grid (cells ×
-/// sources × 4): beyond it the C-bit form is cheaper than the tables.
+/// The most table lookups spent on building and checking a group's grids
+/// (6 per cell and source): beyond it the C-bit form is cheaper than the
+/// tables.
 pub const MAX_CELL_LOOKUPS: usize = 1 << 26;
 
 /// `G(u)` on a uniform grid of `cells` cells from 0 to `hi`: four power-form
@@ -48,41 +51,31 @@ struct UniformCubic {
 }
 
 impl UniformCubic {
-    /// The cubic through nodes `y[0..4]` at t = −1, 0, 1, 2, in powers of t.
-    fn cell(y: &[f64]) -> [f64; 4] {
+    /// The cubic through `y[0..4]` at t = 0, 1/3, 2/3 and 1, in powers of t.
+    fn through_thirds(y: &[f64]) -> [f64; 4] {
         let [a, b, c, d] = [y[0], y[1], y[2], y[3]];
-        [
-            b,
-            -a / 3.0 - b / 2.0 + c - d / 6.0,
-            a / 2.0 - b + c / 2.0,
-            -a / 6.0 + b / 2.0 - c / 2.0 + d / 6.0,
-        ]
-    }
-
-    /// The cubic through nodes `y[0..4]` at t = 0, 1, 2, 3, in powers of t:
-    /// the first cell's, as `G` has a kink at u = 0 (the table's
-    /// extrapolation below its first row is another cubic).
-    fn first_cell(y: &[f64]) -> [f64; 4] {
-        let [a, b, c, d] = [y[0], y[1], y[2], y[3]];
+        // in s = 3t the nodes are 0, 1, 2, 3; a power of s is 3^k one of t
         [
             a,
-            -11.0 / 6.0 * a + 3.0 * b - 1.5 * c + d / 3.0,
-            a - 2.5 * b + 2.0 * c - 0.5 * d,
-            -a / 6.0 + b / 2.0 - c / 2.0 + d / 6.0,
+            3.0 * (-11.0 / 6.0 * a + 3.0 * b - 1.5 * c + d / 3.0),
+            9.0 * (a - 2.5 * b + 2.0 * c - 0.5 * d),
+            27.0 * (-a / 6.0 + b / 2.0 - c / 2.0 + d / 6.0),
         ]
     }
 
-    /// The grid of `exact` over [0, hi] with `cells` cells (at least 3),
-    /// when every cell passes the check.
-    fn build(exact: &(impl Fn(f64) -> f64 + Sync), hi: f64, cells: usize) -> Option<Self> {
+    /// The grid of `exact` over [0, cells · h], when every cell passes the
+    /// check. Each cell's cubic is fitted inside the cell (through its ends
+    /// and thirds), so a kink of `G` on a cell edge costs no accuracy: see
+    /// [`aligned_cell`].
+    fn build(exact: &(impl Fn(f64) -> f64 + Sync), h: f64, cells: usize) -> Option<Self> {
         use rayon::prelude::*;
-        let h = hi / cells as f64;
-        // nodes at u = k h for k = 0 ..= cells + 1
-        let nodes: Vec<f64> = (0..cells + 2).into_par_iter().map(|k| exact(k as f64 * h)).collect();
-        let mut coefficients = Vec::with_capacity(4 * cells);
-        coefficients.extend(Self::first_cell(&nodes[..4]));
-        coefficients.extend((1..cells).flat_map(|c| Self::cell(&nodes[c - 1..c + 3])));
-        let table = UniformCubic { per_cell: cells as f64 / hi, hi, cells, coefficients };
+        let third = h / 3.0;
+        let nodes: Vec<f64> =
+            (0..3 * cells + 1).into_par_iter().map(|k| exact(k as f64 * third)).collect();
+        let coefficients: Vec<f64> =
+            (0..cells).flat_map(|c| Self::through_thirds(&nodes[3 * c..3 * c + 4])).collect();
+        let hi = cells as f64 * h;
+        let table = UniformCubic { per_cell: 1.0 / h, hi, cells, coefficients };
         let scale = nodes.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         let passes = (0..cells).into_par_iter().all(|c| {
             [0.25, 0.5, 0.75].iter().all(|t| {
@@ -154,6 +147,33 @@ pub struct FastBackground {
     scale: f64,
 }
 
+/// A cell width of `u` whose multiples are the table's rows for the group's
+/// one wavelength, when its members share one and the rows (`stols`, guard
+/// rows included) are evenly spaced from a multiple of their step.
+///
+/// A table's interpolant has a kink at every row, and a kink inside a cell
+/// limits the cubic's error to first order in the cell width (the 10,000-row
+/// water table then takes 32,768 cells for 1e-7); on the cells' edges the
+/// kinks cost nothing, and one cell per row is about enough.
+fn aligned_cell(stols: &[f64], members: &[WeightAndLambda]) -> Option<f64> {
+    let lambda = members.first()?.1;
+    if members.iter().any(|m| m.1.to_bits() != lambda.to_bits()) {
+        return None;
+    }
+    let rows = stols.get(2..stols.len().checked_sub(2)?)?;
+    let (&first, &last) = (rows.first()?, rows.last()?);
+    if rows.len() < 2 || first < 0.0 {
+        return None;
+    }
+    let step = (last - first) / (rows.len() - 1) as f64;
+    // a text table's rows are rounded to a few digits (water's 0.494999 is
+    // 1 % of a step from 0.4949995): a kink that near an edge costs little,
+    // and the check below the grid decides
+    let near = |x: f64| (x - x.round()).abs() <= 0.05;
+    let even = rows.iter().enumerate().all(|(j, &x)| near((x - first) / step - j as f64));
+    (step > 0.0 && even && near(first / step)).then_some(lambda * step)
+}
+
 /// The largest `u = sin θ` any point of the flat detector `det` sees from
 /// `incident` (unit): the largest at its four corners while those scatter by
 /// less than 90° (the points within an angle below 90° of a direction form a
@@ -204,14 +224,16 @@ impl FastBackground {
                 })
             };
             let hi = largest_u(det, incident);
-            let mut cells = 256;
+            let mut h = aligned_cell(bg.table.stols(), &members).unwrap_or(hi / 256.0);
             let table = loop {
-                let cost = cells * members.len() * 4;
-                budget = budget.checked_sub(cost)?;
-                if let Some(t) = UniformCubic::build(&exact, hi, cells) {
+                let cells = (hi / h).ceil().max(1.0);
+                // 3 nodes and 3 checks per cell and source
+                let cost = 6.0 * cells * members.len() as f64;
+                budget = budget.checked_sub(cost.min(usize::MAX as f64) as usize)?;
+                if let Some(t) = UniformCubic::build(&exact, h, cells as usize) {
                     break t;
                 }
-                cells *= 2;
+                h /= 2.0;
             };
             let polarization = (!bg.sample.nopolar)
                 .then(|| Polarization::new(bg.sample.kahn, incident, bg.sample.polar_vector));
@@ -232,14 +254,17 @@ impl FastBackground {
         })
     }
 
-    /// Photons in pixels `f0 .. f0 + V::LANES` of row `s`, and the lanes
-    /// whose direction fell outside a group's grid (never for pixels of the
-    /// detector; such a lane's value is not to be used).
+    /// Photons in pixels `f0 .. f0 + V::LANES` of row `s`, their solid
+    /// angles (summed over sub-pixels, absorption included, as nonBragg's
+    /// total), and the lanes whose direction fell outside a group's grid
+    /// (never for pixels of the detector; such a lane's value is not to be
+    /// used).
     #[inline(always)]
-    pub fn lanes<V: Num<Scalar = f64>>(&self, f0: usize, s: usize) -> (V, V::Mask) {
+    pub fn lanes<V: Num<Scalar = f64>>(&self, f0: usize, s: usize) -> (V, V, V::Mask) {
         let os = self.oversample;
         let fpixel = V::from_fn(|i| (f0 + i) as f64);
         let mut sum = V::zero();
+        let mut omega_sum = V::zero();
         let mut beyond = V::Mask::splat(false);
         for sub_s in 0..os {
             let sdet = self.sub * ((s * os + sub_s) as f64 + 0.5);
@@ -258,9 +283,14 @@ impl FastBackground {
                     let x = V::c(thick_mu) / dot(d, odet.map(V::c));
                     omega *= absorbed(x);
                 }
+                omega_sum += omega;
                 for g in &self.groups {
                     let diff: V3<V> = std::array::from_fn(|k| d[k] - V::c(g.incident[k]));
-                    let u = V::c(0.5) * dot(diff, diff).sqrt();
+                    // on the FMA ports (the divider's square root is slow in
+                    // lanes), but that takes √0 as 0 · ∞: the direct beam's 0
+                    let u2 = dot(diff, diff);
+                    let root = V::select(u2.cmp_gt(V::zero()), u2.sqrt_recip().0, V::zero());
+                    let u = V::c(0.5) * root;
                     let (value, out) = g.table.lanes(u);
                     beyond = beyond | out;
                     let polar = match &g.polarization {
@@ -271,7 +301,7 @@ impl FastBackground {
                 }
             }
         }
-        (sum * V::c(self.scale), beyond)
+        (sum * V::c(self.scale), omega_sum, beyond)
     }
 }
 
@@ -349,7 +379,8 @@ mod tests {
         AmorphousSource { position, weight, lambda: lambda_a * 1e-10 }
     }
 
-    /// Every pixel of the fast form within 1e-7 relative of the C-bit sum:
+    /// Every pixel of the fast form within 1e-7 relative of the C-bit sum,
+    /// and its solid angle within 1e-12:
     /// one source; a spectrum of 7 wavelengths with a second direction
     /// (two groups); sub-pixels with a sensor; no polarization.
     #[test]
@@ -368,21 +399,44 @@ mod tests {
         ];
         for (n, bg) in cases.iter().enumerate() {
             let fast = FastBackground::new(bg).expect("a fast form");
-            let mut worst = 0.0f64;
+            let (mut worst, mut worst_omega) = (0.0f64, 0.0f64);
             for s in 0..47 {
                 for f0 in (0..61).step_by(4) {
-                    let (v, beyond) = fast.lanes::<crate::real::X2<crate::real::X2<f64>>>(f0, s);
+                    let (v, omega, beyond) =
+                        fast.lanes::<crate::real::X2<crate::real::X2<f64>>>(f0, s);
                     for i in 0..4 {
                         if f0 + i < 61 {
                             assert_eq!(beyond.bits() >> i & 1, 0, "case {n}: pixel {} {s}", f0 + i);
-                            let want = bg.pixel(f0 + i, s, &mut 0.0);
+                            let mut want_omega = 0.0;
+                            let want = bg.pixel(f0 + i, s, &mut want_omega);
                             worst = worst.max((v.lane(i) - want).abs() / want.abs());
+                            let omega_error = (omega.lane(i) - want_omega).abs() / want_omega;
+                            worst_omega = worst_omega.max(omega_error);
                         }
                     }
                 }
             }
             assert!(worst < 1e-7, "case {n}: worst relative difference {worst:e}");
+            assert!(worst_omega < 1e-12, "case {n}: solid angle off by {worst_omega:e}");
         }
+    }
+
+    /// With one wavelength and evenly spaced rows the cells' edges sit on
+    /// the table's rows, so the grid passes with the first cell width tried
+    /// (one cell per row, λ · step) instead of being halved; with a spectrum
+    /// it is not aligned.
+    #[test]
+    fn one_wavelength_puts_the_cells_on_the_rows() {
+        let lambda_a = 1.0;
+        let bg = background(1, vec![source([-10.0, 0.0, 0.0], 1.0, lambda_a)], false, false);
+        let step = aligned_cell(bg.table.stols(), &[(1.0, lambda_a * 1e-10)]).expect("aligned");
+        // 0.005 Å⁻¹ per row, in m⁻¹, times λ in m
+        assert!((step - 0.005 * lambda_a).abs() < 1e-12, "{step}");
+        let fast = FastBackground::new(&bg).unwrap();
+        let table = &fast.groups[0].table;
+        assert!((1.0 / table.per_cell - step).abs() < 1e-12, "cell {}", 1.0 / table.per_cell);
+        let two = [(1.0, 1e-10), (1.0, 1.02e-10)];
+        assert_eq!(aligned_cell(bg.table.stols(), &two), None);
     }
 
     /// The series and the exponential meet at 0.01 to 1e-13 (the

@@ -12,6 +12,7 @@ pub(crate) mod simd;
 pub mod trace;
 
 pub use backend::{Backend, BackendError, Cpu};
+pub use background::fast_amorphous_image;
 pub use cpu::{
     put_first_sweep, render, render_as, render_into, simd_level, Precision, RenderInfo,
     RenderOptions, Rendered, SimdLevel,
