@@ -2,6 +2,9 @@
 //! `-calibration`, `-gain`, `-psf`, ...) equals noisify run on the render's
 //! float image with the same seeds and options, for any thread count.
 
+mod common;
+
+use common::nanobragg_on_threads;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -229,13 +232,7 @@ fn noisify_parallel_stream_equals_the_in_run_response() {
             "-noisefile",
             "m.img",
         ]);
-        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-            .args(&args)
-            .env("RAYON_NUM_THREADS", threads)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        nanobragg_on_threads(&dir, &args, threads);
         let file = fs::read(dir.join("m.img")).unwrap();
         let header = String::from_utf8_lossy(&file[..512]).into_owned();
         assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v2;"), "{header}");
@@ -288,13 +285,7 @@ fn nonbragg_parallel_stream_is_the_float_images_noise() {
     ];
     let mut images = Vec::new();
     for threads in ["1", "2"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-            .args(args)
-            .env("RAYON_NUM_THREADS", threads)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        nanobragg_on_threads(&dir, &args, threads);
         images.push(fs::read(dir.join("n.img")).unwrap());
     }
     assert!(images[0] == images[1], "the noise image depends on the thread count");

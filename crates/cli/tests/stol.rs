@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{float_file, scratch};
+use common::{float_file, nanobragg_on_threads, scratch};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -231,14 +231,7 @@ fn nonbragg_parallel_stream_takes_the_fast_background() {
     let want = float_file(&dir.join("c.bin"));
     for threads in ["1", "2"] {
         let args = [&base[..], &["-floatfile", "p.bin", "-noise_rng", "parallel"]].concat();
-        let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
-            .args(&args)
-            .env("RAYON_NUM_THREADS", threads)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let p = String::from_utf8_lossy(&out.stdout).into_owned();
+        let p = nanobragg_on_threads(&dir, &args, threads);
         assert_eq!(solid_angle(&p), solid_angle(&c), "{threads} threads");
         let got = float_file(&dir.join("p.bin"));
         assert_eq!(got.len(), want.len());

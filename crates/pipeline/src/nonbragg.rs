@@ -1025,8 +1025,9 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
         .then(|| Background::new(det, sources.clone(), sample, table.clone()))
         .flatten();
     // the C-bit sum belongs to the drop-in's C stream; the parallel stream's
-    // runs take the background's fast form
-    let fast = NoiseStream::parse(&o.noise_rng) == Some(NoiseStream::Parallel);
+    // runs take the background's fast form (the stream is validated)
+    let stream = NoiseStream::parse(&o.noise_rng).unwrap_or_default();
+    let fast = stream == NoiseStream::Parallel;
     let image = match parallel {
         Some(bg) => {
             let image = fast.then(|| fast_amorphous_image(&bg)).flatten();
@@ -1181,15 +1182,16 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     image_writer::write(&mut files.pgm, pgm).map_err(|e| write_error("-pgmfile", e))?;
     let Some(noise_file) = files.noise.as_mut() else { return files.commit() };
     let roi = roi.map(i64::from);
-    let (noisy, header) = match NoiseStream::parse(&o.noise_rng) {
-        Some(NoiseStream::Parallel) => {
+    let (noisy, header) = match stream {
+        NoiseStream::Parallel => {
             let stream = PixelStream { seed: o.seed.wrapping_neg(), first_pixel: 0 };
             let (noisy, _) =
                 noise_image_parallel(float, fpixels, spixels, roi, o.adc, stream, false);
             (noisy, parallel_noise_header(header, o.seed.wrapping_neg()))
         }
-        // (validated: c)
-        _ => (noise_image(float, fpixels, spixels, roi, o.adc, &mut NoiseRng::new(o.seed)), header),
+        NoiseStream::C => {
+            (noise_image(float, fpixels, spixels, roi, o.adc, &mut NoiseRng::new(o.seed)), header)
+        }
     };
     writeln!(
         out,

@@ -165,6 +165,20 @@ pub fn nanobragg(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_nanobragg")).args(args).current_dir(dir).output().unwrap()
 }
 
+/// Runs the binary with `args` in `dir` on `threads` rayon threads
+/// (`RAYON_NUM_THREADS`, as `nonbragg` and `noisify` take no `-threads`);
+/// asserts that it succeeded and returns its standard output.
+pub fn nanobragg_on_threads(dir: &Path, args: &[&str], threads: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_nanobragg"))
+        .args(args)
+        .env("RAYON_NUM_THREADS", threads)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The triclinic crystal of the batch and gradient tests: every structure
 /// factor 100, a 70 80 90 75 85 95 cell.
 pub const TRICLINIC: [&str; 9] = ["-default_F", "100", "-cell", "70", "80", "90", "75", "85", "95"];

@@ -3,7 +3,7 @@
 //! [`FastBackground`] (compiled for this CPU's SIMD level) in the fast ones.
 
 use super::cpu::SimdLevel;
-use super::rows::{roi_row, Pixel};
+use super::rows::{roi_row, roi_row_of, Pixel};
 use crate::amorphous::fast::FastBackground;
 use crate::amorphous::{AmorphousImage, Background};
 use crate::real::{Mask, Num};
@@ -160,7 +160,6 @@ pub fn fast_amorphous_image(bg: &Background) -> Option<AmorphousImage> {
     let det = bg.detector();
     let nf = det.fpixels;
     let mut pixels = vec![0.0f32; nf * det.spixels];
-    let [xmin, xmax, ymin, ymax] = det.roi;
     let omega: Vec<f64> = pixels
         .par_chunks_mut(nf.max(1))
         .enumerate()
@@ -169,11 +168,7 @@ pub fn fast_amorphous_image(bg: &Background) -> Option<AmorphousImage> {
             // first map the shared zero page, and the write after it then
             // costs a copy and a TLB flush on every core
             row.fill(0.0);
-            let (si, last) = (s as i64, nf as i64 - 1);
-            if si < ymin || si > ymax || xmax < 0 || xmin > last.min(xmax) {
-                return 0.0;
-            }
-            let (lo, hi) = (xmin.max(0) as usize, xmax.min(last) as usize);
+            let Some((lo, hi)) = roi_row_of(det.roi, nf, s) else { return 0.0 };
             Row { bg, s, lo, hi, mask: None }.add_fast(lanes, row)
         })
         .collect();

@@ -350,8 +350,13 @@ fn clear_unrendered<T: Pixel>(plan: &Plan, s: usize, row: &mut [T]) {
 /// `None` when the row has none.
 #[inline(always)]
 pub(crate) fn roi_row(plan: &Plan, s: usize) -> Option<(usize, usize)> {
-    let fp = plan.detector.fpixels;
-    let roi = plan.detector.roi;
+    roi_row_of(plan.detector.roi, plan.detector.fpixels, s)
+}
+
+/// The pixels `lo..=hi` of row `s` inside `roi` (`[xmin, xmax, ymin,
+/// ymax]`) on a detector `fp` pixels wide, if any.
+#[inline(always)]
+pub(crate) fn roi_row_of(roi: [i64; 4], fp: usize, s: usize) -> Option<(usize, usize)> {
     let si = s as i64;
     if si < roi[2] || si > roi[3] || roi[1] < 0 || fp == 0 {
         return None;
