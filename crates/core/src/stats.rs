@@ -355,6 +355,13 @@ pub fn roi_rows(roi: [i64; 4], spixels: usize) -> std::ops::Range<usize> {
     s0..s1
 }
 
+/// The pixels `f0..f1` of each row of an `fpixels`-wide image inside the
+/// ROI.
+pub fn roi_columns(roi: [i64; 4], fpixels: usize) -> std::ops::Range<usize> {
+    let (f0, f1) = roi_span(roi[0], roi[1], fpixels);
+    f0..f1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,7 @@ use nanobragg_core::noise::{noise_image, noise_image_parallel};
 use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
 use nanobragg_core::render::fast_amorphous_image;
 use nanobragg_core::rng::NoiseRng;
+use nanobragg_core::stats::{roi_columns, roi_rows};
 use nanobragg_core::vec3::{cross, dot, rotate_axis, unitize, V3};
 use nanobragg_io::atomic::Pending;
 use nanobragg_io::cfmt::{f, g, g_prec, g_width};
@@ -1076,8 +1077,8 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     )?;
     let float = &image.pixels;
     // the ROI's rows and, per row, its pixels (clamped to the image)
-    let rows = roi_span(roi[2], roi[3], spixels).unwrap_or(0..0);
-    let cols = roi_span(roi[0], roi[1], fpixels).unwrap_or(0..0);
+    let rows = roi_rows(roi.map(i64::from), spixels);
+    let cols = roi_columns(roi.map(i64::from), fpixels);
 
     // statistics over the rendered pixels, in the reference's order
     let (mut sum, mut sumsqr, mut max_i, mut max_at, mut n) =
@@ -1203,13 +1204,6 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     (image_writer::write(noise_file, Image::Smv(&header, SmvPixels::U16(&noisy.pixels))))
         .map_err(|e| write_error("-noisefile", e))?;
     files.commit()
-}
-
-/// The pixels `lo..=hi` of an image axis of `len` pixels, or `None` where
-/// the span holds none.
-fn roi_span(lo: i32, hi: i32, len: usize) -> Option<std::ops::Range<usize>> {
-    let (lo, hi) = (i64::from(lo).max(0), i64::from(hi).min(len as i64 - 1));
-    (lo <= hi).then(|| lo as usize..hi as usize + 1)
 }
 
 /// `-img`: every valid pixel of the input turned back into F with its
