@@ -15,6 +15,7 @@ pub mod error;
 pub mod experiment;
 pub mod geometry;
 pub mod memory;
+pub mod model;
 pub mod noise;
 pub mod noise_stream;
 pub mod param;

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["units", "error", "real", "vec3", "rng", "philox", "param", "memory"],
     &["physics", "psf", "psf_convolution", "sf", "amorphous", "noise_stream"],
     &["config"],
-    &["geometry", "crystal", "source"],
+    &["geometry", "crystal", "source", "model"],
     &["setup", "experiment"],
     &["render", "stats", "noise", "response"],
     &["diff"],

@@ -230,6 +230,9 @@ pub fn file_args(inv: &Invocation) -> Vec<String> {
         (None, SfSource::Dump(_)) => file("-dump", &inv.outputs.dumpfile),
         _ => {}
     }
+    if let Some(p) = &inv.model_path {
+        file("-model", p);
+    }
     if let Some(p) = &inv.source_path {
         file("-sourcefile", p);
     }
@@ -238,6 +241,13 @@ pub fn file_args(inv: &Invocation) -> Vec<String> {
     }
     if let Some((p, flag, _)) = &inv.stol {
         file(flag, p);
+    }
+    if let Some(g) = &inv.space_group {
+        out.extend(["-spacegroup".to_string(), g.clone()]);
+    }
+    for a in &inv.anomalous {
+        out.push("-anomalous".to_string());
+        out.extend(a.iter().cloned());
     }
     out
 }

@@ -27,13 +27,14 @@ pub fn main_as(program: &str, args: &[String]) -> Result<()> {
 }
 
 /// Runs the command line `args` (without the program name): a render, or
-/// the subcommands `refine`, `dataset`, `noisify`, `nonbragg` and `add`.
+/// the subcommands `refine`, `dataset`, `noisify`, `nonbragg`, `add` and `sf`.
 pub fn main_with_args(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("refine") => crate::refine::main(&args[1..]),
         Some("dataset") => crate::dataset::main(&args[1..]),
         Some("noisify") => crate::noisify::run(&args[1..], &mut std::io::stdout().lock()),
         Some("add") => crate::add::run(&args[1..], &mut std::io::stdout().lock()),
+        Some("sf") => crate::sf::run(&args[1..], &mut std::io::stdout().lock()),
         Some("nonbragg") => crate::nonbragg::run(&args[1..], &mut std::io::stdout().lock()),
         _ => crate::parse_args(args).map_err(anyhow::Error::from).and_then(run),
     }

@@ -845,6 +845,20 @@ pub static FLAGS: &[Flag] = &[
     // ------------------------------------------------------- structure factors
     Flag::file("-hkl", F, Kind::InFile, "text file of h k l F for the P1 unit cell",
         |inv, o| inv.hkl_path = Some(o.path(0))),
+    Flag::file("-model", F, Kind::InFile,
+        "atomic model (PDB or mmCIF) whose structure factors the render takes, summed over its atoms and space group to -dmin (else to the detector's edge)",
+        |inv, o| inv.model_path = Some(o.path(0))),
+    Flag::word("-spacegroup", F, &[],
+        "space group of -model (instead of the file's), or of the -hkl file's asymmetric unit, which it expands: H-M symbol (\"P 21 21 21\", \"C 1 2 1\", \"R 3 :H\"), number, or \"Hall: P 2ac 2ab\"",
+        |inv, o| inv.space_group = Some(o.text(0).to_string()))
+        .vals("symbol"),
+    Flag {
+        arity: Arity::Exactly(3),
+        kind: Kind::Word(&[]),
+        values: "element f' f''",
+        ..Flag::switch("-anomalous", F, "anomalous scattering of an element of -model (electrons); repeat for more elements",
+            |inv, o| inv.anomalous.push([o.text(0).to_string(), o.text(1).to_string(), o.text(2).to_string()]))
+    },
     Flag::num("-default_F", F, "", Check::Any, "structure factor of every reflection not in the -hkl file",
         |inv, o| inv.config.sf.default_f = o.num(0))
         .vals("F")

@@ -162,6 +162,14 @@ pub struct Invocation {
     pub outputs: Outputs,
     /// `-hkl` file (already read into `config.sf.source`).
     pub hkl_path: Option<PathBuf>,
+    /// `-model` file: the atomic model whose structure factors (computed
+    /// into `config.sf.source`) the render takes.
+    pub model_path: Option<PathBuf>,
+    /// `-spacegroup`: the space group of `-model` (instead of the file's)
+    /// or of the asymmetric unit of `-hkl`.
+    pub space_group: Option<String>,
+    /// `-anomalous EL FP FDP`, as typed, in order.
+    pub anomalous: Vec<crate::model::AnomalousArgs>,
     /// `-mat` file (already read into `config.crystal.mat`).
     pub mat_path: Option<PathBuf>,
     /// `-sourcefile` (already read into `config.beam.sources`).
@@ -256,6 +264,9 @@ impl Default for Invocation {
             config: SimConfig::default(),
             outputs: Outputs::default(),
             hkl_path: None,
+            model_path: None,
+            space_group: None,
+            anomalous: Vec::new(),
             mat_path: None,
             source_path: None,
             stol: None,

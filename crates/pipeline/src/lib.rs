@@ -32,6 +32,7 @@ pub mod image_headers;
 pub mod image_outputs;
 pub mod invocation;
 pub mod memory;
+pub mod model;
 pub mod noisify;
 pub mod nonbragg;
 pub mod output_files;
@@ -44,6 +45,7 @@ pub mod render;
 pub mod report;
 pub mod run;
 pub mod series;
+pub mod sf;
 pub mod spots;
 pub mod traces;
 

@@ -334,9 +334,31 @@ fn read_inputs(inv: &mut Invocation) -> Result<(), CliError> {
         let flag = flag.to_string();
         move |error| CliError::Input { flag, error }
     };
+    if inv.model_path.is_some() && inv.hkl_path.is_some() {
+        return Err(CliError::Unused {
+            what: "-model and -hkl both give the structure factors: give one".into(),
+        });
+    }
+    if !inv.anomalous.is_empty() && inv.model_path.is_none() {
+        return Err(CliError::Unused {
+            what: "-anomalous gives f' and f'' of the atoms of -model: give -model FILE".into(),
+        });
+    }
+    if inv.space_group.is_some() && inv.model_path.is_none() && inv.hkl_path.is_none() {
+        return Err(CliError::Unused {
+            what: "-spacegroup is the symmetry of -model or of an -hkl asymmetric unit: give one of them".into(),
+        });
+    }
     if let Some(path) = &inv.hkl_path {
-        let entries = nanobragg_core::sf::read_hkl(path).map_err(input("-hkl"))?;
+        let mut entries = nanobragg_core::sf::read_hkl(path).map_err(input("-hkl"))?;
+        if let Some(symbol) = &inv.space_group {
+            let group =
+                crate::model::space_group(symbol, "-spacegroup").map_err(input("-spacegroup"))?;
+            entries = crate::model::expand(&entries, &group).map_err(input("-hkl"))?;
+        }
         inv.config.sf.source = SfSource::Hkl(entries.into());
+    } else if let Some(path) = inv.model_path.clone() {
+        model_structure_factors(inv, &path).map_err(input("-model"))?;
     } else {
         // nanoBragg.c re-reads the structure factors of an earlier run whenever
         // no -hkl is given, even with -default_F.
@@ -374,6 +396,37 @@ fn read_inputs(inv: &mut Invocation) -> Result<(), CliError> {
         }),
         (None, None) => {}
     }
+    Ok(())
+}
+
+/// Sets `inv`'s structure factors to those of the model at `path`, to
+/// `-dmin` or, without it, to the resolution the detector reaches.
+fn model_structure_factors(inv: &mut Invocation, path: &Path) -> nanobragg_core::error::Result<()> {
+    let (model, group) = crate::model::read(path, inv.space_group.as_deref())?;
+    let anomalous = crate::model::anomalous(&inv.anomalous)?;
+    let sf = nanobragg_core::model::structure_factors::ModelStructureFactors::new(
+        &model, &group, &anomalous,
+    )?;
+    // the model's cell is the crystal's unless -cell or -mat gives one
+    if inv.config.crystal.cell.is_none() && inv.config.crystal.mat.is_none() {
+        inv.config.crystal.cell = Some(model.cell);
+    }
+    // (the geometry only: a placeholder F passes the check for a source)
+    let mut cfg = inv.config.clone();
+    cfg.sf.source = SfSource::None;
+    cfg.sf.default_f = 1.0;
+    let exp = nanobragg_core::Experiment::new(&cfg, inv.seeds().setup, None)?;
+    let interpolate = inv.config.sf.interpolate.unwrap_or(true);
+    let dmin = Some(inv.config.sampling.dmin_a).filter(|d| *d > 0.0);
+    let dmin_a = crate::model::render_resolution_a(&exp, interpolate, dmin)
+        .ok_or(nanobragg_core::Error::Invalid {
+        what: "-dmin",
+        msg:
+            "the detector gives no resolution limit for the structure factors of -model: give -dmin"
+                .into(),
+    })?;
+    let all = crate::model::structure_factors(&sf, dmin_a)?;
+    inv.config.sf.source = SfSource::Hkl(crate::model::entries(&all).into());
     Ok(())
 }
 

@@ -346,6 +346,18 @@ pub(crate) fn setup(
         SfSource::Dump(_) => {
             lines.push(format!("reading Fs from {}", inv.outputs.dumpfile.display()))
         }
+        SfSource::Hkl(entries) if inv.model_path.is_some() => {
+            let model =
+                inv.model_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            lines.push(format!(
+                "{} structure factors summed from the atoms of {model}",
+                entries.len()
+            ));
+            if let Some(grid) = &plan.grid {
+                print_lines(out, &mut lines)?;
+                write_dump(out, &inv.outputs.dumpfile, grid)?;
+            }
+        }
         SfSource::Hkl(entries) => {
             let hkl = inv.hkl_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
             lines.push(format!("counting entries in {hkl}"));

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// picks the driver of a command line, on top.
 const LAYERS: &[&[&str]] = &[
     &["cli_error", "memory", "progress", "output_files"],
-    &["expt"],
+    &["expt", "model"],
     &["invocation"],
     &["flags"],
     &["parse"],
@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["traces", "image_outputs"],
     &["gradient"],
-    &["run", "batch", "series", "dataset", "refine", "noisify", "nonbragg", "add"],
+    &["run", "batch", "series", "dataset", "refine", "noisify", "nonbragg", "add", "sf"],
     &["dispatch"],
 ];
 

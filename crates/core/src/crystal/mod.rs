@@ -1,5 +1,7 @@
-//! The crystal: unit cell and orientation, and the mosaic domains.
+//! The crystal: unit cell and orientation, the mosaic domains, and space groups.
 
 pub mod cell;
 pub mod matfile;
 pub mod mosaic;
+pub mod space_group;
+mod space_group_table;

@@ -2,6 +2,7 @@
 //! tricubic interpolation.
 
 pub mod fdump;
+pub mod form_factor;
 pub mod hkl;
 pub mod interp;
 
