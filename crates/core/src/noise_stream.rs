@@ -358,7 +358,7 @@ fn inversion(u: f64, mean: f64, p0: f64) -> f64 {
 /// machine, so a pixel's count never depends on where it was drawn.
 /// Relative error below 4e-16.
 #[inline(always)]
-fn exp_neg(x: f64) -> f64 {
+pub(crate) fn exp_neg(x: f64) -> f64 {
     // round-to-nearest n = −x/ln 2 through the 1.5·2⁵² shifter, whose low
     // bits then hold n; ln 2 split so that n·LN2_HI is exact
     const SHIFTER: f64 = 6_755_399_441_055_744.0;

@@ -529,40 +529,14 @@ fn phase_sums<const ANISO: bool>(
 }
 
 /// e^−q for q ≥ 0 (a Debye–Waller exponent) to within a few units of the
-/// last place, 0 where it would be subnormal: the exponent split by powers
-/// of two, then a Taylor series, in arithmetic the compiler vectorises.
+/// last place, 0 where it would be subnormal: the noise stream's
+/// vectorisable exponential, guarded for the exponents it does not take.
 #[inline(always)]
 pub fn exp_neg(q: f64) -> f64 {
-    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-    let x = (-q).max(-708.0);
-    let n = (x * std::f64::consts::LOG2_E + ROUND) - ROUND;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    // |r| ≤ ln2 / 2: terms to r¹² leave < 2e-16
-    let mut p = 1.0 / 479_001_600.0;
-    for d in [
-        39_916_800.0,
-        3_628_800.0,
-        362_880.0,
-        40_320.0,
-        5_040.0,
-        720.0,
-        120.0,
-        24.0,
-        6.0,
-        2.0,
-        1.0,
-        1.0,
-    ] {
-        p = p * r + 1.0 / d;
-    }
-    // (the sum's low bits hold n as a two's-complement number: shifted
-    // into the exponent field they give 2ⁿ)
-    let scale = f64::from_bits(((n + ROUND).to_bits().wrapping_add(1023)) << 52);
     if q > 708.0 {
         0.0
     } else {
-        p * scale
+        crate::noise_stream::exp_neg(q)
     }
 }
 
