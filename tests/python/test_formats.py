@@ -455,7 +455,7 @@ def test_crystfel_and_dials_files_give_the_mcstas_frame(tmp_path):
 
 def test_the_noise_stream_is_recorded(tmp_path):
     # the parallel stream and its version in /entry/simulation; the c stream's files say c
-    for rng, label in [("parallel", b"parallel philox4x32-10 v2"), ("c", b"c ran1")]:
+    for rng, label in [("parallel", b"parallel philox4x32-10 v3"), ("c", b"c ran1")]:
         cmd = [exe(), *COMMON, "-noise_rng", rng, "-floatfile", "f.bin", "-nxmxfile", f"{rng}.nxs"]
         subprocess.run(cmd, check=True, cwd=tmp_path, capture_output=True)
         with h5py.File(tmp_path / f"{rng}.nxs", "r") as f:

@@ -198,7 +198,7 @@ fn parallel_noise_stream_is_the_same_for_any_thread_count() {
         let two = noise("p2.img", &with("2", "parallel"));
         assert!(one == two, "{response:?}: the parallel stream depends on the thread count");
         let header = String::from_utf8_lossy(&one[..512]).into_owned();
-        assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v2;"), "{header}");
+        assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v3;"), "{header}");
         assert!(header.contains("NOISE_SEED=5;"), "{header}");
         let c = noise("c.img", &with("2", "c"));
         assert!(c != one, "{response:?}: the two streams give one image");
@@ -235,7 +235,7 @@ fn noisify_parallel_stream_equals_the_in_run_response() {
         nanobragg_on_threads(&dir, &args, threads);
         let file = fs::read(dir.join("m.img")).unwrap();
         let header = String::from_utf8_lossy(&file[..512]).into_owned();
-        assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v2;"), "{header}");
+        assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v3;"), "{header}");
         assert!(header.contains("NOISE_SEED=5;"), "{header}");
         assert!(file[512..] == want[..], "{threads} threads: noisify's parallel stream differs");
     }
@@ -290,7 +290,7 @@ fn nonbragg_parallel_stream_is_the_float_images_noise() {
     }
     assert!(images[0] == images[1], "the noise image depends on the thread count");
     let header = String::from_utf8_lossy(&images[0][..512]).into_owned();
-    assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v2;"), "{header}");
+    assert!(header.contains("NOISE_RNG=parallel philox4x32-10 v3;"), "{header}");
     assert!(header.contains("NOISE_SEED=7;"), "{header}");
     let float: Vec<f32> = fs::read(dir.join("f.bin"))
         .unwrap()

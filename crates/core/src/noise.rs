@@ -90,17 +90,25 @@ pub fn noise_image_wide(
 /// clipped at 65535 (whether it was clipped), a negative value through a
 /// 32-bit integer's low 16 bits; and the 32-bit pixel, truncated toward
 /// zero and saturated at the i32 range.
-#[inline]
+///
+/// (Written as `as i32` would be, saturating with NaN at 0, but through a
+/// clamp and an unchecked conversion, so that a row of them vectorises.)
+#[inline(always)]
 fn noise_pixel(adu: f64) -> (u16, i32, bool) {
     let over = adu > 65535.0;
-    let p16 = if over { 65535.0 } else { adu } as i32 as u16;
-    (p16, adu as i32, over)
+    let a = if adu.is_nan() { 0.0 } else { adu.clamp(i32::MIN as f64, i32::MAX as f64) };
+    let a16 = if over { 65535.0 } else { a };
+    // SAFETY: a and a16 are whole-range values of i32 (clamped, not NaN),
+    // so their truncations fit in an i32.
+    let (p16, p32) = unsafe { (a16.to_int_unchecked::<i32>() as u16, a.to_int_unchecked::<i32>()) };
+    (p16, p32, over)
 }
 
 /// [`noise_image_wide`] from the `parallel` stream
 /// ([`crate::noise_stream`]): pixel i's count from the draws of pixel
-/// `stream.first_pixel` + i under `stream.seed`, rows drawn in parallel (rayon's current pool). The image
-/// depends on neither the thread count nor the order of the rows.
+/// `stream.first_pixel` + i under `stream.seed`, rows drawn in parallel
+/// (rayon's current pool). The image depends on neither the thread count
+/// nor the order of the rows.
 ///
 /// # Panics
 /// If `float_image` has fewer than `fpixels * spixels` values.
@@ -113,12 +121,9 @@ pub fn noise_image_parallel(
     stream: PixelStream,
     wide: bool,
 ) -> (NoiseImage, Vec<i32>) {
-    use crate::noise_stream::poisson_counts;
-    let PixelStream { seed, first_pixel } = stream;
     use rayon::prelude::*;
     let n = fpixels * spixels;
     assert!(float_image.len() >= n, "float image has {} pixels, need {n}", float_image.len());
-    let [xmin, xmax, ymin, ymax] = roi;
     let mut pixels = vec![0u16; n];
     let mut pixels32 = if wide { vec![0i32; n] } else { Vec::new() };
     let width = fpixels.max(1);
@@ -131,32 +136,113 @@ pub fn noise_image_parallel(
         .par_chunks_mut(width)
         .zip(rows32)
         .enumerate()
-        .map_init(Vec::new, |counts, (slow, (row, row32))| {
-            let s = slow as i64;
-            let (mut photons, mut overloads) = (0.0f64, 0u64);
-            // the ROI's part of the row
-            let lo = xmin.max(0) as usize;
-            let hi = (xmax.min(fpixels as i64 - 1) + 1).max(0) as usize;
-            if s < ymin || s > ymax || lo >= hi {
-                return (photons, overloads);
-            }
-            let start = slow * fpixels;
-            counts.resize(hi - lo, 0.0);
-            let means = &float_image[start + lo..start + hi];
-            poisson_counts(seed, first_pixel + (start + lo) as u64, means, counts);
-            for ((fast, out), &count) in row.iter_mut().enumerate().skip(lo).zip(counts.iter()) {
-                photons += count;
-                let (p16, p32, over) = noise_pixel(count + adc_offset);
-                if let Some(p) = row32.get_mut(fast) {
-                    *p = p32;
-                }
-                overloads += u64::from(over);
-                *out = p16;
-            }
-            (photons, overloads)
+        .map(|(slow, (row, row32))| {
+            let image = ParallelNoise { float_image, fpixels, roi, adc_offset, stream };
+            image.row(slow, row, row32)
         })
         .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     (NoiseImage { pixels, photons, overloads }, pixels32)
+}
+
+/// The 16-bit pixels of rows `first_row`, `first_row + 1`, ... of
+/// [`noise_image_parallel`]'s image into `block` (whole rows of `fpixels`),
+/// rows in parallel, and their photons and overloads: the noise image
+/// written straight into its file, never held whole.
+///
+/// # Panics
+/// If `block` is not whole rows, or reaches past row `spixels` or past the
+/// end of `float_image`.
+#[allow(clippy::too_many_arguments)]
+pub fn noise_rows_parallel(
+    float_image: &[f32],
+    fpixels: usize,
+    spixels: usize,
+    roi: [i64; 4],
+    adc_offset: f64,
+    stream: PixelStream,
+    first_row: usize,
+    block: &mut [u16],
+) -> (f64, u64) {
+    use rayon::prelude::*;
+    let width = fpixels.max(1);
+    assert!(block.len() % width == 0, "a block of {} pixels for rows of {width}", block.len());
+    let rows = block.len() / width;
+    assert!(first_row + rows <= spixels, "rows {first_row}..{} of {spixels}", first_row + rows);
+    assert!(float_image.len() >= (first_row + rows) * fpixels, "float image too short");
+    let image = ParallelNoise { float_image, fpixels, roi, adc_offset, stream };
+    block
+        .par_chunks_mut(width)
+        .enumerate()
+        .map(|(r, row)| image.row(first_row + r, row, &mut []))
+        .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
+/// What a row of the parallel noise image is drawn from.
+#[derive(Clone, Copy)]
+struct ParallelNoise<'a> {
+    float_image: &'a [f32],
+    fpixels: usize,
+    roi: [i64; 4],
+    adc_offset: f64,
+    stream: PixelStream,
+}
+
+impl ParallelNoise<'_> {
+    /// Row `slow` into `row` (and `row32` unless it is empty), 0 outside the
+    /// ROI. Returns the row's photons and
+    /// overloads.
+    fn row(&self, slow: usize, row: &mut [u16], row32: &mut [i32]) -> (f64, u64) {
+        use crate::noise_stream::poisson_runs;
+        let [xmin, xmax, ymin, ymax] = self.roi;
+        let (mut photons, mut overloads) = (0.0f64, 0u64);
+        // the ROI's part of the row
+        let lo = xmin.max(0) as usize;
+        let hi = (xmax.min(self.fpixels as i64 - 1) + 1).max(0) as usize;
+        let s = slow as i64;
+        if s < ymin || s > ymax || lo >= hi {
+            row.fill(0);
+            row32.fill(0);
+            return (photons, overloads);
+        }
+        row[..lo].fill(0);
+        row[hi..].fill(0);
+        if !row32.is_empty() {
+            row32[..lo].fill(0);
+            row32[hi..].fill(0);
+        }
+        let start = slow * self.fpixels;
+        let means = &self.float_image[start + lo..start + hi];
+        let first = self.stream.first_pixel + (start + lo) as u64;
+        let (row, adc) = (&mut row[lo..hi], self.adc_offset);
+        let row32 = if row32.is_empty() { row32 } else { &mut row32[lo..hi] };
+        // eight sums side by side (no chain of dependent adds); the counts
+        // are whole numbers, so their sum does not depend on the order
+        // while it stays below 2⁵³
+        let mut sums = [0.0f64; 8];
+        let mut overs = [0u64; 8];
+        // (loops of one output each, which vectorise)
+        poisson_runs(self.stream.seed, first, means, |at, counts| {
+            for (p, &count) in row[at..at + counts.len()].iter_mut().zip(counts) {
+                *p = noise_pixel(count + adc).0;
+            }
+            if !row32.is_empty() {
+                for (p, &count) in row32[at..at + counts.len()].iter_mut().zip(counts) {
+                    *p = noise_pixel(count + adc).1;
+                }
+            }
+            for eight in counts.chunks(8) {
+                for (l, &count) in eight.iter().enumerate() {
+                    sums[l] += count;
+                    overs[l] += u64::from(noise_pixel(count + adc).2);
+                }
+            }
+        });
+        for l in 0..8 {
+            photons += sums[l];
+            overloads += overs[l];
+        }
+        (photons, overloads)
+    }
 }
 
 #[cfg(test)]
@@ -206,6 +292,53 @@ mod tests {
         assert_eq!(out.pixels, want);
         assert_eq!(out.photons, 4138518.75);
         assert_eq!(out.overloads, 4);
+    }
+
+    /// The vectorisable conversion is `as i32`'s saturating one.
+    #[test]
+    fn noise_pixel_is_the_saturating_conversion() {
+        for adu in [
+            0.0,
+            0.7,
+            -0.7,
+            -3.7,
+            65534.9,
+            65535.0,
+            65535.5,
+            1e9,
+            2147483647.5,
+            3e9,
+            -3e9,
+            -1e12,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            let over = adu > 65535.0;
+            let want = ((if over { 65535.0 } else { adu }) as i32 as u16, adu as i32, over);
+            assert_eq!(noise_pixel(adu), want, "{adu}");
+        }
+    }
+
+    /// The rows written straight into a file, a block at a time, are the
+    /// whole image's, with the ROI's zeros and the totals.
+    #[test]
+    fn rows_in_blocks_are_the_whole_image() {
+        let (w, h) = (131, 23);
+        let img: Vec<f32> = (0..w * h).map(|i| [0.0, 0.02, 0.6, 7.0, 40.0, 9e4][i % 6]).collect();
+        let stream = PixelStream { seed: 99, first_pixel: 1000 };
+        let roi = [3, 120, 2, 20];
+        let (whole, _) = noise_image_parallel(&img, w, h, roi, 10.0, stream, false);
+        let mut rows = vec![7u16; w * h];
+        let (mut photons, mut overloads) = (0.0, 0);
+        for (b, block) in rows.chunks_mut(5 * w).enumerate() {
+            let (p, o) = noise_rows_parallel(&img, w, h, roi, 10.0, stream, 5 * b, block);
+            photons += p;
+            overloads += o;
+        }
+        assert_eq!(rows, whole.pixels);
+        assert_eq!((photons, overloads), (whole.photons, whole.overloads));
+        assert!(whole.overloads > 0 && whole.pixels[0] == 0 && whole.pixels[2 * w + 3] >= 10);
     }
 
     #[test]

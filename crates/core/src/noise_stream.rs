@@ -9,16 +9,35 @@
 //!   the image is the same for any thread count and any split into tiles or
 //!   panels, and rows are drawn in parallel.
 //!
-//! The parallel stream's deviates: a uniform in (0, 1) from 53 bits of a
-//! block; Gaussians by Box–Muller (one per two uniforms); Poisson counts by
-//! inversion below a mean of 10 and by Hörmann's transformed rejection with
-//! squeeze (PTRS, 1993) above it.
+//! The parallel stream's deviates (version 3):
+//! - Poisson counts below a mean of 10 by inversion of one 32-bit uniform:
+//!   pixel p takes word ⌊(p mod 64)/16⌋ of the *shared* block
+//!   16·⌊p/64⌋ + (p mod 16), so that one block serves four pixels and 16
+//!   blocks are one vector of each word. (A uniform of 32 bits moves the
+//!   cumulative probabilities it is compared with by at most 2⁻³³.)
+//! - Poisson counts from a mean of 10 by Hörmann's transformed rejection
+//!   with squeeze (PTRS, 1993), from the pixel's own blocks 0, 1, ... (two
+//!   uniforms of 53 bits a block).
+//! - Normal deviates by Box–Muller, both of its pair used: pixel p takes
+//!   the cosine (p mod 32 < 16) or the sine of the shared block
+//!   16·⌊p/32⌋ + (p mod 16), whose words give two uniforms of 53 bits.
+//!
+//! A shared block's counter has [`SHARED`] in its last word, a pixel's own
+//! block the purpose alone, so the two never meet.
 
-use crate::philox::{philox4x32_10, philox4x32_10_lanes};
+use crate::philox::{philox4x32_10, philox4x32_10_x16, X16};
+use crate::real::plain::{exp_neg, ln_unit, sincos_turns, sincos_turns_lanes};
 
-/// Pixels whose first blocks are drawn together ([`poisson_counts`],
-/// [`gauss_row`]): two AVX-512 vectors of 32-bit words.
-const LANES: usize = 32;
+/// The flag in the last counter word of the shared blocks.
+pub const SHARED: u32 = 1 << 31;
+
+/// Pixels whose first Poisson uniform comes from one group of 16 shared
+/// blocks (four words each).
+const POISSON_GROUP: usize = 4 * X16;
+
+/// Pixels whose normal deviates come from one group of 16 shared blocks
+/// (a cosine and a sine each).
+const GAUSS_GROUP: usize = 2 * X16;
 
 /// Which stream the noise is drawn from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,7 +72,7 @@ impl NoiseStream {
     pub fn label(self) -> &'static str {
         match self {
             NoiseStream::C => "c ran1",
-            NoiseStream::Parallel => "parallel philox4x32-10 v2",
+            NoiseStream::Parallel => "parallel philox4x32-10 v3",
         }
     }
 }
@@ -83,8 +102,8 @@ pub enum Purpose {
     Readout = 3,
 }
 
-/// The draws of one pixel for one purpose: blocks 0, 1, ... of the counter
-/// (pixel, block, purpose), two uniforms a block.
+/// The own draws of one pixel for one purpose: blocks 0, 1, ... of the
+/// counter (pixel, block, purpose), two uniforms a block (PTRS's tries).
 #[derive(Debug, Clone)]
 pub struct PixelDraws {
     key: [u32; 2],
@@ -98,9 +117,8 @@ impl PixelDraws {
     /// `purpose` under `seed`.
     #[inline]
     pub fn new(seed: i64, pixel: u64, purpose: Purpose) -> Self {
-        let key = [seed as u32, (seed as u64 >> 32) as u32];
         let counter = [pixel as u32, (pixel >> 32) as u32, 0, purpose as u32];
-        PixelDraws { key, counter, buf: [0; 4], next: 4 }
+        PixelDraws { key: key_of(seed), counter, buf: [0; 4], next: 4 }
     }
 
     /// [`PixelDraws::new`] whose block 0 is `block` (drawn already, in a
@@ -125,27 +143,6 @@ impl PixelDraws {
         let (hi, lo) = (self.buf[self.next], self.buf[self.next + 1]);
         self.next += 2;
         uniform_of(hi, lo)
-    }
-
-    /// A standard normal deviate (Box–Muller).
-    #[inline]
-    pub fn gauss(&mut self) -> f64 {
-        let (u, v) = (self.uniform(), self.uniform());
-        box_muller(u, v)
-    }
-
-    /// A Poisson count of mean `mean` (0 for a mean that is not positive).
-    #[inline]
-    pub fn poisson(&mut self, mean: f64) -> f64 {
-        // (NaN too)
-        if mean.is_nan() || mean <= 0.0 {
-            return 0.0;
-        }
-        if mean < INVERSION_BELOW {
-            let u = self.uniform();
-            return inversion(u, mean, exp_neg(mean));
-        }
-        self.ptrs(mean)
     }
 
     /// Hörmann's PTRS for a mean of 10 or more.
@@ -212,77 +209,87 @@ fn uniform_of(hi: u32, lo: u32) -> f64 {
     (whole + 0.5) * (1.0 / (1u64 << 53) as f64)
 }
 
-/// The Box–Muller normal deviate √(−2 ln u) cos 2πv, in plain arithmetic
-/// ([`ln_unit`], [`cos_turns`]): the same bits at every SIMD level.
+/// The Philox key of a seed.
 #[inline(always)]
-fn box_muller(u: f64, v: f64) -> f64 {
-    (-2.0 * ln_unit(u)).sqrt() * cos_turns(v)
+fn key_of(seed: i64) -> [u32; 2] {
+    [seed as u32, (seed as u64 >> 32) as u32]
 }
 
-/// ln x for 0 < x ≤ 1 (normal numbers) in plain multiplies and adds:
-/// x = 2ᵉ·m with √½ ≤ m < √2, ln m = 2 atanh((m − 1)/(m + 1)) by its series
-/// (to s¹⁹: remainder below 3e-17). Relative error below 1e-15 (absolute
-/// 2e-16 near 1).
+/// The counter of shared block `n` for `purpose`.
 #[inline(always)]
-fn ln_unit(x: f64) -> f64 {
-    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-    let bits = x.to_bits();
-    let biased = (bits >> 52) & 0x7ff;
-    let mantissa = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
-    let high = mantissa > std::f64::consts::SQRT_2;
-    let m = if high { mantissa * 0.5 } else { mantissa };
-    // the exponent as a double, exactly (through 2⁵²'s exponent)
-    let e = f64::from_bits(0x4330_0000_0000_0000 | biased) - 4_503_599_627_370_496.0 - 1023.0
-        + if high { 1.0 } else { 0.0 };
-    let s = (m - 1.0) / (m + 1.0);
-    let z = s * s;
-    let mut series = 1.0 / 19.0;
-    for d in [17.0, 15.0, 13.0, 11.0, 9.0, 7.0, 5.0, 3.0, 1.0] {
-        series = series * z + 1.0 / d;
-    }
-    e * LN2_HI + (e * LN2_LO + 2.0 * s * series)
+fn shared_counter(n: u64, purpose: Purpose) -> [u32; 4] {
+    [n as u32, (n >> 32) as u32, 0, purpose as u32 | SHARED]
 }
 
-/// cos 2πv for 0 ≤ v ≤ 1 in plain multiplies and adds: folded exactly
-/// onto [0, ⅛] turn, where the cosine or sine series (to x¹⁶, x¹⁷) is
-/// below 1e-17 from its sum. Absolute error below 5e-16.
+/// The 16 shared blocks 16·`group` + lane for `purpose`: `w[word][lane]`.
 #[inline(always)]
-fn cos_turns(v: f64) -> f64 {
-    // (every subtraction below is exact: Sterbenz)
-    let t = if v > 0.5 { 1.0 - v } else { v };
-    let flip = t > 0.25;
-    let t = if flip { 0.5 - t } else { t };
-    let sine = t > 0.125;
-    let x = std::f64::consts::TAU * if sine { 0.25 - t } else { t };
-    let x2 = x * x;
-    let (mut c, mut sn) = (1.0 / 20_922_789_888_000.0, 1.0 / 355_687_428_096_000.0);
-    for (dc, ds) in [
-        (-87_178_291_200.0, -1_307_674_368_000.0),
-        (479_001_600.0, 6_227_020_800.0),
-        (-3_628_800.0, -39_916_800.0),
-        (40_320.0, 362_880.0),
-        (-720.0, -5_040.0),
-        (24.0, 120.0),
-        (-2.0, -6.0),
-        (1.0, 1.0),
-    ] {
-        c = c * x2 + 1.0 / dc;
-        sn = sn * x2 + 1.0 / ds;
+fn shared_blocks(key: [u32; 2], group: u64, purpose: Purpose) -> [[u32; X16]; 4] {
+    let n: [u64; X16] = std::array::from_fn(|l| group * X16 as u64 + l as u64);
+    let counters = [
+        std::array::from_fn(|l| n[l] as u32),
+        std::array::from_fn(|l| (n[l] >> 32) as u32),
+        [0; X16],
+        [purpose as u32 | SHARED; X16],
+    ];
+    philox4x32_10_x16(&counters, key)
+}
+
+/// Block 0 of the own draws of pixels `at`, ..., `at` + 15: `w[word][lane]`.
+#[inline(always)]
+fn own_blocks(key: [u32; 2], at: u64, purpose: Purpose) -> [[u32; X16]; 4] {
+    let p: [u64; X16] = std::array::from_fn(|l| at + l as u64);
+    let counters = [
+        std::array::from_fn(|l| p[l] as u32),
+        std::array::from_fn(|l| (p[l] >> 32) as u32),
+        [0; X16],
+        [purpose as u32; X16],
+    ];
+    philox4x32_10_x16(&counters, key)
+}
+
+/// The uniform deviate in (0, 1) of one word: (w + ½)/2³², exactly.
+#[inline(always)]
+fn uniform32(w: u32) -> f64 {
+    (f64::from(w) + 0.5) * (1.0 / 4_294_967_296.0)
+}
+
+/// The standard normal deviate of pixel `pixel` for `purpose` under
+/// `seed`: the cosine or the sine of Box–Muller on its shared block (see
+/// the module's notes). [`gauss_row`] gives the same deviates in lanes.
+pub fn pixel_gauss(seed: i64, pixel: u64, purpose: Purpose) -> f64 {
+    let at = (pixel % GAUSS_GROUP as u64) as usize;
+    let n = pixel / GAUSS_GROUP as u64 * X16 as u64 + (at % X16) as u64;
+    let b = philox4x32_10(shared_counter(n, purpose), key_of(seed));
+    let r = (-2.0 * ln_unit(uniform_of(b[0], b[1]))).sqrt();
+    let (sin, cos) = sincos_turns(uniform_of(b[2], b[3]));
+    r * if at < X16 { cos } else { sin }
+}
+
+/// The Poisson count of pixel `pixel` under `seed` whose mean is `mean`
+/// (0 for a mean that is not positive, NaN included): inversion of its
+/// shared word below a mean of 10, PTRS on its own draws above (see the
+/// module's notes). [`poisson_counts`] gives the same counts in lanes.
+pub fn pixel_poisson(seed: i64, pixel: u64, mean: f64) -> f64 {
+    if mean.is_nan() || mean <= 0.0 {
+        return 0.0;
     }
-    let value = if sine { sn * x } else { c };
-    if flip {
-        -value
-    } else {
-        value
+    if mean < INVERSION_BELOW {
+        let at = (pixel % POISSON_GROUP as u64) as usize;
+        let n = pixel / POISSON_GROUP as u64 * X16 as u64 + (at % X16) as u64;
+        let b = philox4x32_10(shared_counter(n, Purpose::Poisson), key_of(seed));
+        let u = uniform32(b[at / X16]);
+        if below_line(u, mean) {
+            return 0.0;
+        }
+        return inversion(u, mean, exp_neg(mean));
     }
+    PixelDraws::new(seed, pixel, Purpose::Poisson).ptrs(mean)
 }
 
 /// Standard normal deviates of pixels `first`, `first + 1`, ... for
-/// `purpose` under `seed`, into `out`: [`PixelDraws::gauss`] of each
-/// pixel's draws (its block 0), [`LANES`] pixels at a time. Compiled for
-/// AVX-512 and AVX2 too, chosen at run time; every version gives the same
-/// deviates.
+/// `purpose` under `seed`, into `out`: [`pixel_gauss`] of each, a group of
+/// 32 pixels (16 blocks) at a time. Compiled for AVX-512 and AVX2 too,
+/// chosen at run time; every version gives the same deviates.
 pub fn gauss_row(seed: i64, first: u64, purpose: Purpose, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -312,32 +319,43 @@ unsafe fn gauss_row_avx2(seed: i64, first: u64, purpose: Purpose, out: &mut [f64
 
 #[inline(always)]
 fn gauss_row_any(seed: i64, first: u64, purpose: Purpose, out: &mut [f64]) {
-    for (at, o) in (first..).step_by(LANES).zip(out.chunks_mut(LANES)) {
-        let w = lane_blocks(seed, at, purpose);
-        let mut g = [0.0f64; LANES];
-        for (i, g) in g.iter_mut().enumerate() {
-            *g = box_muller(uniform_of(w[0][i], w[1][i]), uniform_of(w[2][i], w[3][i]));
+    let key = key_of(seed);
+    let mut done = 0;
+    while done < out.len() {
+        let p = first + done as u64;
+        let (group, start) = (p / GAUSS_GROUP as u64, (p % GAUSS_GROUP as u64) as usize);
+        let take = (GAUSS_GROUP - start).min(out.len() - done);
+        let w = shared_blocks(key, group, purpose);
+        let (mut u, mut v) = ([0.0f64; X16], [0.0f64; X16]);
+        for l in 0..X16 {
+            u[l] = uniform_of(w[0][l], w[1][l]);
+            v[l] = uniform_of(w[2][l], w[3][l]);
         }
-        o.copy_from_slice(&g[..o.len()]);
+        let mut r = [0.0f64; X16];
+        for l in 0..X16 {
+            r[l] = (-2.0 * ln_unit(u[l])).sqrt();
+        }
+        let (sin, cos) = sincos_turns_lanes(&v);
+        let mut g = [0.0f64; GAUSS_GROUP];
+        for l in 0..X16 {
+            g[l] = r[l] * cos[l];
+            g[X16 + l] = r[l] * sin[l];
+        }
+        out[done..done + take].copy_from_slice(&g[start..start + take]);
+        done += take;
     }
-}
-
-/// Block 0 of pixels `at`, `at + 1`, ..., `at + LANES − 1`: `w[word][lane]`.
-#[inline(always)]
-fn lane_blocks(seed: i64, at: u64, purpose: Purpose) -> [[u32; LANES]; 4] {
-    let key = [seed as u32, (seed as u64 >> 32) as u32];
-    let pixel: [u64; LANES] = std::array::from_fn(|i| at + i as u64);
-    let counters = [
-        pixel.map(|p| p as u32),
-        pixel.map(|p| (p >> 32) as u32),
-        [0; LANES],
-        [purpose as u32; LANES],
-    ];
-    philox4x32_10_lanes(counters, key)
 }
 
 /// The mean below which Poisson counts are drawn by inversion.
 const INVERSION_BELOW: f64 = 10.0;
+
+/// Whether the uniform `u` gives a count of 0 for a `mean` below
+/// [`INVERSION_BELOW`] without e^−mean: u ≤ 1 − mean ≤ e^−mean. Most pixels
+/// of a diffraction image stop here.
+#[inline(always)]
+fn below_line(u: f64, mean: f64) -> bool {
+    u <= 1.0 - mean
+}
 
 /// The Poisson count of mean `mean` (0 < mean < [`INVERSION_BELOW`]) for
 /// the uniform `u` by inversion: the first k whose cumulative probability
@@ -353,160 +371,168 @@ fn inversion(u: f64, mean: f64, p0: f64) -> f64 {
     k
 }
 
-/// e^−x for 0 ≤ x < 700 in plain multiplies and adds (no fused
-/// multiply-add, no libm): the same bits at every SIMD level and on every
-/// machine, so a pixel's count never depends on where it was drawn.
-/// Relative error below 4e-16.
-#[inline(always)]
-pub(crate) fn exp_neg(x: f64) -> f64 {
-    // round-to-nearest n = −x/ln 2 through the 1.5·2⁵² shifter, whose low
-    // bits then hold n; ln 2 split so that n·LN2_HI is exact
-    const SHIFTER: f64 = 6_755_399_441_055_744.0;
-    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-    let t = -x * std::f64::consts::LOG2_E + SHIFTER;
-    let n = t - SHIFTER;
-    let r = (-x - n * LN2_HI) - n * LN2_LO;
-    // e^r for |r| ≤ ln 2 / 2: Taylor to r¹³ (remainder below 2e-17)
-    let mut p = 1.0 / 6_227_020_800.0;
-    for d in [
-        479_001_600.0,
-        39_916_800.0,
-        3_628_800.0,
-        362_880.0,
-        40_320.0,
-        5_040.0,
-        720.0,
-        120.0,
-        24.0,
-        6.0,
-        2.0,
-        1.0,
-        1.0,
-    ] {
-        p = p * r + 1.0 / d;
-    }
-    let n_bits = t.to_bits().wrapping_sub(SHIFTER.to_bits());
-    p * f64::from_bits(n_bits.wrapping_add(1023) << 52)
-}
-
 /// The `Poisson` counts of pixels `first`, `first + 1`, ... under `seed`,
-/// whose means are `means`, into `out`: the counts of
-/// [`PixelDraws::poisson`], [`LANES`] pixels at a time. The blocks, the
-/// uniforms, e^−mean and the zero counts (nearly every pixel of a
-/// diffraction image) are drawn in SIMD lanes; the other counts go on from
-/// the same draws one pixel at a time. Compiled for AVX-512 and AVX2 too,
+/// whose means are `means`, into `out`: [`pixel_poisson`] of each, a group
+/// of 64 pixels (16 shared blocks) at a time. The blocks, the uniforms,
+/// e^−mean, the inversions and PTRS's first tries are drawn in SIMD lanes;
+/// the tries its squeeze rejects go on one pixel at a time. Compiled for AVX-512 and AVX2 too,
 /// chosen at run time; every version gives the same counts.
 ///
 /// # Panics
 /// If `out` is shorter than `means`.
 pub fn poisson_counts<M: Copy + Into<f64>>(seed: i64, first: u64, means: &[M], out: &mut [f64]) {
     assert!(out.len() >= means.len(), "{} counts for {} means", out.len(), means.len());
+    poisson_runs(seed, first, means, |at, counts| {
+        out[at..at + counts.len()].copy_from_slice(counts);
+    });
+}
+
+/// [`poisson_counts`] handed to `take` a run at a time: `take(at, counts)`
+/// gets the counts of `means[at..at + counts.len()]`, runs in order, up to
+/// 64 at a time. `take` is compiled into each SIMD version, so what it does
+/// with the counts (a conversion to pixels, say) is vectorised with them.
+pub fn poisson_runs<M, F>(seed: i64, first: u64, means: &[M], take: F)
+where
+    M: Copy + Into<f64>,
+    F: FnMut(usize, &[f64]),
+{
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F.
-            return unsafe { poisson_counts_avx512(seed, first, means, out) };
+            return unsafe { poisson_runs_avx512(seed, first, means, take) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
-            return unsafe { poisson_counts_avx2(seed, first, means, out) };
+            return unsafe { poisson_runs_avx2(seed, first, means, take) };
         }
     }
-    poisson_counts_any(seed, first, means, out)
+    poisson_runs_any(seed, first, means, take)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn poisson_counts_avx512<M: Copy + Into<f64>>(
+unsafe fn poisson_runs_avx512<M: Copy + Into<f64>, F: FnMut(usize, &[f64])>(
     seed: i64,
     first: u64,
     means: &[M],
-    out: &mut [f64],
+    take: F,
 ) {
-    poisson_counts_any(seed, first, means, out)
+    poisson_runs_any(seed, first, means, take)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn poisson_counts_avx2<M: Copy + Into<f64>>(
+unsafe fn poisson_runs_avx2<M: Copy + Into<f64>, F: FnMut(usize, &[f64])>(
     seed: i64,
     first: u64,
     means: &[M],
-    out: &mut [f64],
+    take: F,
 ) {
-    poisson_counts_any(seed, first, means, out)
+    poisson_runs_any(seed, first, means, take)
 }
 
 #[inline(always)]
-fn poisson_counts_any<M: Copy + Into<f64>>(seed: i64, first: u64, means: &[M], out: &mut [f64]) {
-    for (at, (m, o)) in (first..).step_by(LANES).zip(means.chunks(LANES).zip(out.chunks_mut(LANES)))
-    {
-        let w = lane_blocks(seed, at, Purpose::Poisson);
-        let mut mean = [0.0f64; LANES];
-        for (v, &x) in mean.iter_mut().zip(m) {
+fn poisson_runs_any<M, F>(seed: i64, first: u64, means: &[M], mut take: F)
+where
+    M: Copy + Into<f64>,
+    F: FnMut(usize, &[f64]),
+{
+    let key = key_of(seed);
+    let mut done = 0;
+    while done < means.len() {
+        let p = first + done as u64;
+        let (group, start) = (p / POISSON_GROUP as u64, (p % POISSON_GROUP as u64) as usize);
+        let run = (POISSON_GROUP - start).min(means.len() - done);
+        let mut mean = [0.0f64; POISSON_GROUP];
+        for (v, &x) in mean[start..start + run].iter_mut().zip(&means[done..done + run]) {
             *v = x.into();
         }
-        // the uniform of words 0 and 1 (53 bits, exactly: the top 52
-        // through 2⁵²'s exponent), e^−mean, and which counts are 0
-        // and for a larger mean, PTRS's first try (words 2 and 3 its second
-        // uniform), which its squeeze accepts most of the time
-        let (mut u, mut p0, mut done) = ([0.0f64; LANES], [0.0f64; LANES], [0.0f64; LANES]);
-        let mut count = [0.0f64; LANES];
-        for i in 0..LANES {
-            u[i] = uniform_of(w[0][i], w[1][i]);
-            let x = mean[i];
-            let small = x > 0.0 && x < INVERSION_BELOW;
-            p0[i] = exp_neg(if small { x } else { 0.0 });
-            // (a mean that is not positive, NaN included, counts 0)
-            let positive = x > 0.0;
-            done[i] = if !positive || (small && u[i] <= p0[i]) { 1.0 } else { 0.0 };
+        let counts = poisson_group(seed, key, group, &mean);
+        take(done, &counts[start..start + run]);
+        done += run;
+    }
+}
+
+/// The counts of the 64 pixels of `group` whose means are `mean` (0 where
+/// a mean is 0 or not given).
+#[inline(always)]
+fn poisson_group(
+    seed: i64,
+    key: [u32; 2],
+    group: u64,
+    mean: &[f64; POISSON_GROUP],
+) -> [f64; POISSON_GROUP] {
+    const N: usize = POISSON_GROUP;
+    let mut count = [0.0f64; N];
+    // (a mean that is not positive, NaN included, counts 0)
+    let small: [bool; N] = std::array::from_fn(|i| mean[i] > 0.0 && mean[i] < INVERSION_BELOW);
+    if small.iter().any(|&s| s) {
+        // the shared words in pixel order: word w of lane l is pixel 16w + l
+        let w = shared_blocks(key, group, Purpose::Poisson);
+        let mut u = [0.0f64; N];
+        for i in 0..N {
+            u[i] = uniform32(w[i / X16][i % X16]);
         }
-        // (a diffraction image's pixels are mostly dim: PTRS's divisions
-        // only where a lane needs them)
-        if mean.iter().any(|&x| x >= INVERSION_BELOW) {
-            for i in 0..LANES {
-                let x = mean[i];
-                let large = x >= INVERSION_BELOW;
-                let c = PtrsConstants::of(if large { x } else { INVERSION_BELOW });
-                let (k, squeezed) = c.try_draw(x, u[i] - 0.5, uniform_of(w[2][i], w[3][i]));
-                count[i] = if large { k } else { 0.0 };
-                if large && squeezed {
-                    done[i] = 1.0;
+        // e^−mean only for the vectors of 8 lanes that need it: a dim
+        // pixel's count is 0 at once where u ≤ 1 − mean
+        let past: [bool; N] = std::array::from_fn(|i| small[i] & !below_line(u[i], mean[i]));
+        let mut p0 = [1.0f64; N];
+        for v in 0..N / 8 {
+            if past[8 * v..8 * v + 8].iter().any(|&x| x) {
+                for i in 8 * v..8 * v + 8 {
+                    p0[i] = exp_neg(if small[i] { mean[i] } else { 0.0 });
                 }
             }
         }
-        // the inversions past k = 0 side by side, step for step as
-        // `inversion` takes them (the same bits), until every lane has its k
-        let inverting: [bool; LANES] =
-            std::array::from_fn(|i| done[i] == 0.0 && mean[i] < INVERSION_BELOW);
-        if inverting.iter().any(|&x| x) {
-            let (mut p, mut cdf, mut going) = (p0, p0, inverting);
-            while going.iter().any(|&x| x) {
-                for i in 0..LANES {
-                    // (`&`, not `&&`: no branch, so that the loop runs in lanes)
-                    going[i] = going[i] & (u[i] > cdf[i]) & (p[i] > 0.0);
-                    let k = count[i] + 1.0;
-                    let next = p[i] * (mean[i] / k);
-                    count[i] = if going[i] { k } else { count[i] };
-                    p[i] = if going[i] { next } else { p[i] };
-                    cdf[i] = if going[i] { cdf[i] + next } else { cdf[i] };
-                }
+        // the inversions side by side, step for step as `inversion` takes
+        // them (the same bits), until every lane has its k
+        let mut going: [bool; N] = std::array::from_fn(|i| past[i] & (u[i] > p0[i]));
+        let (mut p, mut cdf) = (p0, p0);
+        while going.iter().any(|&g| g) {
+            for i in 0..N {
+                // (`&`, not `&&`: no branch, so that the loop runs in lanes)
+                let k = count[i] + 1.0;
+                let next = p[i] * (mean[i] / k);
+                count[i] = if going[i] { k } else { count[i] };
+                p[i] = if going[i] { next } else { p[i] };
+                cdf[i] = if going[i] { cdf[i] + next } else { cdf[i] };
+                going[i] = going[i] & (u[i] > cdf[i]) & (p[i] > 0.0);
             }
-            for i in 0..LANES {
-                done[i] = if inverting[i] { 1.0 } else { done[i] };
-            }
-        }
-        for (i, c) in o.iter_mut().enumerate().take(m.len()) {
-            *c = if done[i] != 0.0 {
-                count[i]
-            } else {
-                let block = [w[0][i], w[1][i], w[2][i], w[3][i]];
-                let pixel = at + i as u64;
-                PixelDraws::starting_with(seed, pixel, Purpose::Poisson, block).ptrs(mean[i])
-            };
         }
     }
+    // PTRS's first try in lanes, 16 pixels' own blocks at a time, where a
+    // mean is large; its squeeze accepts most tries
+    let first = group * N as u64;
+    for c in 0..N / X16 {
+        let lanes = c * X16..(c + 1) * X16;
+        if !mean[lanes.clone()].iter().any(|&x| x >= INVERSION_BELOW) {
+            continue;
+        }
+        let w = own_blocks(key, first + (c * X16) as u64, Purpose::Poisson);
+        let mut accepted = [false; X16];
+        for l in 0..X16 {
+            let x = mean[c * X16 + l];
+            let large = x >= INVERSION_BELOW;
+            let ptrs = PtrsConstants::of(if large { x } else { INVERSION_BELOW });
+            let u = uniform_of(w[0][l], w[1][l]) - 0.5;
+            let (k, squeezed) = ptrs.try_draw(x, u, uniform_of(w[2][l], w[3][l]));
+            if large {
+                count[c * X16 + l] = k;
+            }
+            accepted[l] = squeezed;
+        }
+        for l in 0..X16 {
+            let (i, x) = (c * X16 + l, mean[c * X16 + l]);
+            if x >= INVERSION_BELOW && !accepted[l] {
+                let block = [w[0][l], w[1][l], w[2][l], w[3][l]];
+                let mut own =
+                    PixelDraws::starting_with(seed, first + i as u64, Purpose::Poisson, block);
+                count[i] = own.ptrs(x);
+            }
+        }
+    }
+    count
 }
 
 /// ln k! for a whole number k ≥ 0: from the factorials below 20, Stirling's
@@ -532,18 +558,6 @@ fn ln_factorial(k: f64) -> f64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn exp_neg_is_libm_to_the_last_bits() {
-        let mut worst = 0.0f64;
-        for i in 0..=200_000 {
-            let x = i as f64 * 5e-5 + f64::from(i % 7) * 1e-9;
-            let want = (-x).exp();
-            worst = worst.max(((exp_neg(x) - want) / want).abs());
-        }
-        assert!(worst < 4e-16, "{worst}");
-        assert_eq!(exp_neg(0.0), 1.0);
-    }
-
     /// The row's lanes give each pixel's own count, on every branch: not
     /// positive, NaN, inversion at 0 and above, PTRS, and a row that ends
     /// inside a chunk of lanes.
@@ -562,12 +576,12 @@ mod tests {
                 _ => 3e6,
             })
             .collect();
-        for len in [1000, 999, 37] {
+        // (rows that start and end inside a group of 64 pixels, too)
+        for (first, len) in [(5_000_000_000, 1000), (5_000_000_003, 999), (61, 37), (7, 3)] {
             let mut out = vec![-1.0; len];
-            poisson_counts(-77, 5_000_000_000, &means[..len], &mut out);
+            poisson_counts(-77, first, &means[..len], &mut out);
             for (i, (&m, &c)) in means.iter().zip(&out).enumerate() {
-                let own =
-                    PixelDraws::new(-77, 5_000_000_000 + i as u64, Purpose::Poisson).poisson(m);
+                let own = pixel_poisson(-77, first + i as u64, m);
                 assert_eq!(c, own, "pixel {i}, mean {m}");
             }
         }
@@ -581,28 +595,12 @@ mod tests {
     }
 
     #[test]
-    fn plain_ln_and_cos_are_libm_to_the_last_bits() {
-        let (mut worst_ln, mut worst_cos) = (0.0f64, 0.0f64);
-        for i in 1..=400_000u64 {
-            let u = uniform_of((i * 0x9e37_79b9) as u32, (i * 0x85eb_ca6b) as u32);
-            for x in [u, u * 1e-9, i as f64 / 400_000.0] {
-                let want = x.ln();
-                worst_ln = worst_ln.max((ln_unit(x) - want).abs() / want.abs().max(1.0));
-            }
-            worst_cos = worst_cos.max((cos_turns(u) - (std::f64::consts::TAU * u).cos()).abs());
-        }
-        assert!(worst_ln < 1e-15, "ln {worst_ln}");
-        assert!(worst_cos < 1e-15, "cos {worst_cos}");
-        assert_eq!((ln_unit(1.0), cos_turns(0.0), cos_turns(0.5)), (0.0, 1.0, -1.0));
-    }
-
-    #[test]
     fn gauss_row_is_the_pixels_own() {
-        for len in [100, 31] {
+        for (first, len) in [(77, 100), (64, 31), (5, 2)] {
             let mut out = vec![0.0; len];
-            gauss_row(-9, 77, Purpose::Readout, &mut out);
+            gauss_row(-9, first, Purpose::Readout, &mut out);
             for (i, &g) in out.iter().enumerate() {
-                let own = PixelDraws::new(-9, 77 + i as u64, Purpose::Readout).gauss();
+                let own = pixel_gauss(-9, first + i as u64, Purpose::Readout);
                 assert_eq!(g, own, "pixel {i}");
             }
         }

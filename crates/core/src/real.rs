@@ -17,6 +17,7 @@
 
 pub mod dual;
 pub mod fast;
+pub mod plain;
 
 use std::fmt::Debug;
 use std::ops::{

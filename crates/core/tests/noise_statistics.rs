@@ -14,7 +14,7 @@
 
 use nanobragg_core::geometry::PanelLayout;
 use nanobragg_core::noise::noise_image_parallel;
-use nanobragg_core::noise_stream::{PixelDraws, PixelStream, Purpose};
+use nanobragg_core::noise_stream::{pixel_gauss, pixel_poisson, PixelDraws, PixelStream, Purpose};
 
 /// The whole image's stream of `seed`.
 fn at(seed: i64) -> PixelStream {
@@ -40,7 +40,7 @@ fn poisson_fit(mean: f64, n: usize, seed: i64) -> (f64, usize, f64) {
     let pmf: Vec<f64> = (lo..=hi).map(|k| (-mean + k as f64 * mean.ln() - lnf[k]).exp()).collect();
     let mut seen = vec![0u64; hi - lo + 1];
     for i in 0..n {
-        let k = PixelDraws::new(seed, i as u64, Purpose::Poisson).poisson(mean) as usize;
+        let k = pixel_poisson(seed, i as u64, mean) as usize;
         assert!((lo..=hi).contains(&k), "mean {mean}: a count of {k}, 10 σ out");
         seen[k - lo] += 1;
     }
@@ -93,7 +93,7 @@ fn the_fit_tells_a_shifted_law_apart() {
     // the χ² of counts one too many
     let mut seen = vec![0u64; hi + 2];
     for i in 0..n {
-        let k = PixelDraws::new(9, i as u64, Purpose::Poisson).poisson(mean) as usize + 1;
+        let k = pixel_poisson(9, i as u64, mean) as usize + 1;
         seen[k.min(hi + 1)] += 1;
     }
     let chi2: f64 = (0..=hi)
@@ -151,19 +151,40 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
 #[test]
 fn neighbours_and_seeds_are_uncorrelated() {
     let n = 200_000;
-    let count =
-        |seed: i64, i: usize| PixelDraws::new(seed, i as u64, Purpose::Poisson).poisson(50.0);
-    let even: Vec<f64> = (0..n).map(|i| count(3, 2 * i)).collect();
-    let odd: Vec<f64> = (0..n).map(|i| count(3, 2 * i + 1)).collect();
-    let other_seed: Vec<f64> = (0..n).map(|i| count(4, 2 * i)).collect();
     let limit = 5.0 / (n as f64).sqrt();
-    for (what, r) in [
-        ("neighbours", correlation(&even, &odd)),
-        ("seeds 3 and 4", correlation(&even, &other_seed)),
-    ] {
+    // PTRS (mean 50, the pixels' own blocks) and inversion (mean 3, words of
+    // shared blocks: neighbours and pixels 16 apart share a block)
+    for mean in [50.0, 3.0] {
+        let count = |seed: i64, i: usize| pixel_poisson(seed, i as u64, mean);
+        let even: Vec<f64> = (0..n).map(|i| count(3, 2 * i)).collect();
+        let odd: Vec<f64> = (0..n).map(|i| count(3, 2 * i + 1)).collect();
+        let word_apart: Vec<f64> = (0..n).map(|i| count(3, 2 * i + 16)).collect();
+        let other_seed: Vec<f64> = (0..n).map(|i| count(4, 2 * i)).collect();
+        for (what, r) in [
+            ("neighbours", correlation(&even, &odd)),
+            ("16 apart", correlation(&even, &word_apart)),
+            ("seeds 3 and 4", correlation(&even, &other_seed)),
+        ] {
+            eprintln!("mean {mean}, {what}: r = {r:.2e} (limit {limit:.2e})");
+            assert!(r.abs() < limit, "mean {mean}, {what}: r = {r}");
+        }
+    }
+    // normal deviates: neighbours, and a block's cosine against its sine
+    // (pixels 16 apart)
+    let g = |i: usize| pixel_gauss(8, i as u64, Purpose::Readout);
+    let base: Vec<f64> = (0..n).map(|i| g(32 * (i / 16) + i % 16)).collect();
+    let next: Vec<f64> = (0..n).map(|i| g(32 * (i / 16) + i % 16 + 1)).collect();
+    let sine: Vec<f64> = (0..n).map(|i| g(32 * (i / 16) + i % 16 + 16)).collect();
+    for (what, a, b) in [("normal neighbours", &base, &next), ("cosine and sine", &base, &sine)] {
+        let r = correlation(a, b);
         eprintln!("{what}: r = {r:.2e} (limit {limit:.2e})");
         assert!(r.abs() < limit, "{what}: r = {r}");
     }
+    // and their squares (Box–Muller's pair shares its radius): the
+    // correlation of r²cos² and r²sin² is 0 for independent normals
+    let sq = |v: &[f64]| v.iter().map(|x| x * x).collect::<Vec<_>>();
+    let r = correlation(&sq(&base), &sq(&sine));
+    assert!(r.abs() < limit, "squares of cosine and sine: r = {r}");
     // the uniforms of one pixel's successive blocks too
     let mut d = PixelDraws::new(5, 0, Purpose::Readout);
     let u: Vec<f64> = (0..2 * n).map(|_| d.uniform()).collect();

@@ -97,6 +97,51 @@ fn statistics_and_int_image(
     (stats, int_scale, written)
 }
 
+/// The parallel stream's plain Poisson image of a float image, as a
+/// 16-bit SMV file: drawn in parallel straight into the file's pages (no
+/// image held, no copy).
+pub struct ParallelNoiseFile<'a> {
+    /// The expected photons.
+    pub image: &'a [f32],
+    /// Pixels a row.
+    pub fpixels: usize,
+    /// Rows.
+    pub spixels: usize,
+    /// The pixels drawn (0 outside), as [`nanobragg_core::noise::noise_image`] takes it.
+    pub roi: [i64; 4],
+    /// The ADC offset added to each count.
+    pub adc_offset: f64,
+}
+
+impl ParallelNoiseFile<'_> {
+    /// Writes the image into `file` under `header`; returns its photons,
+    /// its overloads and whether the write succeeded.
+    pub fn write(
+        &self,
+        file: &mut Pending,
+        header: &nanobragg_io::smv::SmvHeader,
+        stream: PixelStream,
+    ) -> (f64, u64, Result<(), IoError>) {
+        let (mut photons, mut overloads) = (0.0f64, 0u64);
+        let mut fill = |row: usize, block: &mut [u16]| {
+            let (p, over) = nanobragg_core::noise::noise_rows_parallel(
+                self.image,
+                self.fpixels,
+                self.spixels,
+                self.roi,
+                self.adc_offset,
+                stream,
+                row,
+                block,
+            );
+            photons += p;
+            overloads += over;
+        };
+        let written = image_writer::write(file, Image::Smv(header, SmvPixels::Rows(&mut fill)));
+        (photons, overloads, written)
+    }
+}
+
 /// Writes the integer, PGM and noise images into their temporaries and
 /// prints the statistics, as nanoBragg.c does after the float image.
 /// `exp`: the panels and where they lie in the image (the NXmx file has one
@@ -108,7 +153,7 @@ pub fn write_images(
     inv: &Invocation,
     image: &[f32],
     rendered: &RenderInfo,
-    files: ImageFiles<'_>,
+    mut files: ImageFiles<'_>,
     noise_idum: i64,
 ) -> Result<()> {
     let plan = exp.whole();
@@ -150,7 +195,24 @@ pub fn write_images(
     let wide = files.nxmx.is_some() || files.cbf.is_some() || files.frame.is_some();
     let mut pixels32 = (wide && !o.calculate_noise)
         .then(|| pgm::int_image_i32(image, fp, sp, roi, int_scale, o.adc_offset));
-    if files.noise.is_some() || (wide && o.calculate_noise) {
+    // the parallel stream's plain Poisson image, drawn in parallel straight
+    // into the file (no image held, no copy)
+    let direct_noise = o.noise_rng == NoiseStream::Parallel
+        && !wide
+        && files.noise.is_some()
+        && response(o, d.pixel_size_m)?.is_none();
+    let direct_file = if direct_noise { files.noise.take() } else { None };
+    if let Some(file) = direct_file {
+        let stream = PixelStream { seed: noise_idum.wrapping_neg(), first_pixel: 0 };
+        let header = parallel_noise_header(smv_header(plan), stream.seed);
+        let noise =
+            ParallelNoiseFile { image, fpixels: fp, spixels: sp, roi, adc_offset: o.adc_offset };
+        let (photons, overloads, written) = noise.write(file, &header, stream);
+        let photons = nanobragg_io::cfmt::f(photons, 0);
+        writeln!(out, "{photons} photons on noise image ({overloads} overloads)")?;
+        writeln!(out, "writing {} as 2-byte integers", o.noisefile.display())?;
+        written.map_err(|e| write_error("-noisefile", e))?;
+    } else if files.noise.is_some() || (wide && o.calculate_noise) {
         // -bits 32: the noise file's own 32-bit pixels
         let mut noise32 = None;
         let pixels = match response(o, d.pixel_size_m)? {

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::image_headers::parallel_noise_header;
+use crate::image_outputs::ParallelNoiseFile;
 use crate::output_files::{open_output, write_error};
 use anyhow::{bail, Context, Result};
 use nanobragg_core::amorphous::{
@@ -19,7 +20,7 @@ use nanobragg_core::amorphous::{
     AmorphousSource, Background, DetectorPlacement, PixelTrace, PlacedDetector, StolTable,
     AVOGADRO, R_E_SQR,
 };
-use nanobragg_core::noise::{noise_image, noise_image_parallel};
+use nanobragg_core::noise::noise_image;
 use nanobragg_core::noise_stream::{NoiseStream, PixelStream};
 use nanobragg_core::render::fast_amorphous_image;
 use nanobragg_core::rng::NoiseRng;
@@ -1183,26 +1184,25 @@ pub fn run(args: &[String], out: &mut impl Write) -> Result<()> {
     image_writer::write(&mut files.pgm, pgm).map_err(|e| write_error("-pgmfile", e))?;
     let Some(noise_file) = files.noise.as_mut() else { return files.commit() };
     let roi = roi.map(i64::from);
-    let (noisy, header) = match stream {
+    let (photons, overloads, written) = match stream {
         NoiseStream::Parallel => {
             let stream = PixelStream { seed: o.seed.wrapping_neg(), first_pixel: 0 };
-            let (noisy, _) =
-                noise_image_parallel(float, fpixels, spixels, roi, o.adc, stream, false);
-            (noisy, parallel_noise_header(header, o.seed.wrapping_neg()))
+            let header = parallel_noise_header(header, stream.seed);
+            let noise =
+                ParallelNoiseFile { image: float, fpixels, spixels, roi, adc_offset: o.adc };
+            noise.write(noise_file, &header, stream)
         }
         NoiseStream::C => {
-            (noise_image(float, fpixels, spixels, roi, o.adc, &mut NoiseRng::new(o.seed)), header)
+            let noisy =
+                noise_image(float, fpixels, spixels, roi, o.adc, &mut NoiseRng::new(o.seed));
+            let pixels = SmvPixels::U16(&noisy.pixels);
+            let written = image_writer::write(noise_file, Image::Smv(&header, pixels));
+            (noisy.photons, noisy.overloads, written)
         }
     };
-    writeln!(
-        out,
-        "{} photons on noise image ({} overloads)",
-        f(noisy.photons, 0),
-        noisy.overloads
-    )?;
+    writeln!(out, "{} photons on noise image ({} overloads)", f(photons, 0), overloads)?;
     writeln!(out, "writing {} as 2-byte integers", o.noise_name)?;
-    (image_writer::write(noise_file, Image::Smv(&header, SmvPixels::U16(&noisy.pixels))))
-        .map_err(|e| write_error("-noisefile", e))?;
+    written.map_err(|e| write_error("-noisefile", e))?;
     files.commit()
 }
 

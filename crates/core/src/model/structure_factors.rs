@@ -15,6 +15,7 @@
 use crate::crystal::space_group::SpaceGroup;
 use crate::error::{Error, Result};
 use crate::model::{Element, Model};
+use crate::real::plain::{sincos_turns, sincos_turns_lanes};
 use crate::sf::form_factor::It92;
 use rayon::prelude::*;
 use std::f64::consts::PI;
@@ -536,90 +537,14 @@ pub fn exp_neg(q: f64) -> f64 {
     if q > 708.0 {
         0.0
     } else {
-        crate::noise_stream::exp_neg(q)
+        crate::real::plain::exp_neg(q)
     }
-}
-
-/// Adding and subtracting 1.5·2⁵² rounds an f64 below 2⁵¹ to a whole
-/// number; the sum's low bits hold that number in two's complement.
-const ROUND: f64 = 6_755_399_441_055_744.0;
-
-/// `(sin 2πx, cos 2πx)` to within a few units of the last place, for
-/// |x| < 2⁴⁹: the phase reduced to an eighth of a turn, then Taylor series.
-/// Several times faster than the library's `sin_cos` of an angle in
-/// radians, which must first reduce arbitrarily large arguments.
-#[inline(always)]
-pub fn sincos_turns(x: f64) -> (f64, f64) {
-    let (s, c) = sincos_turns_lanes(&[x; 1]);
-    (s[0], c[0])
-}
-
-/// [`sincos_turns`] of every lane, written as loops over the lanes with no
-/// branch so that the compiler vectorises them.
-#[inline(always)]
-fn sincos_turns_lanes<const N: usize>(x: &[f64; N]) -> ([f64; N], [f64; N]) {
-    // quarter turns, rounded: the remainder is within an eighth of a turn
-    let mut shifted = [0.0; N];
-    for l in 0..N {
-        shifted[l] = 4.0 * x[l] + ROUND;
-    }
-    let (mut s, mut c) = ([0.0; N], [0.0; N]);
-    for l in 0..N {
-        let theta = (x[l] - 0.25 * (shifted[l] - ROUND)) * (2.0 * PI);
-        let t2 = theta * theta;
-        s[l] = theta
-            * (1.0
-                + t2 * (-1.0 / 6.0
-                    + t2 * (1.0 / 120.0
-                        + t2 * (-1.0 / 5040.0
-                            + t2 * (1.0 / 362880.0
-                                + t2 * (-1.0 / 39916800.0
-                                    + t2 * (1.0 / 6227020800.0
-                                        + t2 * (-1.0 / 1307674368000.0))))))));
-        c[l] = 1.0
-            + t2 * (-0.5
-                + t2 * (1.0 / 24.0
-                    + t2 * (-1.0 / 720.0
-                        + t2 * (1.0 / 40320.0
-                            + t2 * (-1.0 / 3628800.0
-                                + t2 * (1.0 / 479001600.0
-                                    + t2 * (-1.0 / 87178291200.0
-                                        + t2 * (1.0 / 20922789888000.0))))))));
-    }
-    // a quarter turn q on: (s, c) → (c, −s) → (−s, −c) → (−c, s), by
-    // masks on the bits
-    let (mut sin, mut cos) = ([0.0; N], [0.0; N]);
-    for l in 0..N {
-        let q = shifted[l].to_bits();
-        let swap = 0u64.wrapping_sub(q & 1);
-        let (sb, cb) = (s[l].to_bits(), c[l].to_bits());
-        let (sn, cn) = ((sb & !swap) | (cb & swap), (cb & !swap) | (sb & swap));
-        sin[l] = f64::from_bits(sn ^ ((q & 2) << 62));
-        cos[l] = f64::from_bits(cn ^ ((q.wrapping_add(1) & 2) << 62));
-    }
-    (sin, cos)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::Atom;
-
-    #[test]
-    fn sincos_turns_is_the_library_sin_cos() {
-        let mut worst: f64 = 0.0;
-        for i in -20000..=20000 {
-            let x = i as f64 * 0.000731 + 1e-3 * (i as f64).sin();
-            let (s, c) = sincos_turns(x);
-            // (reduced to a turn first, exactly, so that rounding 2πx does
-            // not make the reference the less accurate of the two)
-            let (ws, wc) = (2.0 * PI * (x - x.round())).sin_cos();
-            worst = worst.max((s - ws).abs()).max((c - wc).abs());
-        }
-        assert!(worst < 2e-16 * 4.0, "worst {worst:e}");
-        assert_eq!(sincos_turns(0.25), (1.0, 0.0));
-        assert_eq!(sincos_turns(-0.5), (0.0, -1.0));
-    }
 
     #[test]
     fn exp_neg_is_the_library_exp() {
