@@ -165,7 +165,11 @@ pub fn noise_rows_parallel(
 ) -> (f64, u64) {
     use rayon::prelude::*;
     let width = fpixels.max(1);
-    assert!(block.len() % width == 0, "a block of {} pixels for rows of {width}", block.len());
+    assert!(
+        block.len().is_multiple_of(width),
+        "a block of {} pixels for rows of {width}",
+        block.len()
+    );
     let rows = block.len() / width;
     assert!(first_row + rows <= spixels, "rows {first_row}..{} of {spixels}", first_row + rows);
     assert!(float_image.len() >= (first_row + rows) * fpixels, "float image too short");
