@@ -224,25 +224,24 @@ fn shared_counter(n: u64, purpose: Purpose) -> [u32; 4] {
 /// The 16 shared blocks 16·`group` + lane for `purpose`: `w[word][lane]`.
 #[inline(always)]
 fn shared_blocks(key: [u32; 2], group: u64, purpose: Purpose) -> [[u32; X16]; 4] {
-    let n: [u64; X16] = std::array::from_fn(|l| group * X16 as u64 + l as u64);
-    let counters = [
-        std::array::from_fn(|l| n[l] as u32),
-        std::array::from_fn(|l| (n[l] >> 32) as u32),
-        [0; X16],
-        [purpose as u32 | SHARED; X16],
-    ];
-    philox4x32_10_x16(&counters, key)
+    blocks_x16(key, group * X16 as u64, purpose as u32 | SHARED)
 }
 
 /// Block 0 of the own draws of pixels `at`, ..., `at` + 15: `w[word][lane]`.
 #[inline(always)]
 fn own_blocks(key: [u32; 2], at: u64, purpose: Purpose) -> [[u32; X16]; 4] {
-    let p: [u64; X16] = std::array::from_fn(|l| at + l as u64);
+    blocks_x16(key, at, purpose as u32)
+}
+
+/// The blocks of counters (`n` + lane, 0, `last`) for the 16 lanes.
+#[inline(always)]
+fn blocks_x16(key: [u32; 2], n: u64, last: u32) -> [[u32; X16]; 4] {
+    let n: [u64; X16] = std::array::from_fn(|l| n + l as u64);
     let counters = [
-        std::array::from_fn(|l| p[l] as u32),
-        std::array::from_fn(|l| (p[l] >> 32) as u32),
+        std::array::from_fn(|l| n[l] as u32),
+        std::array::from_fn(|l| (n[l] >> 32) as u32),
         [0; X16],
-        [purpose as u32; X16],
+        [last; X16],
     ];
     philox4x32_10_x16(&counters, key)
 }
@@ -320,11 +319,7 @@ unsafe fn gauss_row_avx2(seed: i64, first: u64, purpose: Purpose, out: &mut [f64
 #[inline(always)]
 fn gauss_row_any(seed: i64, first: u64, purpose: Purpose, out: &mut [f64]) {
     let key = key_of(seed);
-    let mut done = 0;
-    while done < out.len() {
-        let p = first + done as u64;
-        let (group, start) = (p / GAUSS_GROUP as u64, (p % GAUSS_GROUP as u64) as usize);
-        let take = (GAUSS_GROUP - start).min(out.len() - done);
+    for_each_group(first, out.len(), GAUSS_GROUP, |done, group, start, take| {
         let w = shared_blocks(key, group, purpose);
         let (mut u, mut v) = ([0.0f64; X16], [0.0f64; X16]);
         for l in 0..X16 {
@@ -342,7 +337,27 @@ fn gauss_row_any(seed: i64, first: u64, purpose: Purpose, out: &mut [f64]) {
             g[X16 + l] = r[l] * sin[l];
         }
         out[done..done + take].copy_from_slice(&g[start..start + take]);
-        done += take;
+    });
+}
+
+/// Walks pixels `first`, ..., `first + len − 1` by the groups of `size`
+/// pixels they fall in: `each(done, group, start, run)` for the `run`
+/// pixels from the group's pixel `start`, which are the walk's pixels
+/// `done`, `done + 1`, ...
+#[inline(always)]
+fn for_each_group(
+    first: u64,
+    len: usize,
+    size: usize,
+    mut each: impl FnMut(usize, u64, usize, usize),
+) {
+    let mut done = 0;
+    while done < len {
+        let p = first + done as u64;
+        let (group, start) = (p / size as u64, (p % size as u64) as usize);
+        let run = (size - start).min(len - done);
+        each(done, group, start, run);
+        done += run;
     }
 }
 
@@ -439,19 +454,14 @@ where
     F: FnMut(usize, &[f64]),
 {
     let key = key_of(seed);
-    let mut done = 0;
-    while done < means.len() {
-        let p = first + done as u64;
-        let (group, start) = (p / POISSON_GROUP as u64, (p % POISSON_GROUP as u64) as usize);
-        let run = (POISSON_GROUP - start).min(means.len() - done);
+    for_each_group(first, means.len(), POISSON_GROUP, |done, group, start, run| {
         let mut mean = [0.0f64; POISSON_GROUP];
         for (v, &x) in mean[start..start + run].iter_mut().zip(&means[done..done + run]) {
             *v = x.into();
         }
         let counts = poisson_group(seed, key, group, &mean);
         take(done, &counts[start..start + run]);
-        done += run;
-    }
+    });
 }
 
 /// The counts of the 64 pixels of `group` whose means are `mean` (0 where
